@@ -1,0 +1,217 @@
+/*
+ * libmkccl — collective communication and fused communication+compute for NVIDIA Hopper GPUs.
+ *
+ * Conventions (the same as NCCL's where NCCL has one):
+ *  - Every function returns an mkcclResult_t. A caller's mistake returns mkcclInvalidArgument or
+ *    mkcclInvalidUsage; the reason is logged with MKCCL_DEBUG=WARN and returned by
+ *    mkcclGetLastError().
+ *  - Operations that take a cudaStream_t are stream-ordered: they return once the work is enqueued.
+ *    An error that happens on the device (a peer that never arrives, a wait that times out) is
+ *    reported by mkcclCommGetAsyncError() and by every later call on that communicator.
+ *  - All calls on one communicator must be made in the same order on every rank, and must not run
+ *    concurrently with each other (as with NCCL). Each call gets a 64-bit sequence number.
+ *  - Row-major matrices. Weights are stored as W[N, K] (K contiguous) and fused ops compute X · Wᵀ.
+ */
+#ifndef MKCCL_H_
+#define MKCCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MKCCL_MAJOR 0
+#define MKCCL_MINOR 1
+#define MKCCL_PATCH 0
+#define MKCCL_VERSION_CODE (MKCCL_MAJOR * 10000 + MKCCL_MINOR * 100 + MKCCL_PATCH)
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Results, types, handles                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef enum {
+  mkcclSuccess = 0,
+  mkcclUnhandledCudaError = 1, /* a CUDA call failed (driver, runtime, or a kernel fault) */
+  mkcclSystemError = 2,        /* an OS call failed (socket, mmap, thread, ...) */
+  mkcclInternalError = 3,      /* a bug in libmkccl */
+  mkcclInvalidArgument = 4,    /* an argument is wrong (null pointer, bad size, bad handle, ...) */
+  mkcclInvalidUsage = 5,       /* the call is not allowed now, or not implemented */
+  mkcclRemoteError = 6,        /* another rank failed or went away */
+  mkcclInProgress = 7,         /* a non-blocking operation has not finished yet */
+  mkcclTimeout = 8,            /* a wait (host or device) ran past the communicator's timeout */
+  mkcclNumResults = 9
+} mkcclResult_t;
+
+typedef enum {
+  mkcclInt8 = 0,
+  mkcclUint8 = 1,
+  mkcclInt32 = 2,
+  mkcclUint32 = 3,
+  mkcclInt64 = 4,
+  mkcclUint64 = 5,
+  mkcclFloat16 = 6,
+  mkcclFloat32 = 7,
+  mkcclFloat64 = 8,
+  mkcclBfloat16 = 9,
+  mkcclFloat8e4m3 = 10,
+  mkcclFloat8e5m2 = 11,
+  mkcclNumTypes = 12
+} mkcclDataType_t;
+
+typedef enum { mkcclSum = 0, mkcclProd = 1, mkcclMax = 2, mkcclMin = 3, mkcclAvg = 4, mkcclNumOps = 5 } mkcclRedOp_t;
+
+/* Opaque communicator handle. */
+typedef struct mkcclComm* mkcclComm_t;
+
+/* The rendezvous token: made once by mkcclGetUniqueId on one process and passed (by MPI, a file,
+ * the mkccl-run launcher, ...) to every rank. It carries the root's address, a random token and a
+ * magic/version that are checked. */
+#define MKCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[MKCCL_UNIQUE_ID_BYTES];
+} mkcclUniqueId;
+
+/* Versioned communicator configuration. Initialize with MKCCL_CONFIG_INITIALIZER, then set fields.
+ * A field left at MKCCL_CONFIG_UNDEF_INT takes its default (or the environment variable named). */
+#define MKCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define MKCCL_CONFIG_MAGIC 0x6d6b636cu /* 'mkcl' */
+#define MKCCL_CONFIG_VERSION 1
+typedef struct mkcclConfig_v1 {
+  size_t size;          /* sizeof(mkcclConfig_t) */
+  unsigned int magic;   /* MKCCL_CONFIG_MAGIC */
+  unsigned int version; /* MKCCL_CONFIG_VERSION */
+  int blocking;         /* 1 (default): init returns when done. 0: init returns mkcclInProgress
+                           and finishes in the background; poll mkcclCommGetAsyncError. */
+  int timeoutMs;        /* bound on every host and device wait; default MKCCL_TIMEOUT_MS or 60000 */
+  int commCtas;         /* SM-split hint: CTAs given to communication in fused ops (default:
+                           heuristic per shape; env MKCCL_COMM_CTAS) */
+  int maxCtas;          /* upper bound on CTAs any one kernel of this comm uses (default: all SMs;
+                           env MKCCL_MAX_CTAS) */
+  long long workspaceBytes; /* symmetric workspace per rank (default 256 MiB; env
+                               MKCCL_WORKSPACE_BYTES) */
+} mkcclConfig_t;
+
+#define MKCCL_CONFIG_INITIALIZER                                                              \
+  {                                                                                           \
+    sizeof(mkcclConfig_t), MKCCL_CONFIG_MAGIC, MKCCL_CONFIG_VERSION, MKCCL_CONFIG_UNDEF_INT,  \
+        MKCCL_CONFIG_UNDEF_INT, MKCCL_CONFIG_UNDEF_INT, MKCCL_CONFIG_UNDEF_INT,               \
+        (long long)MKCCL_CONFIG_UNDEF_INT                                                     \
+  }
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Library and errors                                                                              */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* *version = MKCCL_VERSION_CODE of the library that is loaded. */
+mkcclResult_t mkcclGetVersion(int* version);
+
+/* A static string naming the result code ("invalid argument", ...). Never NULL. */
+const char* mkcclGetErrorString(mkcclResult_t result);
+
+/* The message of the last error on this thread, or for this communicator if comm is not NULL and
+ * it has recorded one. Never NULL ("" when there is none). Valid until the next call. */
+const char* mkcclGetLastError(mkcclComm_t comm);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Communicators                                                                                   */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Makes a new unique id. The calling process hosts the rendezvous until every rank of the
+ * communicator made with it has connected, or until the timeout (MKCCL_TIMEOUT_MS) passes. */
+mkcclResult_t mkcclGetUniqueId(mkcclUniqueId* uniqueId);
+
+/* Creates this rank's communicator on the current CUDA device. Collective: every rank of the
+ * communicator must call it with the same nranks and id. */
+mkcclResult_t mkcclCommInitRank(mkcclComm_t* comm, int nranks, mkcclUniqueId commId, int rank);
+
+/* As mkcclCommInitRank, with a configuration (may be NULL for defaults). */
+mkcclResult_t mkcclCommInitRankConfig(mkcclComm_t* comm, int nranks, mkcclUniqueId commId, int rank,
+                                      mkcclConfig_t* config);
+
+/* Creates ndev communicators in this process, rank i on devlist[i] (or device i if devlist is
+ * NULL). comms must have room for ndev handles. */
+mkcclResult_t mkcclCommInitAll(mkcclComm_t* comms, int ndev, const int* devlist);
+
+/* Waits for this rank's outstanding work on the communicator, then frees it. A communicator that
+ * has an async error is freed without waiting for the device (as mkcclCommAbort). */
+mkcclResult_t mkcclCommDestroy(mkcclComm_t comm);
+
+/* Makes every device wait of this communicator give up at once, then frees it. Use it after an
+ * error; outstanding kernels exit with an error instead of finishing their work. */
+mkcclResult_t mkcclCommAbort(mkcclComm_t comm);
+
+/* *asyncError = the first error recorded by this communicator's kernels or threads, mkcclSuccess,
+ * or mkcclInProgress while a non-blocking init has not finished. */
+mkcclResult_t mkcclCommGetAsyncError(mkcclComm_t comm, mkcclResult_t* asyncError);
+
+mkcclResult_t mkcclCommCount(const mkcclComm_t comm, int* count);
+mkcclResult_t mkcclCommUserRank(const mkcclComm_t comm, int* rank);
+mkcclResult_t mkcclCommCuDevice(const mkcclComm_t comm, int* device);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Collectives (counts are elements)                                                               */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* recvbuff[r*sendcount ...] = sendbuff of rank r. In place when sendbuff == recvbuff + rank*sendcount. */
+mkcclResult_t mkcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream);
+
+/* recvbuff = the rank's recvcount-element block of the reduction of every rank's sendbuff
+ * (nranks*recvcount elements). In place when recvbuff == sendbuff + rank*recvcount. */
+mkcclResult_t mkcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 mkcclDataType_t datatype, mkcclRedOp_t op, mkcclComm_t comm,
+                                 cudaStream_t stream);
+
+/* recvbuff = reduction of every rank's sendbuff. In place when sendbuff == recvbuff. */
+mkcclResult_t mkcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             mkcclDataType_t datatype, mkcclRedOp_t op, mkcclComm_t comm,
+                             cudaStream_t stream);
+
+/* Block p of sendbuff (count elements each) goes to rank p, which stores it as its block r.
+ * Not in place (sendbuff and recvbuff must not overlap). */
+mkcclResult_t mkcclAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                            mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream);
+
+/* Variable-size all-to-all: sendcounts[p] elements from sendbuff + sdispls[p] go to rank p, which
+ * stores them at its recvbuff + rdispls[r] (recvcounts[r] elements). Arrays have nranks entries
+ * and live in host memory; they must agree across ranks. */
+mkcclResult_t mkcclAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                             void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                             mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* GEMM engine and fused ops (bf16/fp16 inputs, fp32 accumulation)                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* C[M, N] = A[M, K] · W[N, K]ᵀ on one GPU (the tile engine every fused op uses). A and W of
+ * inType (bf16 or fp16), C of outType (bf16, fp16 or fp32). Row pitches are K and N elements and
+ * must be multiples of 16 bytes (TMA's rule). */
+mkcclResult_t mkcclGemm(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                        mkcclDataType_t inType, mkcclDataType_t outType, cudaStream_t stream);
+
+/* AllGather + GEMM (column parallel): each rank holds A_r[M/nranks, K] and W_r[N, K];
+ * C[M, N] = AllGather(A) · W_rᵀ. If gatheredA is not NULL it receives AllGather(A) [M, K].
+ * M must be divisible by nranks. */
+mkcclResult_t mkcclAllGatherGemm(const void* A, const void* W, void* C, void* gatheredA, size_t M,
+                                 size_t N, size_t K, mkcclDataType_t datatype, mkcclComm_t comm,
+                                 cudaStream_t stream);
+
+/* GEMM + ReduceScatter (row parallel): each rank holds A_r[M, K] and W_r[N, K] (K is this rank's
+ * share of the inner dimension); C[M/nranks, N] = rows rank*M/nranks... of Σ_q A_q · W_qᵀ.
+ * M must be divisible by nranks. */
+mkcclResult_t mkcclGemmReduceScatter(const void* A, const void* W, void* C, size_t M, size_t N,
+                                     size_t K, mkcclDataType_t datatype, mkcclComm_t comm,
+                                     cudaStream_t stream);
+
+/* GEMM + AllReduce: as above, C[M, N] = Σ_q A_q · W_qᵀ on every rank. */
+mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                                 mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MKCCL_H_ */
