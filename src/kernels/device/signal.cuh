@@ -1,0 +1,165 @@
+// Device signalling primitives, written once and used by every kernel.
+//
+// Protocol (DESIGN.md section 5): a flag means "ready for call s" when it holds a value >= a
+// target derived from s (flags are never reset, so stale values are always smaller). Publish:
+// data stores, then a system-scope release store of the flag. Wait: system-scope acquire loads,
+// bounded by the communicator's timeout; a timeout or an abort records an error in host-mapped
+// memory and the wait returns false: the caller leaves the kernel (no trap).
+#pragma once
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "runtime/devcomm.h"
+
+namespace mkccl {
+namespace dev {
+
+// Values published by call `seq` for its phase/step `sub` (sub < 2^20): monotonic across calls.
+__device__ __forceinline__ uint64_t flagValue(uint64_t seq, uint64_t sub = 0) { return (seq << 20) | sub; }
+
+__device__ __forceinline__ void storeRelease(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void storeRelaxed(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t loadAcquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t loadRelaxed(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+// Adds v with release semantics (e.g. "one more chunk of mine has landed at your place").
+__device__ __forceinline__ void addRelease(uint64_t* p, uint64_t v) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void fenceSys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ void fenceGpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+// Between a flag read with generic loads and a TMA (async proxy) read of the data it guards.
+__device__ __forceinline__ void fenceProxyAsync() { asm volatile("fence.proxy.async;" ::: "memory"); }
+
+__device__ __forceinline__ uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint64_t* errorWord(const DevComm& c) {
+  return reinterpret_cast<uint64_t*>(c.peers[c.localRank]) + kErrorSlot;
+}
+
+// True once this communicator has a device error or the host asked every wait to give up.
+__device__ __forceinline__ bool aborted(const DevComm& c) {
+  return *(volatile uint64_t*)errorWord(c) != 0 || *(volatile int*)&c.err->abort != 0;
+}
+
+// Records the first device error of the communicator (later ones are dropped).
+__device__ __forceinline__ void recordError(const DevComm& c, int code, int peer, int site, uint64_t seen,
+                                            uint64_t want) {
+  // Atomics on host memory are not atomic across the PCIe link: arbitrate in device memory.
+  if (atomicCAS((unsigned long long*)errorWord(c), 0ull, (unsigned long long)code) == 0ull) {
+    volatile DevError* e = c.err;
+    e->rank = c.rank;
+    e->peer = peer;
+    e->site = site;
+    e->seq = c.seq;
+    e->seen = seen;
+    e->want = want;
+    __threadfence_system();
+    e->code = code;
+    __threadfence_system();
+  }
+}
+
+// Spins (one thread) until *flag >= want. False on timeout (records mkcclTimeout = 8) or when the
+// communicator has an error / was aborted (another wait failed, or mkcclCommAbort).
+__device__ __noinline__ bool waitGeq(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
+                                     int site) {
+  uint64_t v = loadAcquire(flag);
+  if (v >= want) return true;
+  const uint64_t start = globalTimerNs();
+  unsigned backoff = 32, spins = 0;
+  while (true) {
+    v = loadAcquire(flag);
+    if (v >= want) return true;
+    if ((++spins & 63) == 0) {
+      if (aborted(c)) return false;
+      if (globalTimerNs() - start > c.timeoutNs) {
+        recordError(c, /*mkcclTimeout*/ 8, peer, site, v, want);
+        return false;
+      }
+    }
+    __nanosleep(backoff);
+    if (backoff < 1024) backoff <<= 1;
+  }
+}
+
+// Block-uniform result of a wait done by thread 0. Every thread of the block must call it.
+__device__ __forceinline__ bool blockWaitGeq(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
+                                             int site) {
+  __shared__ int ok;
+  if (threadIdx.x == 0) ok = waitGeq(c, flag, want, peer, site);
+  __syncthreads();
+  bool r = ok;
+  __syncthreads();
+  return r;
+}
+
+__device__ __forceinline__ uint64_t* flagsOf(const DevComm& c, int localPeer) {
+  return reinterpret_cast<uint64_t*>(c.peers[localPeer]);
+}
+__device__ __forceinline__ char* dataOf(const DevComm& c, int localPeer) { return c.peers[localPeer] + c.flagsBytes; }
+
+// Barrier among the ranks of the node, run by one block (every thread calls it). Phase numbers
+// let one call use several barriers (phase < 2^20, increasing within a call). Data written
+// before it by this block (or by the whole grid, after a gridSync) is visible to peers after it.
+__device__ __forceinline__ bool barrierLocal(const DevComm& c, uint64_t phase) {
+  const uint64_t want = flagValue(c.seq, phase);
+  __shared__ int ok;
+  __syncthreads();
+  if (threadIdx.x == 0) ok = 1;
+  __syncthreads();
+  const int q = threadIdx.x;
+  if (q < c.localRanks) {
+    fenceSys();
+    storeRelease(flagsOf(c, q) + kBarrierSlot + c.localRank, want);
+    if (!waitGeq(c, flagsOf(c, c.localRank) + kBarrierSlot + q, want, q, kSiteBarrier)) ok = 0;
+  }
+  __syncthreads();
+  bool r = ok;
+  __syncthreads();
+  return r;
+}
+
+// Grid-wide barrier of one persistent kernel (all CTAs co-resident). `slot` in [0, 15) picks a
+// counter pair; `phase` increases within a call. The last CTA to arrive resets the counter and
+// releases the others through a monotonic generation word, so nothing needs zeroing by the host.
+__device__ __forceinline__ bool gridSync(const DevComm& c, int slot, uint64_t phase) {
+  uint64_t* ctr = flagsOf(c, c.localRank) + kGridSyncSlot + 2 * slot;
+  uint64_t* gen = ctr + 1;
+  const uint64_t want = flagValue(c.seq, phase);
+  __shared__ int ok;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ok = 1;
+    const unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
+    __threadfence();
+    if (atomicAdd((unsigned long long*)ctr, 1ull) == nblocks - 1) {
+      *(volatile uint64_t*)ctr = 0;
+      __threadfence();
+      storeRelease(gen, want);
+    } else if (!waitGeq(c, gen, want, -1, kSiteGridSync)) {
+      ok = 0;
+    }
+  }
+  __syncthreads();
+  bool r = ok;
+  __syncthreads();
+  return r;
+}
+
+}  // namespace dev
+}  // namespace mkccl

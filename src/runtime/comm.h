@@ -1,0 +1,87 @@
+// The communicator (host side).
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <cuda_runtime.h>
+#include "mkccl.h"
+#include "runtime/bootstrap.h"
+#include "runtime/devcomm.h"
+#include "transport/nvlink/symmem.h"
+
+namespace mkccl {
+
+struct NetState;      // inter-node transport + proxy (src/transport, src/runtime/proxy)
+struct TopoMapping;   // GPU -> NIC choice (src/topo)
+
+// Exchanged by the bootstrap at init: who is where.
+struct PeerInfo {
+  int rank;
+  int cudaDev;
+  int pid;
+  int pad;
+  uint64_t hostHash;
+  char busId[32];  // PCI bus id of the GPU, "0000:19:00.0"
+};
+
+struct ResolvedConfig {
+  bool blocking = true;
+  int timeoutMs = 60000;
+  int commCtas = -1;   // -1: heuristic
+  int maxCtas = -1;    // -1: all SMs
+  size_t workspaceBytes = 256ull << 20;
+};
+
+struct mkcclCommImpl;
+
+}  // namespace mkccl
+
+struct mkcclComm {
+  uint64_t magic;  // kCommMagic while alive
+  int rank = -1, nranks = 0, cudaDev = -1;
+  int node = 0, nNodes = 1, localRank = 0, localRanks = 1;
+  std::vector<int> rankNode;       // node of each rank
+  std::vector<int> rankLocal;      // local rank of each rank
+  std::vector<int> localToRank;    // ranks of this node, by local rank
+  std::vector<int> nodeFirstRank;  // ...
+  std::vector<mkccl::PeerInfo> peers;
+  mkccl::ResolvedConfig cfg;
+  int smCount = 0;
+  int ccMajor = 0, ccMinor = 0;
+
+  std::unique_ptr<mkccl::Bootstrap> bootstrap;
+  mkccl::SymWorkspace ws;               // symmetric workspace, mapped from every local peer
+  mkccl::DevError* errHost = nullptr;   // host-mapped error record
+  mkccl::DevError* errDev = nullptr;
+  uint64_t seq = 0;                     // last call's sequence number
+  cudaEvent_t lastWork = nullptr;       // recorded after every call: destroy waits on it
+
+  std::atomic<int> initResult{mkcclInProgress};  // mkcclSuccess once ready
+  std::thread initThread;                        // non-blocking init
+  std::atomic<int> asyncError{mkcclSuccess};     // host-side errors (proxy thread, ...)
+  std::mutex errMutex;
+  std::string lastError;                         // message of the first error
+
+  mkccl::NetState* net = nullptr;
+  mkccl::TopoMapping* topo = nullptr;
+};
+
+namespace mkccl {
+
+constexpr uint64_t kCommMagic = 0x6d6b63636c436f6dull;  // "mkcclCom"
+
+// Validates a handle from the user: known to the library, alive, init finished and no error.
+// For calls that also accept a communicator still initialising, see commLookup().
+mkcclResult_t commCheckUsable(mkcclComm_t comm, const char* caller);
+// Validates a handle (alive) without looking at its state.
+mkcclResult_t commLookup(const mkcclComm* comm, const char* caller);
+
+// The comm's pending error: a device error recorded by a kernel or an error of a host thread.
+mkcclResult_t commPollError(mkcclComm_t comm);
+// Records a host-side async error (e.g. from the proxy thread): the first one wins.
+void commSetAsyncError(mkcclComm_t comm, mkcclResult_t res, const std::string& msg);
+
+}  // namespace mkccl

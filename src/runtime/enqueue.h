@@ -1,0 +1,45 @@
+// What every stream-ordered operation does around its kernel launch.
+#pragma once
+#include <cuda_runtime.h>
+#include "mkccl.h"
+#include "runtime/comm.h"
+#include "runtime/devcomm.h"
+
+namespace mkccl {
+
+// Sets the comm's device current for the call's duration and restores the caller's on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int dev);
+  ~DeviceGuard();
+ private:
+  int prev_ = -1;
+};
+
+struct OpCtx {
+  mkcclComm* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  DevComm dev{};  // with this call's sequence number
+};
+
+// Checks the comm (usable, no pending error) and the stream (on the comm's device), takes the next
+// sequence number and fills ctx. The caller holds a DeviceGuard for comm->cudaDev.
+mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName, OpCtx* ctx);
+// After the launches: checks for launch errors and records the comm's lastWork event.
+mkcclResult_t opEnd(OpCtx& ctx);
+
+// SMs a kernel of this comm may use (config maxCtas, else all).
+int opMaxCtas(const mkcclComm* comm);
+
+// Element size of a data type (0 for an invalid one).
+size_t typeSize(mkcclDataType_t t);
+const char* typeName(mkcclDataType_t t);
+const char* redOpName(mkcclRedOp_t op);
+
+// Argument helpers shared by the API entry points.
+// Non-null (unless bytes == 0) and a device pointer of `dev` (or managed memory).
+mkcclResult_t checkDevicePtr(const void* p, size_t bytes, int dev, const char* opName, const char* argName);
+// The stream belongs to device dev (the legacy/per-thread default streams are accepted).
+mkcclResult_t checkStream(cudaStream_t s, int dev, const char* opName);
+
+}  // namespace mkccl
