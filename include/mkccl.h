@@ -23,6 +23,11 @@
 extern "C" {
 #endif
 
+/* Everything declared here is exported from libmkccl.so (the library hides all else). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define MKCCL_MAJOR 0
 #define MKCCL_MINOR 1
 #define MKCCL_PATCH 0
@@ -209,6 +214,10 @@ mkcclResult_t mkcclGemmReduceScatter(const void* A, const void* W, void* C, size
 /* GEMM + AllReduce: as above, C[M, N] = Σ_q A_q · W_qᵀ on every rank. */
 mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                                  mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,9 +1,8 @@
-// Placeholders until topology (src/topo) and the inter-node transport land; each deletes its half.
+// Placeholder until the inter-node transport lands (deleted by it).
 #include "runtime/comm.h"
+#include "runtime/hooks.h"
 #include "runtime/log.h"
 namespace mkccl {
-mkcclResult_t topoInitComm(mkcclComm*) { return mkcclSuccess; }
-void topoFreeComm(mkcclComm*) {}
 mkcclResult_t netInitComm(mkcclComm* comm) {
   if (comm->nNodes > 1)
     return setError(mkcclInvalidUsage, "communicator spans %d nodes: inter-node transport not implemented yet",

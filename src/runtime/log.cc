@@ -1,0 +1,87 @@
+// MKCCL_DEBUG logging and the per-thread last-error message.
+#include "runtime/log.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <mutex>
+#include <string>
+
+namespace mkccl {
+namespace {
+
+LogLevel parseLevel() {
+  const char* s = getenv("MKCCL_DEBUG");
+  if (!s || !*s) return LogLevel::None;
+  if (!strcasecmp(s, "WARN")) return LogLevel::Warn;
+  if (!strcasecmp(s, "INFO")) return LogLevel::Info;
+  if (!strcasecmp(s, "TRACE")) return LogLevel::Trace;
+  if (!strcasecmp(s, "NONE") || !strcasecmp(s, "OFF")) return LogLevel::None;
+  fprintf(stderr, "MKCCL WARN unknown MKCCL_DEBUG=%s (expected WARN, INFO or TRACE): using WARN\n", s);
+  return LogLevel::Warn;
+}
+
+thread_local int tlsRank = -1;
+thread_local std::string tlsLastError;
+std::mutex logMutex;  // one line at a time from the threads of a process
+
+const char* hostName() {
+  static char name[64] = {0};
+  if (!name[0]) {
+    gethostname(name, sizeof(name) - 1);
+    if (char* dot = strchr(name, '.')) *dot = 0;
+  }
+  return name;
+}
+
+}  // namespace
+
+LogLevel logLevel() {
+  static const LogLevel level = parseLevel();
+  return level;
+}
+
+void setLogRank(int rank) { tlsRank = rank; }
+
+static void vlog(LogLevel level, const char* file, int line, const char* fmt, va_list ap) {
+  static const char* names[] = {"", "WARN", "INFO", "TRACE"};
+  char msg[2048];
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  const char* base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  char rank[24] = "";
+  if (tlsRank >= 0) snprintf(rank, sizeof(rank), " [%d]", tlsRank);
+  std::lock_guard<std::mutex> lock(logMutex);
+  if (level == LogLevel::Trace)
+    fprintf(stderr, "%s:%d:%ld%s MKCCL %s %s:%d %s\n", hostName(), (int)getpid(), (long)syscall(SYS_gettid), rank,
+            names[(int)level], base, line, msg);
+  else
+    fprintf(stderr, "%s:%d:%ld%s MKCCL %s %s\n", hostName(), (int)getpid(), (long)syscall(SYS_gettid), rank,
+            names[(int)level], msg);
+}
+
+void logf(LogLevel level, const char* file, int line, const char* fmt, ...) {
+  if (logLevel() < level) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vlog(level, file, line, fmt, ap);
+  va_end(ap);
+}
+
+mkcclResult_t setError(mkcclResult_t res, const char* fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  tlsLastError = msg;
+  if (logLevel() >= LogLevel::Warn) logf(LogLevel::Warn, __FILE__, __LINE__, "%s", msg);
+  return res;
+}
+
+const char* lastError() { return tlsLastError.c_str(); }
+
+}  // namespace mkccl
