@@ -6,6 +6,8 @@
 
 namespace mkccl {
 
+struct NetDevComm;  // inter-node FIFO, buffers and arrival flags (src/transport/net_dev.h)
+
 // The most ranks in one NVLink domain (a node). Checked at init with a clear error.
 constexpr int kMaxLocalRanks = 16;
 
@@ -62,6 +64,7 @@ struct DevComm {
   size_t flagsBytes;
   size_t dataBytes;
   DevError* err;               // device pointer to the host-mapped record
+  NetDevComm* net;             // device pointer; null when nNodes == 1
 };
 
 }  // namespace mkccl
