@@ -65,7 +65,8 @@ struct mkcclComm {
   std::mutex errMutex;
   std::string lastError;                         // message of the first error
 
-  mkccl::NetState* net = nullptr;
+  mkccl::NetState* net = nullptr;        // set by netInitComm when nNodes > 1
+  mkccl::NetDevComm* netDev = nullptr;   // device view of it (DevComm::net)
   mkccl::TopoMapping* topo = nullptr;
 };
 
@@ -83,5 +84,12 @@ mkcclResult_t commLookup(const mkcclComm* comm, const char* caller);
 mkcclResult_t commPollError(mkcclComm_t comm);
 // Records a host-side async error (e.g. from the proxy thread): the first one wins.
 void commSetAsyncError(mkcclComm_t comm, mkcclResult_t res, const std::string& msg);
+
+// The registry of live communicators (what commLookup checks).
+void commRegister(mkcclComm* comm);
+void commUnregister(mkcclComm* comm);
+
+// Human-readable name of a DevSite (devcomm.h) for error messages.
+const char* devSiteName(int site);
 
 }  // namespace mkccl

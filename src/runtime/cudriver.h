@@ -22,7 +22,8 @@ struct CuDriver {
   PFN_cuMemExportToShareableHandle_v10020 memExportToShareableHandle;
   PFN_cuMemImportFromShareableHandle_v10020 memImportFromShareableHandle;
   PFN_cuTensorMapEncodeTiled_v12000 tensorMapEncodeTiled;
-  PFN_cuMemGetHandleForAddressRange_v11070 memGetHandleForAddressRange;  // dma-buf export
+  PFN_cuMemGetHandleForAddressRange_v11070 memGetHandleForAddressRange;  // dma-buf export (may be null)
+  PFN_cuMemGetAddressRange_v3020 memGetAddressRange;
 };
 
 // Loads the entry points once (thread-safe). mkcclUnhandledCudaError if no driver is present.

@@ -146,7 +146,9 @@ __device__ __forceinline__ bool gridSync(const DevComm& c, int slot, uint64_t ph
   if (threadIdx.x == 0) {
     ok = 1;
     const unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
-    __threadfence();
+    // System scope: the block's stores may have gone to peers' memory, and whoever publishes after
+    // this sync (a node barrier) relies on them being visible there.
+    fenceSys();
     if (atomicAdd((unsigned long long*)ctr, 1ull) == nblocks - 1) {
       *(volatile uint64_t*)ctr = 0;
       __threadfence();

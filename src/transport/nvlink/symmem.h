@@ -19,7 +19,6 @@ struct SymWorkspace {
   CUmemGenericAllocationHandle handles[kMaxLocalRanks] = {};  // [localRank] is ours
   bool mapped[kMaxLocalRanks] = {};
   char* peer[kMaxLocalRanks] = {};         // peer q's workspace in this process
-  char* local() const;
 };
 
 // Collective over the comm's local ranks (uses comm->bootstrap). Zeroes the flags.

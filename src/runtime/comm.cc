@@ -1,0 +1,112 @@
+// Communicator handles: the registry of live ones, and turning errors (device or host) into results.
+#include "runtime/comm.h"
+#include <unordered_set>
+#include "runtime/check.h"
+
+namespace mkccl {
+namespace {
+std::mutex registryMutex;
+std::unordered_set<const mkcclComm*>& registry() {
+  static auto* r = new std::unordered_set<const mkcclComm*>();  // never destroyed: used at exit too
+  return *r;
+}
+}  // namespace
+
+void commRegister(mkcclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  registry().insert(comm);
+}
+
+void commUnregister(mkcclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  registry().erase(comm);
+}
+
+mkcclResult_t commLookup(const mkcclComm* comm, const char* caller) {
+  if (comm == nullptr) {
+    if (!caller) return mkcclInvalidArgument;
+    return setError(mkcclInvalidArgument, "%s: comm is NULL", caller);
+  }
+  bool live;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    live = registry().count(comm) != 0;
+  }
+  if (!live || comm->magic != kCommMagic) {
+    if (!caller) return mkcclInvalidArgument;
+    return setError(mkcclInvalidArgument, "%s: comm %p is not a live communicator (destroyed, or never created)",
+                    caller, (const void*)comm);
+  }
+  return mkcclSuccess;
+}
+
+const char* devSiteName(int site) {
+  switch (site) {
+    case kSiteBarrier: return "barrier";
+    case kSiteGridSync: return "grid sync";
+    case kSiteAllGather: return "AllGather";
+    case kSiteReduceScatter: return "ReduceScatter";
+    case kSiteAllReduce: return "AllReduce";
+    case kSiteAllToAll: return "AllToAll";
+    case kSiteGemmChunk: return "GEMM chunk wait";
+    case kSiteFusedTile: return "fused tile wait";
+    case kSiteFifo: return "network FIFO";
+    case kSiteNet: return "network arrival";
+    case kSiteTest: return "test";
+    default: return site >= kSiteUser ? "operation" : "unknown";
+  }
+}
+
+void commSetAsyncError(mkcclComm_t comm, mkcclResult_t res, const std::string& msg) {
+  std::lock_guard<std::mutex> lock(comm->errMutex);
+  if (comm->asyncError.load() != mkcclSuccess) return;
+  comm->lastError = msg;
+  comm->asyncError.store(res);
+  MKCCL_WARN("%s", msg.c_str());
+}
+
+mkcclResult_t commPollError(mkcclComm_t comm) {
+  int host = comm->asyncError.load();
+  if (host == mkcclSuccess && comm->errHost != nullptr) {
+    const volatile DevError* e = comm->errHost;
+    int code = e->code;
+    if (code != 0) {
+      __sync_synchronize();  // the details were written before the code
+      char msg[512];
+      if (e->peer >= 0)
+        snprintf(msg, sizeof(msg),
+                 "rank %d: a device wait (%s) of call #%llu gave up waiting for local peer %d (rank %d): "
+                 "flag %llu, wanted %llu (%s)",
+                 e->rank, devSiteName(e->site), (unsigned long long)e->seq, e->peer,
+                 e->peer < (int)comm->localToRank.size() ? comm->localToRank[e->peer] : -1,
+                 (unsigned long long)e->seen, (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
+      else
+        snprintf(msg, sizeof(msg), "rank %d: a device wait (%s) of call #%llu gave up: flag %llu, wanted %llu (%s)",
+                 e->rank, devSiteName(e->site), (unsigned long long)e->seq, (unsigned long long)e->seen,
+                 (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
+      commSetAsyncError(comm, (mkcclResult_t)code, msg);
+      host = comm->asyncError.load();
+    }
+  }
+  if (host == mkcclSuccess) return mkcclSuccess;
+  std::lock_guard<std::mutex> lock(comm->errMutex);
+  return setError((mkcclResult_t)host, "communicator has an error: %s", comm->lastError.c_str());
+}
+
+mkcclResult_t commCheckUsable(mkcclComm_t comm, const char* caller) {
+  MKCCL_CHECK(commLookup(comm, caller));
+  int init = comm->initResult.load();
+  if (init == mkcclInProgress)
+    return setError(mkcclInvalidUsage,
+                    "%s: the communicator is still initializing (non-blocking init): poll mkcclCommGetAsyncError "
+                    "until it returns mkcclSuccess",
+                    caller);
+  if (init != mkcclSuccess) {
+    std::lock_guard<std::mutex> lock(comm->errMutex);
+    return setError((mkcclResult_t)init, "%s: the communicator's initialization failed: %s", caller,
+                    comm->lastError.c_str());
+  }
+  return commPollError(comm);
+}
+
+}  // namespace mkccl

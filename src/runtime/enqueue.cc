@@ -1,0 +1,146 @@
+// What every stream-ordered operation does around its launches, and the shared argument checks.
+#include "runtime/enqueue.h"
+#include "runtime/check.h"
+#include "runtime/cudriver.h"
+
+namespace mkccl {
+
+DeviceGuard::DeviceGuard(int dev) {
+  if (cudaGetDevice(&prev_) != cudaSuccess) {
+    cudaGetLastError();
+    prev_ = -1;
+  }
+  if (dev >= 0 && dev != prev_) cudaSetDevice(dev);
+  else prev_ = -1;  // nothing to restore
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (prev_ >= 0) cudaSetDevice(prev_);
+}
+
+mkcclResult_t checkStream(cudaStream_t s, int dev, const char* opName) {
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return mkcclSuccess;
+  int sdev = -1;
+  cudaError_t e = cudaStreamGetDevice(s, &sdev);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return setError(mkcclInvalidArgument, "%s: stream %p is not a valid CUDA stream (%s)", opName, (void*)s,
+                    cudaGetErrorString(e));
+  }
+  ARG_CHECK(sdev == dev, "%s: the stream belongs to device %d but the communicator uses device %d", opName, sdev, dev);
+  return mkcclSuccess;
+}
+
+mkcclResult_t checkDevicePtr(const void* p, size_t bytes, int dev, const char* opName, const char* argName) {
+  if (bytes == 0) return mkcclSuccess;
+  ARG_CHECK(p != nullptr, "%s: %s is NULL", opName, argName);
+  cudaPointerAttributes a;
+  cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return setError(mkcclInvalidArgument, "%s: %s=%p is not a CUDA pointer (%s)", opName, argName, p,
+                    cudaGetErrorString(e));
+  }
+  switch (a.type) {
+    case cudaMemoryTypeDevice:
+      ARG_CHECK(a.device == dev, "%s: %s=%p is memory of device %d; the communicator uses device %d", opName,
+                argName, p, a.device, dev);
+      break;
+    case cudaMemoryTypeManaged: break;
+    case cudaMemoryTypeHost:
+      return setError(mkcclInvalidArgument, "%s: %s=%p is host memory; device memory is needed", opName, argName, p);
+    default:
+      return setError(mkcclInvalidArgument, "%s: %s=%p is not device memory (not allocated by CUDA)", opName,
+                      argName, p);
+  }
+  MKCCL_CHECK(cuDriverLoad());
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (cu().memGetAddressRange(&base, &size, (CUdeviceptr)p) == CUDA_SUCCESS) {
+    const size_t left = (size_t)(base + size - (CUdeviceptr)p);
+    ARG_CHECK(bytes <= left, "%s: %s=%p: %zu bytes run past the end of its allocation (%zu bytes left)", opName,
+              argName, p, bytes, left);
+  }
+  return mkcclSuccess;
+}
+
+mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName, OpCtx* ctx) {
+  MKCCL_CHECK(commCheckUsable(comm, opName));
+  MKCCL_CHECK(checkStream(stream, comm->cudaDev, opName));
+  cudaGetLastError();  // a stale launch error of ours must not be blamed on this call
+  ctx->comm = comm;
+  ctx->stream = stream;
+  DevComm& d = ctx->dev;
+  d = DevComm{};
+  d.rank = comm->rank;
+  d.nranks = comm->nranks;
+  d.localRank = comm->localRank;
+  d.localRanks = comm->localRanks;
+  d.node = comm->node;
+  d.nNodes = comm->nNodes;
+  d.seq = ++comm->seq;
+  d.timeoutNs = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  for (int q = 0; q < comm->localRanks; ++q) d.peers[q] = comm->ws.peer[q];
+  d.flagsBytes = comm->ws.flagsBytes;
+  d.dataBytes = comm->ws.bytes - comm->ws.flagsBytes;
+  d.err = comm->errDev;
+  d.net = comm->netDev;
+  MKCCL_TRACE("%s: call #%llu", opName, (unsigned long long)d.seq);
+  return mkcclSuccess;
+}
+
+mkcclResult_t opEnd(OpCtx& ctx) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return setError(mkcclUnhandledCudaError, "call #%llu: kernel launch failed: %s", (unsigned long long)ctx.dev.seq,
+                    cudaGetErrorString(e));
+  CUDA_CHECK(cudaEventRecord(ctx.comm->lastWork, ctx.stream));
+  return mkcclSuccess;
+}
+
+int opMaxCtas(const mkcclComm* comm) {
+  int n = comm->smCount;
+  if (comm->cfg.maxCtas > 0 && comm->cfg.maxCtas < n) n = comm->cfg.maxCtas;
+  return n;
+}
+
+size_t typeSize(mkcclDataType_t t) {
+  switch (t) {
+    case mkcclInt8: case mkcclUint8: case mkcclFloat8e4m3: case mkcclFloat8e5m2: return 1;
+    case mkcclFloat16: case mkcclBfloat16: return 2;
+    case mkcclInt32: case mkcclUint32: case mkcclFloat32: return 4;
+    case mkcclInt64: case mkcclUint64: case mkcclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+const char* typeName(mkcclDataType_t t) {
+  switch (t) {
+    case mkcclInt8: return "int8";
+    case mkcclUint8: return "uint8";
+    case mkcclInt32: return "int32";
+    case mkcclUint32: return "uint32";
+    case mkcclInt64: return "int64";
+    case mkcclUint64: return "uint64";
+    case mkcclFloat16: return "fp16";
+    case mkcclFloat32: return "fp32";
+    case mkcclFloat64: return "fp64";
+    case mkcclBfloat16: return "bf16";
+    case mkcclFloat8e4m3: return "fp8e4m3";
+    case mkcclFloat8e5m2: return "fp8e5m2";
+    default: return "invalid";
+  }
+}
+
+const char* redOpName(mkcclRedOp_t op) {
+  switch (op) {
+    case mkcclSum: return "sum";
+    case mkcclProd: return "prod";
+    case mkcclMax: return "max";
+    case mkcclMin: return "min";
+    case mkcclAvg: return "avg";
+    default: return "invalid";
+  }
+}
+
+}  // namespace mkccl

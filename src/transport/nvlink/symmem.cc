@@ -1,0 +1,113 @@
+// The symmetric workspace: each rank allocates `bytes` of device memory with cuMemCreate (POSIX fd
+// shareable), exports it, receives every local peer's handle over a Unix socket, and maps all of
+// them side by side into one VA range: peer[q] = base + q * bytes. We chose VMM + fds over cudaIpc
+// because it maps the same way inside one process (mkcclCommInitAll) and across processes, and the
+// allocation can be marked RDMA-capable for the inter-node transport.
+#include "transport/nvlink/symmem.h"
+#include <unistd.h>
+#include "runtime/check.h"
+#include "runtime/comm.h"
+#include "runtime/cudriver.h"
+#include "transport/nvlink/fdpass.h"
+
+namespace mkccl {
+
+
+namespace {
+
+CUmemAllocationProp allocProp(CUdevice dev, bool rdma) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+  return prop;
+}
+
+}  // namespace
+
+mkcclResult_t symWorkspaceCreate(mkcclComm* comm, size_t bytes, size_t flagsBytes) {
+  MKCCL_CHECK(cuDriverLoad());
+  SymWorkspace& ws = comm->ws;
+  const int n = comm->localRanks, me = comm->localRank;
+  CUdevice dev;
+  CU_CHECK(cu().deviceGet(&dev, comm->cudaDev));
+  int rdma = 0;
+  cu().deviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev);
+  CUmemAllocationProp prop = allocProp(dev, rdma != 0);
+  size_t gran = 0;
+  CU_CHECK(cu().memGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  ARG_CHECK(flagsBytes < bytes, "workspace of %zu bytes cannot hold %zu bytes of flags", bytes, flagsBytes);
+  ws.bytes = (bytes + gran - 1) / gran * gran;
+  ws.flagsBytes = flagsBytes;
+
+  CUresult r = cu().memCreate(&ws.handles[me], ws.bytes, &prop, 0);
+  if (r != CUDA_SUCCESS)
+    return setError(mkcclUnhandledCudaError,
+                    "cuMemCreate of the %zu MiB symmetric workspace (shareable by fd) failed: %s "
+                    "(MKCCL_WORKSPACE_BYTES sets its size)",
+                    ws.bytes >> 20, cuErrorString(r));
+  CU_CHECK(cu().memAddressReserve(&ws.base, ws.bytes * n, gran, 0, 0));
+
+  int myFd = -1;
+  CU_CHECK(cu().memExportToShareableHandle(&myFd, ws.handles[me], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  std::vector<int> fds;
+  mkcclResult_t res = exchangeFds(*comm->bootstrap, comm->localToRank, me, myFd, comm->cfg.timeoutMs, &fds);
+  close(myFd);
+  MKCCL_CHECK(res);
+  for (int q = 0; q < n; ++q) {
+    if (q == me) continue;
+    r = cu().memImportFromShareableHandle(&ws.handles[q], (void*)(uintptr_t)fds[q],
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fds[q]);
+    fds[q] = -1;
+    if (r != CUDA_SUCCESS) {
+      for (int k = q + 1; k < n; ++k)
+        if (k != me && fds[k] >= 0) close(fds[k]);
+      return setError(mkcclUnhandledCudaError, "importing rank %d's workspace failed: %s", comm->localToRank[q],
+                      cuErrorString(r));
+    }
+  }
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = dev;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (int q = 0; q < n; ++q) {
+    CUdeviceptr at = ws.base + (size_t)q * ws.bytes;
+    CU_CHECK(cu().memMap(at, ws.bytes, 0, ws.handles[q], 0));
+    ws.mapped[q] = true;
+    r = cu().memSetAccess(at, ws.bytes, &access, 1);
+    if (r != CUDA_SUCCESS)
+      return setError(mkcclUnhandledCudaError,
+                      "mapping rank %d's workspace on device %d failed: %s (are the GPUs connected by NVLink/P2P?)",
+                      comm->localToRank[q], comm->cudaDev, cuErrorString(r));
+    ws.peer[q] = (char*)(uintptr_t)at;
+  }
+  // Flags start at 0 once; they are never reset afterwards (values grow with the call sequence).
+  CUDA_CHECK(cudaMemset(ws.peer[me], 0, flagsBytes));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  MKCCL_INFO("symmetric workspace: %zu MiB per rank (%zu KiB flags), %d local ranks mapped%s", ws.bytes >> 20,
+             flagsBytes >> 10, n, rdma ? ", RDMA-capable" : "");
+  return mkcclSuccess;
+}
+
+void symWorkspaceDestroy(mkcclComm* comm) {
+  SymWorkspace& ws = comm->ws;
+  if (!ws.base) {
+    for (int q = 0; q < kMaxLocalRanks; ++q)
+      if (ws.handles[q]) cu().memRelease(ws.handles[q]), ws.handles[q] = 0;
+    return;
+  }
+  for (int q = 0; q < kMaxLocalRanks; ++q) {
+    if (ws.mapped[q]) cu().memUnmap(ws.base + (size_t)q * ws.bytes, ws.bytes);
+    if (ws.handles[q]) cu().memRelease(ws.handles[q]);
+    ws.mapped[q] = false;
+    ws.handles[q] = 0;
+    ws.peer[q] = nullptr;
+  }
+  cu().memAddressFree(ws.base, ws.bytes * comm->localRanks);
+  ws.base = 0;
+}
+
+}  // namespace mkccl
