@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# On a GPU machine: build with every core, run every GPU test (single- and multi-process), run the
+# benchmarks on all local GPUs (and on subsets), and write the JSON results under perf/results/.
+#   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."]
+# Logs and a tarball of the results also go to $OUT when it is set (the lent-GPU tool's folder).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+export PATH=/usr/local/cuda/bin:$PATH
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+tests=1; bench=1; tests_re=""; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-tests) tests=0 ;;
+    --no-bench) bench=0 ;;
+    --tests-regex) tests_re="$2"; shift ;;
+    --bench-ops) bench_ops="$2"; shift ;;
+    *) echo "gpu-check: unknown argument $1"; exit 2 ;;
+  esac
+  shift
+done
+out=${OUT:-$root/gpu-check-out}
+mkdir -p "$out"
+build=${MKCCL_BUILD_DIR:-build-gpu}
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+stamp=$(date -u +%Y%m%d-%H%M%S)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
+resdir=perf/results/${stamp}-${ngpu}x${gpu}
+mkdir -p "$resdir"
+echo "== gpu-check: $ngpu x $gpu, results in $resdir"
+
+extra=""
+[ -d .deps/libfabric/include ] && extra="-DLIBFABRIC_ROOT=$root/.deps/libfabric"
+t0=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release $extra > "$out/configure.log" 2>&1 || { cat "$out/configure.log"; exit 1; }
+grep "mkccl:" "$out/configure.log"
+if ! cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1; then
+  grep -E "error|FAILED" "$out/build.log" | head -40
+  exit 1
+fi
+echo "== build: $(( $(date +%s) - t0 )) s"
+
+status=0
+if [ $tests = 1 ]; then
+  t0=$(date +%s)
+  args=(-L gpu --output-on-failure --timeout 600)
+  [ -n "$tests_re" ] && args+=(-R "$tests_re")
+  (cd "$build" && ctest "${args[@]}") > "$out/ctest-gpu.log" 2>&1 || status=1
+  grep -E "tests passed|Test +#|Failed|\*\*\*" "$out/ctest-gpu.log" | tail -60
+  echo "== GPU tests: $(( $(date +%s) - t0 )) s"
+fi
+
+if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
+  perf="$build/perf/mkccl-perf"
+  for op in $bench_ops; do
+    if ! "$perf" --list 2>/dev/null | grep -qw "$op"; then echo "== bench $op: not in this build"; continue; fi
+    case "$op" in
+      gemm) sizes=(1) ;;
+      *) sizes=() ; for g in 2 4 8; do [ "$g" -le "$ngpu" ] && sizes+=("$g"); done ;;
+    esac
+    for g in "${sizes[@]}"; do
+      t0=$(date +%s)
+      "$perf" "$op" -g "$g" --json "$resdir/${op}-ws${g}.json" > "$out/bench-${op}-ws${g}.log" 2>&1 || status=1
+      tail -25 "$out/bench-${op}-ws${g}.log"
+      echo "== bench $op ws=$g: $(( $(date +%s) - t0 )) s"
+    done
+  done
+fi
+tar czf "$out/results.tgz" "$resdir" 2>/dev/null
+exit $status
