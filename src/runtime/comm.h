@@ -54,6 +54,7 @@ struct mkcclComm {
 
   std::unique_ptr<mkccl::Bootstrap> bootstrap;
   mkccl::SymWorkspace ws;               // symmetric workspace, mapped from every local peer
+  mkccl::SymRegion scratch[mkccl::kSymScratchSlots];  // grown on demand by ops (symScratchGet)
   mkccl::DevError* errHost = nullptr;   // host-mapped error record
   mkccl::DevError* errDev = nullptr;
   uint64_t seq = 0;                     // last call's sequence number

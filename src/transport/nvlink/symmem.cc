@@ -5,6 +5,7 @@
 // allocation can be marked RDMA-capable for the inter-node transport.
 #include "transport/nvlink/symmem.h"
 #include <unistd.h>
+#include <chrono>
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/cudriver.h"
@@ -27,9 +28,9 @@ CUmemAllocationProp allocProp(CUdevice dev, bool rdma) {
 
 }  // namespace
 
-mkcclResult_t symWorkspaceCreate(mkcclComm* comm, size_t bytes, size_t flagsBytes) {
+mkcclResult_t symRegionCreate(mkcclComm* comm, size_t bytes, SymRegion* out) {
   MKCCL_CHECK(cuDriverLoad());
-  SymWorkspace& ws = comm->ws;
+  SymRegion& ws = *out;
   const int n = comm->localRanks, me = comm->localRank;
   CUdevice dev;
   CU_CHECK(cu().deviceGet(&dev, comm->cudaDev));
@@ -38,15 +39,12 @@ mkcclResult_t symWorkspaceCreate(mkcclComm* comm, size_t bytes, size_t flagsByte
   CUmemAllocationProp prop = allocProp(dev, rdma != 0);
   size_t gran = 0;
   CU_CHECK(cu().memGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  ARG_CHECK(flagsBytes < bytes, "workspace of %zu bytes cannot hold %zu bytes of flags", bytes, flagsBytes);
   ws.bytes = (bytes + gran - 1) / gran * gran;
-  ws.flagsBytes = flagsBytes;
+  ws.rdmaCapable = rdma != 0;
 
   CUresult r = cu().memCreate(&ws.handles[me], ws.bytes, &prop, 0);
   if (r != CUDA_SUCCESS)
-    return setError(mkcclUnhandledCudaError,
-                    "cuMemCreate of the %zu MiB symmetric workspace (shareable by fd) failed: %s "
-                    "(MKCCL_WORKSPACE_BYTES sets its size)",
+    return setError(mkcclUnhandledCudaError, "cuMemCreate of %zu MiB of symmetric memory (shareable by fd) failed: %s",
                     ws.bytes >> 20, cuErrorString(r));
   CU_CHECK(cu().memAddressReserve(&ws.base, ws.bytes * n, gran, 0, 0));
 
@@ -65,8 +63,8 @@ mkcclResult_t symWorkspaceCreate(mkcclComm* comm, size_t bytes, size_t flagsByte
     if (r != CUDA_SUCCESS) {
       for (int k = q + 1; k < n; ++k)
         if (k != me && fds[k] >= 0) close(fds[k]);
-      return setError(mkcclUnhandledCudaError, "importing rank %d's workspace failed: %s", comm->localToRank[q],
-                      cuErrorString(r));
+      return setError(mkcclUnhandledCudaError, "importing rank %d's symmetric memory failed: %s",
+                      comm->localToRank[q], cuErrorString(r));
     }
   }
   CUmemAccessDesc access = {};
@@ -80,25 +78,18 @@ mkcclResult_t symWorkspaceCreate(mkcclComm* comm, size_t bytes, size_t flagsByte
     r = cu().memSetAccess(at, ws.bytes, &access, 1);
     if (r != CUDA_SUCCESS)
       return setError(mkcclUnhandledCudaError,
-                      "mapping rank %d's workspace on device %d failed: %s (are the GPUs connected by NVLink/P2P?)",
+                      "mapping rank %d's symmetric memory on device %d failed: %s (are the GPUs connected by "
+                      "NVLink/P2P?)",
                       comm->localToRank[q], comm->cudaDev, cuErrorString(r));
     ws.peer[q] = (char*)(uintptr_t)at;
   }
-  // Flags start at 0 once; they are never reset afterwards (values grow with the call sequence).
-  CUDA_CHECK(cudaMemset(ws.peer[me], 0, flagsBytes));
-  CUDA_CHECK(cudaDeviceSynchronize());
-  MKCCL_INFO("symmetric workspace: %zu MiB per rank (%zu KiB flags), %d local ranks mapped%s", ws.bytes >> 20,
-             flagsBytes >> 10, n, rdma ? ", RDMA-capable" : "");
+  MKCCL_INFO("symmetric memory: %zu MiB per rank, %d local ranks mapped%s", ws.bytes >> 20, n,
+             rdma ? ", RDMA-capable" : "");
   return mkcclSuccess;
 }
 
-void symWorkspaceDestroy(mkcclComm* comm) {
-  SymWorkspace& ws = comm->ws;
-  if (!ws.base) {
-    for (int q = 0; q < kMaxLocalRanks; ++q)
-      if (ws.handles[q]) cu().memRelease(ws.handles[q]), ws.handles[q] = 0;
-    return;
-  }
+void symRegionDestroy(mkcclComm* comm, SymRegion* region) {
+  SymRegion& ws = *region;
   for (int q = 0; q < kMaxLocalRanks; ++q) {
     if (ws.mapped[q]) cu().memUnmap(ws.base + (size_t)q * ws.bytes, ws.bytes);
     if (ws.handles[q]) cu().memRelease(ws.handles[q]);
@@ -106,8 +97,57 @@ void symWorkspaceDestroy(mkcclComm* comm) {
     ws.handles[q] = 0;
     ws.peer[q] = nullptr;
   }
-  cu().memAddressFree(ws.base, ws.bytes * comm->localRanks);
+  if (ws.base) cu().memAddressFree(ws.base, ws.bytes * comm->localRanks);
   ws.base = 0;
+  ws.bytes = 0;
+}
+
+mkcclResult_t symWorkspaceCreate(mkcclComm* comm, size_t bytes, size_t flagsBytes) {
+  ARG_CHECK(flagsBytes < bytes, "workspace of %zu bytes cannot hold %zu bytes of flags", bytes, flagsBytes);
+  MKCCL_CHECK(symRegionCreate(comm, bytes, &comm->ws));
+  comm->ws.flagsBytes = flagsBytes;
+  // Flags start at 0 once; they are never reset afterwards (values grow with the call sequence).
+  CUDA_CHECK(cudaMemset(comm->ws.peer[comm->localRank], 0, flagsBytes));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return mkcclSuccess;
+}
+
+void symWorkspaceDestroy(mkcclComm* comm) {
+  symScratchDestroyAll(comm);
+  symRegionDestroy(comm, &comm->ws);
+}
+
+mkcclResult_t symScratchGet(mkcclComm* comm, int slot, size_t bytes, const SymRegion** out) {
+  if (slot < 0 || slot >= kSymScratchSlots) return setError(mkcclInternalError, "symScratchGet: bad slot %d", slot);
+  SymRegion& reg = comm->scratch[slot];
+  if (reg.bytes < bytes) {
+    // Kernels of earlier calls may still use the old region: wait for them (bounded by the timeout).
+    if (comm->lastWork) {
+      const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs);
+      cudaError_t e;
+      while ((e = cudaEventQuery(comm->lastWork)) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() > limit)
+          return setError(mkcclTimeout, "growing symmetric scratch memory: earlier work did not finish in time");
+        usleep(100);
+      }
+      if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "earlier work failed: %s", cudaGetErrorString(e));
+    }
+    symRegionDestroy(comm, &reg);
+    const size_t unit = 64ull << 20;  // grow in 64 MiB steps with 25% headroom
+    const size_t want = ((bytes + bytes / 4) + unit - 1) / unit * unit;
+    MKCCL_INFO("symmetric scratch slot %d: growing to %zu MiB per rank", slot, want >> 20);
+    mkcclResult_t res = symRegionCreate(comm, want, &reg);
+    if (res != mkcclSuccess) {
+      symRegionDestroy(comm, &reg);
+      return res;
+    }
+  }
+  *out = &reg;
+  return mkcclSuccess;
+}
+
+void symScratchDestroyAll(mkcclComm* comm) {
+  for (int s = 0; s < kSymScratchSlots; ++s) symRegionDestroy(comm, &comm->scratch[s]);
 }
 
 }  // namespace mkccl
