@@ -1,11 +1,7 @@
-// Placeholders until the fused kernels land (deleted by them).
+// Placeholders until the fused GEMM+ReduceScatter / GEMM+AllReduce land (deleted by them).
 #include "runtime/log.h"
 #include "runtime/ops.h"
 namespace mkccl {
-mkcclResult_t allGatherGemmOp(OpCtx&, const void*, const void*, void*, void*, size_t, size_t, size_t,
-                              mkcclDataType_t) {
-  return setError(mkcclInvalidUsage, "mkcclAllGatherGemm: not implemented yet");
-}
 mkcclResult_t gemmReduceScatterOp(OpCtx&, const void*, const void*, void*, size_t, size_t, size_t, mkcclDataType_t) {
   return setError(mkcclInvalidUsage, "mkcclGemmReduceScatter: not implemented yet");
 }
