@@ -21,6 +21,8 @@ while [ $# -gt 0 ]; do
 done
 out=${OUT:-$root/gpu-check-out}
 mkdir -p "$out"
+# The lent-GPU tool returns at most 8 files: logs go to one folder that is tarred at the end.
+logs=$(mktemp -d /tmp/gpu-check-logs.XXXX)
 build=${MKCCL_BUILD_DIR:-build-gpu}
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 stamp=$(date -u +%Y%m%d-%H%M%S)
@@ -32,10 +34,10 @@ echo "== gpu-check: $ngpu x $gpu, results in $resdir"
 extra=""
 [ -d .deps/libfabric/include ] && extra="-DLIBFABRIC_ROOT=$root/.deps/libfabric"
 t0=$(date +%s)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release $extra > "$out/configure.log" 2>&1 || { cat "$out/configure.log"; exit 1; }
-grep "mkccl:" "$out/configure.log"
-if ! cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1; then
-  grep -E "error|FAILED" "$out/build.log" | head -40
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release $extra > "$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 1; }
+grep "mkccl:" "$logs/configure.log"
+if ! cmake --build "$build" -j "$(nproc)" > "$logs/build.log" 2>&1; then
+  grep -E "error|FAILED" "$logs/build.log" | head -40
   exit 1
 fi
 echo "== build: $(( $(date +%s) - t0 )) s"
@@ -45,8 +47,8 @@ if [ $tests = 1 ]; then
   t0=$(date +%s)
   args=(-L gpu --output-on-failure --timeout 600)
   [ -n "$tests_re" ] && args+=(-R "$tests_re")
-  (cd "$build" && ctest "${args[@]}") > "$out/ctest-gpu.log" 2>&1 || status=1
-  grep -E "tests passed|Test +#|Failed|\*\*\*" "$out/ctest-gpu.log" | tail -60
+  (cd "$build" && ctest "${args[@]}") > "$logs/ctest-gpu.log" 2>&1 || status=1
+  grep -E "tests passed|Test +#|Failed|\*\*\*" "$logs/ctest-gpu.log" | tail -60
   echo "== GPU tests: $(( $(date +%s) - t0 )) s"
 fi
 
@@ -60,11 +62,13 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
     esac
     for g in "${sizes[@]}"; do
       t0=$(date +%s)
-      "$perf" "$op" -g "$g" --json "$resdir/${op}-ws${g}.json" > "$out/bench-${op}-ws${g}.log" 2>&1 || status=1
-      tail -25 "$out/bench-${op}-ws${g}.log"
+      "$perf" "$op" -g "$g" --json "$resdir/${op}-ws${g}.json" > "$logs/bench-${op}-ws${g}.log" 2>&1 || status=1
+      tail -25 "$logs/bench-${op}-ws${g}.log"
       echo "== bench $op ws=$g: $(( $(date +%s) - t0 )) s"
     done
   done
 fi
 tar czf "$out/results.tgz" "$resdir" 2>/dev/null
+cp "$logs/ctest-gpu.log" "$out/" 2>/dev/null
+tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
 exit $status

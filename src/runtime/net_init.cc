@@ -1,0 +1,266 @@
+// netInitComm / netFreeComm (src/runtime/hooks.h): with several nodes, choose the transport, make
+// the FIFO, the window and the flags, connect to every rank of the other nodes through the
+// bootstrap, start the proxy and publish the device view (comm->netDev).
+//
+// Environment (docs/INTERNODE.md):
+//   MKCCL_NET               ib | efa | none. Default: ib where an RDMA device exists, else efa.
+//   MKCCL_NET_PROVIDER      libfabric provider for efa (default: efa, else tcp).
+//   MKCCL_NET_BUFFER_BYTES  size of each rank's network window (default 64 MiB).
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include "runtime/check.h"
+#include "runtime/comm.h"
+#include "runtime/config.h"
+#include "runtime/cudriver.h"
+#include "runtime/hooks.h"
+#include "runtime/log.h"
+#include "runtime/proxy.h"
+#include "runtime/proxy_stage.h"
+#include "topo/topo.h"
+#include "transport/ib/ib_transport.h"
+#include "transport/net.h"
+#include "transport/net_dev.h"
+
+namespace mkccl {
+
+struct NetState {
+  std::unique_ptr<net::Transport> transport;
+  std::unique_ptr<Stager> stager;
+  std::unique_ptr<Proxy> proxy;
+  FifoReader reader;
+  FifoCmd* slots = nullptr;  // host-mapped
+  FifoCtl* ctl = nullptr;    // host-mapped
+  uint64_t* counters = nullptr;  // device: head, tailCache
+  char* window = nullptr;        // device
+  char* mirror = nullptr;        // pinned host (staging)
+  uint64_t* flags = nullptr;     // device (ib) or host-mapped (efa)
+  bool flagsOnHost = false;
+  int* rankNode = nullptr;       // device
+  NetDevComm* dev = nullptr;     // device copy of the view
+  int cudaDev = -1;
+};
+
+namespace {
+
+constexpr uint64_t kFifoSlots = 4096;
+constexpr int kFlagsPerPeer = kFifoMaxFlags;
+constexpr uint64_t kWindowAlign = 2ull << 20;
+constexpr uint32_t kConnTag = 0x4e455400;  // "NET"
+
+std::string lower(const char* s) {
+  std::string r = s ? s : "";
+  for (char& c : r) c = (char)tolower((unsigned char)c);
+  return r;
+}
+
+mkcclResult_t exportDmabuf(void* addr, uint64_t bytes, int* fd) {
+  if (cuDriverLoad() != mkcclSuccess || cu().memGetHandleForAddressRange == nullptr) return mkcclInvalidUsage;
+  CUresult r = cu().memGetHandleForAddressRange(fd, (CUdeviceptr)addr, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  return r == CUDA_SUCCESS ? mkcclSuccess : mkcclUnhandledCudaError;
+}
+
+// The transport MKCCL_NET asks for (or the default), created but not set up.
+mkcclResult_t chooseTransport(mkcclComm* comm, std::unique_ptr<net::Transport>* out, bool* stage) {
+  const std::string want = lower(getenv("MKCCL_NET"));
+  if (want == "none")
+    return setError(mkcclInvalidUsage, "MKCCL_NET=none, but the communicator spans %d nodes: an inter-node transport "
+                    "is needed (MKCCL_NET=ib or efa)", comm->nNodes);
+  if (!want.empty() && want != "ib" && want != "efa")
+    return setError(mkcclInvalidArgument, "MKCCL_NET=%s: expected ib, efa or none", getenv("MKCCL_NET"));
+  const std::string ibWhy = net::ibUnavailableReason();
+  if (want == "ib" || (want.empty() && ibWhy.empty())) {
+    if (!ibWhy.empty()) return setError(mkcclInvalidUsage, "MKCCL_NET=ib: %s", ibWhy.c_str());
+    ib::IbOptions o;
+    if (comm->topo)
+      for (const TopoNic& n : comm->topo->nics)
+        if (n.type == "ib") {
+          o.port = n.port;
+          break;
+        }
+    std::unique_ptr<ib::Verbs> v = ib::makeRealVerbs(exportDmabuf);
+    if (!v) return net::ibCreate(out);  // the "built without libibverbs" error
+    *out = ib::makeIbTransport(std::move(v), o);
+    *stage = false;
+    return mkcclSuccess;
+  }
+  const char* prov = getenv("MKCCL_NET_PROVIDER");
+  std::vector<std::string> tries = prov && *prov ? std::vector<std::string>{prov} : std::vector<std::string>{"efa", "tcp"};
+  std::string why;
+  for (const std::string& p : tries) {
+    const std::string r = net::fabricUnavailableReason(p);
+    if (r.empty()) {
+      MKCCL_CHECK(net::fabricCreate(p, out));
+      // The efa provider reads and writes GPU memory (FI_HMEM); others are staged through host memory.
+      *stage = p != "efa";
+      return mkcclSuccess;
+    }
+    why += (why.empty() ? "" : "; ") + r;
+  }
+  return setError(mkcclInvalidUsage,
+                  "the communicator spans %d nodes but no inter-node transport is usable: %s%s%s", comm->nNodes,
+                  ibWhy.empty() ? "" : ibWhy.c_str(), ibWhy.empty() ? "" : "; ", why.c_str());
+}
+
+// Sends our connection data to every rank of the other nodes, then connects with theirs.
+mkcclResult_t exchange(mkcclComm* comm, net::Transport* t) {
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (comm->rankNode[r] == comm->node) continue;
+    std::vector<uint8_t> blob;
+    MKCCL_CHECK(t->connData(r, &blob));
+    const uint64_t len = blob.size();
+    MKCCL_CHECK(comm->bootstrap->send(r, kConnTag, &len, sizeof(len)));
+    MKCCL_CHECK(comm->bootstrap->send(r, kConnTag + 1, blob.data(), blob.size()));
+  }
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (comm->rankNode[r] == comm->node) continue;
+    uint64_t len = 0;
+    MKCCL_CHECK(comm->bootstrap->recv(r, kConnTag, &len, sizeof(len)));
+    if (len == 0 || len > 4096)
+      return setError(mkcclRemoteError, "rank %d announced %llu bytes of connection data", r, (unsigned long long)len);
+    std::vector<uint8_t> blob(len);
+    MKCCL_CHECK(comm->bootstrap->recv(r, kConnTag + 1, blob.data(), blob.size()));
+    MKCCL_CHECK(t->connect(r, blob.data(), blob.size()));
+  }
+  return mkcclSuccess;
+}
+
+}  // namespace
+
+mkcclResult_t netInitComm(mkcclComm* comm) {
+  if (comm->nNodes <= 1) return mkcclSuccess;
+  if (comm->nranks > kFifoMaxRanks)
+    return setError(mkcclInvalidUsage, "%d ranks across nodes: the network path supports at most %d", comm->nranks,
+                    kFifoMaxRanks);
+  long long windowBytes = 64ll << 20;
+  MKCCL_CHECK(envInt("MKCCL_NET_BUFFER_BYTES", 1ll << 20, 1ll << 40, &windowBytes));
+  windowBytes = (long long)(((uint64_t)windowBytes + kWindowAlign - 1) / kWindowAlign * kWindowAlign);
+
+  auto* st = new NetState();
+  comm->net = st;  // netFreeComm cleans up whatever exists if a step below fails
+  st->cudaDev = comm->cudaDev;
+  bool stage = false;
+  MKCCL_CHECK(chooseTransport(comm, &st->transport, &stage));
+  const bool ib = st->transport->caps().writesFlags;
+
+  CUDA_CHECK(cudaSetDevice(comm->cudaDev));
+  CUDA_CHECK(cudaHostAlloc((void**)&st->slots, kFifoSlots * sizeof(FifoCmd), cudaHostAllocMapped));
+  memset(st->slots, 0, kFifoSlots * sizeof(FifoCmd));
+  CUDA_CHECK(cudaHostAlloc((void**)&st->ctl, sizeof(FifoCtl), cudaHostAllocMapped));
+  memset(st->ctl, 0, sizeof(FifoCtl));
+  CUDA_CHECK(cudaMalloc((void**)&st->counters, 2 * sizeof(uint64_t)));
+  CUDA_CHECK(cudaMemset(st->counters, 0, 2 * sizeof(uint64_t)));
+  CUDA_CHECK(cudaMalloc((void**)&st->window, (size_t)windowBytes));
+  // Whole 2 MiB pages: registrable by dma-buf.
+  const size_t flagsBytes =
+      ((size_t)comm->nranks * kFlagsPerPeer * sizeof(uint64_t) + kWindowAlign - 1) / kWindowAlign * kWindowAlign;
+  st->flagsOnHost = !ib;  // the receiver's proxy writes them (efa); the NIC writes them into GPU memory (ib)
+  if (st->flagsOnHost) {
+    CUDA_CHECK(cudaHostAlloc((void**)&st->flags, flagsBytes, cudaHostAllocMapped));
+    memset(st->flags, 0, flagsBytes);
+  } else {
+    CUDA_CHECK(cudaMalloc((void**)&st->flags, flagsBytes));
+    CUDA_CHECK(cudaMemset(st->flags, 0, flagsBytes));
+  }
+  if (stage) {
+    CUDA_CHECK(cudaHostAlloc((void**)&st->mirror, (size_t)windowBytes, cudaHostAllocDefault));
+    MKCCL_CHECK(makeCudaStager(comm->cudaDev, st->window, st->mirror, &st->stager));
+  }
+
+  net::Setup s;
+  s.rank = comm->rank;
+  s.nranks = comm->nranks;
+  s.timeoutMs = comm->cfg.timeoutMs;
+  s.window = net::Memory{stage ? (void*)st->mirror : (void*)st->window, (uint64_t)windowBytes, !stage, comm->cudaDev};
+  s.flags = net::Memory{st->flags, flagsBytes, !st->flagsOnHost, comm->cudaDev};
+  s.flagsPerPeer = kFlagsPerPeer;
+  s.wantRanges = stage;
+  s.loopbackOnly = true;
+  for (const PeerInfo& p : comm->peers) s.loopbackOnly &= p.hostHash == comm->peers[comm->rank].hostHash;
+  if (comm->topo)
+    for (const TopoNic& n : comm->topo->nics)
+      if (n.type == (ib ? "ib" : "efa")) {
+        s.device = n.name;
+        break;
+      }
+  if (!ib) s.device.clear();  // libfabric picks its domain itself
+  MKCCL_CHECK(st->transport->setup(s));
+  MKCCL_CHECK(exchange(comm, st->transport.get()));
+
+  std::vector<int> rankNode(comm->rankNode.begin(), comm->rankNode.end());
+  CUDA_CHECK(cudaMalloc((void**)&st->rankNode, rankNode.size() * sizeof(int)));
+  CUDA_CHECK(cudaMemcpy(st->rankNode, rankNode.data(), rankNode.size() * sizeof(int), cudaMemcpyHostToDevice));
+  NetDevComm d{};
+  CUDA_CHECK(cudaHostGetDevicePointer((void**)&d.fifo.slots, st->slots, 0));
+  CUDA_CHECK(cudaHostGetDevicePointer((void**)&d.fifo.ctl, st->ctl, 0));
+  d.fifo.head = st->counters;
+  d.fifo.tailCache = st->counters + 1;
+  d.fifo.size = kFifoSlots;
+  d.window = st->window;
+  d.windowBytes = (uint64_t)windowBytes;
+  if (st->flagsOnHost) CUDA_CHECK(cudaHostGetDevicePointer((void**)&d.flags, st->flags, 0));
+  else d.flags = st->flags;
+  d.flagsPerPeer = kFlagsPerPeer;
+  d.nranks = comm->nranks;
+  d.rankNode = st->rankNode;
+  CUDA_CHECK(cudaMalloc((void**)&st->dev, sizeof(NetDevComm)));
+  CUDA_CHECK(cudaMemcpy(st->dev, &d, sizeof(d), cudaMemcpyHostToDevice));
+
+  st->reader.init(st->slots, st->ctl, kFifoSlots);
+  ProxyOptions po;
+  po.rank = comm->rank;
+  po.nranks = comm->nranks;
+  po.flagsPerPeer = kFlagsPerPeer;
+  po.timeoutMs = comm->cfg.timeoutMs;
+  po.windowBytes = (uint64_t)windowBytes;
+  po.flags = st->flagsOnHost ? st->flags : nullptr;
+  po.stager = st->stager.get();
+  if (!stage && !ib) {
+    const int dev = comm->cudaDev;
+    po.flushRemoteWrites = [dev] { return flushGpuDirectWrites(dev); };
+  }
+  if (comm->topo) po.cpus = comm->topo->proxyCpus;
+  st->proxy.reset(new Proxy(po, &st->reader, st->transport.get(), [comm](mkcclResult_t r, const std::string& msg) {
+    commSetAsyncError(comm, r, msg);
+    // Release the GPU: every device wait of this communicator gives up.
+    if (comm->errHost) {
+      ((volatile DevError*)comm->errHost)->abort = 1;
+      __sync_synchronize();
+    }
+  }));
+  MKCCL_CHECK(st->proxy->start());
+  comm->netDev = st->dev;
+  MKCCL_INFO("rank %d: network %s%s, window %lld MiB, %d flags per peer, FIFO of %llu commands", comm->rank,
+             st->transport->name(), stage ? " (staged through host memory)" : "", windowBytes >> 20, kFlagsPerPeer,
+             (unsigned long long)kFifoSlots);
+  return mkcclSuccess;
+}
+
+void netFreeComm(mkcclComm* comm) {
+  NetState* st = comm->net;
+  if (!st) return;
+  comm->netDev = nullptr;
+  if (st->proxy && !st->proxy->stop(comm->cfg.timeoutMs)) {
+    // The thread is stuck in the transport: what it may touch must stay alive.
+    st->proxy.release();
+    comm->net = nullptr;
+    return;
+  }
+  st->proxy.reset();
+  st->transport.reset();
+  st->stager.reset();
+  cudaSetDevice(st->cudaDev);
+  if (st->dev) cudaFree(st->dev);
+  if (st->rankNode) cudaFree(st->rankNode);
+  if (st->flags) st->flagsOnHost ? cudaFreeHost(st->flags) : cudaFree(st->flags);
+  if (st->mirror) cudaFreeHost(st->mirror);
+  if (st->window) cudaFree(st->window);
+  if (st->counters) cudaFree(st->counters);
+  if (st->ctl) cudaFreeHost(st->ctl);
+  if (st->slots) cudaFreeHost(st->slots);
+  delete st;
+  comm->net = nullptr;
+}
+
+}  // namespace mkccl
