@@ -1,8 +1,16 @@
 // mkccl-perf: the op interface. Each op lives in its own perf/op_*.cc and registers itself with
-// MKCCL_PERF_OP; the framework (perf/main.cc, perf/framework.cc) parses arguments, sets up ranks,
+// MKCCL_PERF_OP (ops swept over sizes, -b/-e/-f) or MKCCL_PERF_SHAPE_OP (ops over -m/-n/-k or
+// --shapes); the framework (perf/main.cc, perf/framework.cc) parses arguments, sets up ranks,
 // communicator, stream, cuBLAS and the dlopen'd NCCL, prints the table and writes the JSON.
+//
+// An op runs on every rank (one process per GPU) and reports rows in the same order on every rank,
+// either through env.emit(row) as it goes (printed at once) or by appending to its output vector
+// (printed when it returns). The framework combines a row over the ranks: time and baseline time
+// are the max of the ranks' medians, max_rel_err the max, wrong the sum; algbw/busbw are then
+// computed from the combined time when the row has bytes and busFactor.
 #pragma once
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <functional>
 #include <map>
 #include <string>
@@ -20,6 +28,7 @@ struct Shape {
 
 struct Args {
   std::string op;
+  bool shapeOp = false;                           // the op takes shapes (-n is N, iterations are --iters)
   size_t minBytes = 8, maxBytes = 128ull << 20;  // -b / -e
   double factor = 2;                              // -f
   int iters = 20, warmup = 5;                     // -n / -w
@@ -29,17 +38,9 @@ struct Args {
   std::string json;                               // --json FILE
   std::vector<Shape> shapes;                      // -m/-n/-k or --shapes "MxNxK,..."
   bool baseline = true;                           // --no-baseline turns it off
-};
-
-struct Nccl;  // function table of the dlopen'd libnccl.so.2 (perf/nccl_loader.h)
-
-struct Env {
-  int rank = 0, nranks = 1, localRank = 0, device = 0;
-  mkcclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
-  const Nccl* nccl = nullptr;  // null when NCCL could not be loaded (baseline then skipped)
-  void* ncclComm = nullptr;    // ncclComm_t
+  int gpus = 0;                                   // -g: processes to launch on this host (0: as launched)
+  std::string ncclLib;                            // --nccl-lib (else MKCCL_PERF_NCCL_LIB, else search)
+  uint64_t seed = 0;                              // --seed (0: fresh per run)
 };
 
 // One row of the table / JSON "results" entry.
@@ -56,23 +57,58 @@ struct Result {
   double baselineTimeUs = -1;    // < 0: not measured
   double busbwGbps = -1;         // < 0: not applicable
   double algbwGbps = -1;
+  double busFactor = -1;         // busbw = algbw * busFactor (nccl-tests' factors); < 0: none
+  std::string redop;             // reductions: "sum", ... (printed and in the JSON)
   double maxRelErr = 0;
   long long wrong = 0;
   std::map<std::string, double> extra;  // gemm_alone_us, comm_alone_us, floor_us, floor_ratio, tflops...
   std::string note;                     // e.g. the plan chosen
 };
 
+struct Nccl;  // function table of the dlopen'd libnccl.so.2 (perf/nccl_loader.h)
+
+struct Env {
+  int rank = 0, nranks = 1, localRank = 0, device = 0;
+  mkcclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  const Nccl* nccl = nullptr;  // null when NCCL could not be loaded (baseline then skipped)
+  void* ncclComm = nullptr;    // ncclComm_t
+  std::string deviceName;
+  // Combines a finished row over the ranks, prints it (rank 0) and keeps it for the JSON. Every
+  // rank must call it for the same rows in the same order (it is a host collective).
+  std::function<void(const Result&)> emit;
+};
+
 // Returns 0 on success; non-zero (with a message on stderr) on failure.
 using OpFn = int (*)(const Args&, Env&, std::vector<Result>*);
 
 struct OpRegistrar {
-  OpRegistrar(const char* name, OpFn fn, const char* help);
+  OpRegistrar(const char* name, OpFn fn, const char* help, bool shapeOp = false);
 };
 #define MKCCL_PERF_OP(name, fn, help) static ::mkccl::perf::OpRegistrar mkccl_perf_reg_##fn(name, fn, help)
+#define MKCCL_PERF_SHAPE_OP(name, fn, help) \
+  static ::mkccl::perf::OpRegistrar mkccl_perf_reg_##fn(name, fn, help, true)
+
+struct OpInfo {
+  std::string name, help;
+  OpFn fn = nullptr;
+  bool shapeOp = false;
+};
+// Registered ops, sorted by name; findOp returns null for an unknown name.
+std::vector<OpInfo> registeredOps();
+const OpInfo* findOp(const std::string& name);
 
 // Median time in microseconds of `launch(i)` over iters runs after warmup runs, each run timed with
-// CUDA events on `stream`. `i` counts runs so callers can rotate input buffers.
+// CUDA events on `stream`. `i` counts runs so callers can rotate input buffers. The timed runs are
+// queued behind a short spin kernel, so each event pair measures the GPU's work and not the
+// host's enqueue time (as nccl-tests' batched timing does).
 double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream);
+
+// Helpers for ops.
+const char* dtypeName(mkcclDataType_t t);   // "bf16", ...
+const char* redopName(mkcclRedOp_t op);     // "sum", ...
+size_t dtypeSize(mkcclDataType_t t);
 
 }  // namespace perf
 }  // namespace mkccl

@@ -56,13 +56,15 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
   perf="$build/perf/mkccl-perf"
   for op in $bench_ops; do
     if ! "$perf" --list 2>/dev/null | grep -qw "$op"; then echo "== bench $op: not in this build"; continue; fi
+    range=()
+    case "$op" in allgather|reducescatter|allreduce|alltoall) range=(-b 8 -e 1G) ;; esac
     case "$op" in
       gemm) sizes=(1) ;;
       *) sizes=() ; for g in 2 4 8; do [ "$g" -le "$ngpu" ] && sizes+=("$g"); done ;;
     esac
     for g in "${sizes[@]}"; do
       t0=$(date +%s)
-      "$perf" "$op" -g "$g" --json "$resdir/${op}-ws${g}.json" > "$logs/bench-${op}-ws${g}.log" 2>&1 || status=1
+      "$perf" "$op" -g "$g" "${range[@]}" --json "$resdir/${op}-ws${g}.json" > "$logs/bench-${op}-ws${g}.log" 2>&1 || status=1
       tail -25 "$logs/bench-${op}-ws${g}.log"
       echo "== bench $op ws=$g: $(( $(date +%s) - t0 )) s"
     done

@@ -11,6 +11,13 @@ namespace {
 
 bool mulOverflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overflow(a, b, out); }
 
+// Kernels access whole elements: buffers must be aligned to the element size.
+mkcclResult_t checkElemAligned(const void* p, mkcclDataType_t t, const char* op, const char* what) {
+  ARG_CHECK(((uintptr_t)p % typeSize(t)) == 0, "%s: %s=%p is not aligned to its element size (%zu bytes)", op, what, p,
+            typeSize(t));
+  return mkcclSuccess;
+}
+
 mkcclResult_t checkType(mkcclDataType_t t, const char* op) {
   ARG_CHECK(typeSize(t) != 0, "%s: datatype %d is not a valid mkcclDataType_t", op, (int)t);
   return mkcclSuccess;
@@ -46,6 +53,8 @@ mkcclResult_t mkcclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
   if (sendcount == 0) return mkcclSuccess;
   MKCCL_CHECK(checkDevicePtr(sendbuff, bytes, comm->cudaDev, name, "sendbuff"));
   MKCCL_CHECK(checkDevicePtr(recvbuff, total, comm->cudaDev, name, "recvbuff"));
+  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
+  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
   const bool inPlace = (const char*)sendbuff == (const char*)recvbuff + comm->rank * bytes;
   ARG_CHECK(inPlace || !overlaps(sendbuff, bytes, recvbuff, total),
             "%s: sendbuff overlaps recvbuff without being in place (in place: sendbuff = recvbuff + rank*sendcount)",
@@ -70,6 +79,8 @@ mkcclResult_t mkcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
   if (recvcount == 0) return mkcclSuccess;
   MKCCL_CHECK(checkDevicePtr(sendbuff, total, comm->cudaDev, name, "sendbuff"));
   MKCCL_CHECK(checkDevicePtr(recvbuff, bytes, comm->cudaDev, name, "recvbuff"));
+  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
+  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
   const bool inPlace = (const char*)recvbuff == (const char*)sendbuff + comm->rank * bytes;
   ARG_CHECK(inPlace || !overlaps(sendbuff, total, recvbuff, bytes),
             "%s: recvbuff overlaps sendbuff without being in place (in place: recvbuff = sendbuff + rank*recvcount)",
@@ -93,6 +104,8 @@ mkcclResult_t mkcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   if (count == 0) return mkcclSuccess;
   MKCCL_CHECK(checkDevicePtr(sendbuff, bytes, comm->cudaDev, name, "sendbuff"));
   MKCCL_CHECK(checkDevicePtr(recvbuff, bytes, comm->cudaDev, name, "recvbuff"));
+  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
+  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
   ARG_CHECK(sendbuff == recvbuff || !overlaps(sendbuff, bytes, recvbuff, bytes),
             "%s: sendbuff and recvbuff overlap without being equal (in place: sendbuff == recvbuff)", name);
   OpCtx ctx;
@@ -114,6 +127,8 @@ mkcclResult_t mkcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
   if (count == 0) return mkcclSuccess;
   MKCCL_CHECK(checkDevicePtr(sendbuff, total, comm->cudaDev, name, "sendbuff"));
   MKCCL_CHECK(checkDevicePtr(recvbuff, total, comm->cudaDev, name, "recvbuff"));
+  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
+  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
   ARG_CHECK(!overlaps(sendbuff, total, recvbuff, total), "%s: sendbuff and recvbuff overlap (not supported)", name);
   std::vector<size_t> counts(comm->nranks, count), displs(comm->nranks);
   for (int p = 0; p < comm->nranks; ++p) displs[p] = (size_t)p * count;
@@ -145,6 +160,8 @@ mkcclResult_t mkcclAllToAllv(const void* sendbuff, const size_t sendcounts[], co
   }
   MKCCL_CHECK(checkDevicePtr(sendbuff, sendEnd, comm->cudaDev, name, "sendbuff"));
   MKCCL_CHECK(checkDevicePtr(recvbuff, recvEnd, comm->cudaDev, name, "recvbuff"));
+  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
+  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
   ARG_CHECK(!overlaps(sendbuff, sendEnd, recvbuff, recvEnd), "%s: sendbuff and recvbuff overlap (not supported)",
             name);
   // Even when nothing moves on this rank, every rank takes part (its peers synchronise with it).

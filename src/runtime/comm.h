@@ -59,6 +59,7 @@ struct mkcclComm {
   mkccl::DevError* errDev = nullptr;
   uint64_t seq = 0;                     // last call's sequence number
   cudaEvent_t lastWork = nullptr;       // recorded after every call: destroy waits on it
+  cudaStream_t lastStream = nullptr;    // stream of the last call: a call on another one waits for it
 
   std::atomic<int> initResult{mkcclInProgress};  // mkcclSuccess once ready
   std::thread initThread;                        // non-blocking init

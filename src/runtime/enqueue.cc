@@ -68,6 +68,9 @@ mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName,
   MKCCL_CHECK(commCheckUsable(comm, opName));
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, opName));
   cudaGetLastError();  // a stale launch error of ours must not be blamed on this call
+  // A rank's calls run in call order on the device (the kernels' protocols rely on it), even when
+  // the caller switches streams.
+  if (comm->seq > 0 && stream != comm->lastStream) CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastWork, 0));
   ctx->comm = comm;
   ctx->stream = stream;
   DevComm& d = ctx->dev;
@@ -95,6 +98,7 @@ mkcclResult_t opEnd(OpCtx& ctx) {
     return setError(mkcclUnhandledCudaError, "call #%llu: kernel launch failed: %s", (unsigned long long)ctx.dev.seq,
                     cudaGetErrorString(e));
   CUDA_CHECK(cudaEventRecord(ctx.comm->lastWork, ctx.stream));
+  ctx.comm->lastStream = ctx.stream;
   return mkcclSuccess;
 }
 

@@ -30,10 +30,12 @@ void worldFinalize();
 
 // Starts n copies of argv[0..] with MKCCL_LAUNCH_* set (ranks 0..n-1 on this host) and serves
 // their host collectives; waits for all. If one fails or is killed, the others are killed after
-// a grace period. Returns the first non-zero exit status (128+signal for a signal), else 0.
+// a grace period. Returns the first non-zero exit status (128+signal for a signal), else 0; 127
+// when argv[0] cannot be executed. Children get SIGKILL if the calling thread dies first. One line
+// on stderr per rank that failed ("mkccl-run: rank 2 exited with status 1").
 struct SpawnOptions {
   int timeoutSec = 0;  // 0: none; else kill everything after this long and return 124
-  bool quiet = false;
+  bool quiet = false;  // no launcher messages on stderr
 };
 int spawnLocal(int n, const std::vector<std::string>& argv, const SpawnOptions& opt);
 

@@ -11,7 +11,7 @@ namespace dev {
 // be visible at system scope (fenceSys after the block's stores). Waits (bounded by the
 // communicator's timeout) while the FIFO is full; false when that wait fails (error recorded) or
 // the communicator is aborted (the proxy failed: it sets the abort flag and its own error).
-__device__ __noinline__ bool fifoPush(const DevComm& c, const FifoDev& f, uint64_t hdr, uint64_t srcOff,
+static __device__ __noinline__ bool fifoPush(const DevComm& c, const FifoDev& f, uint64_t hdr, uint64_t srcOff,
                                       uint64_t dstOff, uint64_t bytes, uint64_t* ticket) {
   const uint64_t t = atomicAdd((unsigned long long*)f.head, 1ull);
   if (ticket) *ticket = t;

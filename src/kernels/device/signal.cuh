@@ -76,7 +76,7 @@ __device__ __forceinline__ void recordError(const DevComm& c, int code, int peer
 
 // Spins (one thread) until *flag >= want. False on timeout (records mkcclTimeout = 8) or when the
 // communicator has an error / was aborted (another wait failed, or mkcclCommAbort).
-__device__ __noinline__ bool waitGeq(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
+static __device__ __noinline__ bool waitGeq(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
                                      int site) {
   uint64_t v = loadAcquire(flag);
   if (v >= want) return true;
@@ -93,7 +93,7 @@ __device__ __noinline__ bool waitGeq(const DevComm& c, const uint64_t* flag, uin
       }
     }
     __nanosleep(backoff);
-    if (backoff < 1024) backoff <<= 1;
+    if (backoff < 256) backoff <<= 1;  // short: small calls are latency-bound
   }
 }
 

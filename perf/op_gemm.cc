@@ -1,0 +1,180 @@
+// mkccl-perf gemm: C[M, N] = A[M, K] . W[N, K]^T on one GPU, ours (mkcclGemm) against cuBLAS
+// (cublasGemmEx, fp32 compute, the same "TN" layout) in the same run. Inputs rotate through
+// enough buffer sets to defeat L2 residency; each shape is checked against cuBLAS' result.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+#include "coll_data.h"
+#include "perf.h"
+
+namespace mkccl {
+namespace perf {
+namespace {
+
+struct Buffer {
+  void* p = nullptr;
+  ~Buffer() {
+    if (p) cudaFree(p);
+  }
+};
+
+bool cudaOk(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  fprintf(stderr, "gemm: %s: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+float toFloat(uint16_t v, mkcclDataType_t t) {
+  if (t == mkcclBfloat16) {
+    uint32_t u = static_cast<uint32_t>(v) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  __half_raw h;
+  h.x = v;
+  return __half2float(__half(h));
+}
+
+cublasStatus_t cublasGemm(cublasHandle_t h, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                          mkcclDataType_t t) {
+  // Row-major C[M,N] = A[M,K] W[N,K]^T is column-major C^T[N,M] = W (as K x N, transposed) . A^T.
+  const cudaDataType_t ct = t == mkcclBfloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  const float one = 1.0f, zero = 0.0f;
+  return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one,
+                      W, ct, static_cast<int>(K), A, ct, static_cast<int>(K), &zero, C, ct, static_cast<int>(N),
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
+  const mkcclDataType_t t = args.dtype;
+  if (t != mkcclBfloat16 && t != mkcclFloat16) {
+    fprintf(stderr, "gemm: -d must be bf16 or fp16\n");
+    return 1;
+  }
+  std::vector<Shape> shapes = args.shapes;
+  if (shapes.empty())
+    shapes = {{8192, 8192, 8192}, {8192, 2048, 8192}, {4096, 4096, 8192}, {16384, 8192, 2048}, {2048, 8192, 8192}};
+  if (env.cublas && cublasSetStream(env.cublas, env.stream) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "gemm: cublasSetStream failed\n");
+    return 1;
+  }
+  for (const Shape& s : shapes) {
+    const size_t M = s.m, N = s.n, K = s.k;
+    if (M == 0 || N == 0 || K == 0 || K % 8 != 0 || N % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) {
+      fprintf(stderr, "gemm: shape %zux%zux%zu: need M, N, K >= 1 and N, K multiples of 8\n", M, N, K);
+      return 1;
+    }
+    // Rotate through enough input sets that they cannot all stay in L2 (50 MB on H100/H200).
+    const size_t setBytes = (M + N) * K * 2;
+    const int nsets = static_cast<int>(std::max<size_t>(2, std::min<size_t>(8, (256ull << 20) / setBytes + 1)));
+    std::vector<Buffer> A(nsets), W(nsets);
+    Buffer C, R;
+    for (int i = 0; i < nsets; ++i) {
+      if (!cudaOk(cudaMalloc(&A[i].p, M * K * 2), "cudaMalloc A") ||
+          !cudaOk(cudaMalloc(&W[i].p, N * K * 2), "cudaMalloc W"))
+        return 1;
+    }
+    if (!cudaOk(cudaMalloc(&C.p, M * N * 2), "cudaMalloc C") || !cudaOk(cudaMalloc(&R.p, M * N * 2), "cudaMalloc R"))
+      return 1;
+    // Fresh random inputs in [-1, 1), a different seed per set.
+    const uint64_t seed = std::random_device{}();
+    for (int i = 0; i < nsets; ++i) {
+      fillInput(A[i].p, M * K, t, seed + 2 * i, 0, 0, env.stream);
+      fillInput(W[i].p, N * K, t, seed + 2 * i + 1, 0, 0, env.stream);
+    }
+    if (!cudaOk(cudaStreamSynchronize(env.stream), "fill")) return 1;
+
+    Result r;
+    r.op = "gemm";
+    r.worldSize = 1;
+    r.dtype = t == mkcclBfloat16 ? "bf16" : "fp16";
+    r.hasShape = true;
+    r.shape = s;
+    r.bytes = setBytes + M * N * 2;
+    r.count = M * N;
+    const double flop = 2.0 * M * N * K;
+
+    // Correctness: ours against cuBLAS on set 0, ours' output poisoned first.
+    if (!cudaOk(cudaMemsetAsync(C.p, 0xFF, M * N * 2, env.stream), "poison")) return 1;
+    if (mkcclGemm(A[0].p, W[0].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) {
+      fprintf(stderr, "gemm: mkcclGemm failed: %s\n", mkcclGetLastError(nullptr));
+      return 1;
+    }
+    if (args.check && env.cublas) {
+      if (cublasGemm(env.cublas, A[0].p, W[0].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "gemm: cublasGemmEx failed\n");
+        return 1;
+      }
+      if (!cudaOk(cudaStreamSynchronize(env.stream), "check")) return 1;
+      std::vector<uint16_t> ours(M * N), ref(M * N);
+      if (!cudaOk(cudaMemcpy(ours.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy") ||
+          !cudaOk(cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy"))
+        return 1;
+      double refMax = 0, errMax = 0;
+      for (size_t i = 0; i < M * N; ++i) refMax = std::max(refMax, static_cast<double>(std::fabs(toFloat(ref[i], t))));
+      refMax = std::max(refMax, 1e-30);
+      long long wrong = 0;
+      for (size_t i = 0; i < M * N; ++i) {
+        const double d = std::fabs(static_cast<double>(toFloat(ours[i], t)) - toFloat(ref[i], t));
+        if (!(d <= 1e-2 * refMax)) ++wrong;  // NaN (poison left unwritten) counts as wrong
+        if (d == d) errMax = std::max(errMax, d);
+      }
+      r.maxRelErr = errMax / refMax;
+      r.wrong = wrong;
+    }
+
+    // Timing: one GEMM per run, input set rotating.
+    bool failed = false;
+    r.timeUs = timeMedianUs(
+        [&](int i) {
+          const int k = i % nsets;
+          if (mkcclGemm(A[k].p, W[k].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) failed = true;
+        },
+        args.warmup, args.iters, env.stream);
+    if (failed) {
+      fprintf(stderr, "gemm: mkcclGemm failed while timing: %s\n", mkcclGetLastError(nullptr));
+      return 1;
+    }
+    r.extra["tflops"] = flop / (r.timeUs * 1e-6) / 1e12;
+    if (args.baseline && env.cublas) {
+      r.baseline = "cublas";
+      r.baselineTimeUs = timeMedianUs(
+          [&](int i) {
+            const int k = i % nsets;
+            if (cublasGemm(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+          },
+          args.warmup, args.iters, env.stream);
+      if (failed) {
+        fprintf(stderr, "gemm: cublasGemmEx failed while timing\n");
+        return 1;
+      }
+      r.extra["baseline_tflops"] = flop / (r.baselineTimeUs * 1e-6) / 1e12;
+      r.extra["speedup"] = r.baselineTimeUs / r.timeUs;
+    }
+    const char* v = getenv("MKCCL_GEMM_VARIANT");
+    r.note = std::string("variant ") + (v && *v ? v : "auto") + ", " + std::to_string(nsets) + " input sets";
+    if (!cudaOk(cudaStreamSynchronize(env.stream), "sync")) return 1;
+    results->push_back(r);
+  }
+  return 0;
+}
+
+}  // namespace
+
+MKCCL_PERF_OP("gemm", runGemm,
+              "C[M,N] = A[M,K] . W[N,K]^T on one GPU, against cuBLAS. -m M -n N -k K or --shapes MxNxK,... "
+              "(default: the issue-5 figure shapes and 2048x8192x8192); -d bf16|fp16");
+
+}  // namespace perf
+}  // namespace mkccl

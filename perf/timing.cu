@@ -1,0 +1,66 @@
+// perf::timeMedianUs (perf.h): per-run CUDA events behind a spin kernel, median of the runs.
+#include <stdio.h>
+#include <algorithm>
+#include <chrono>
+#include <vector>
+#include "perf.h"
+
+namespace mkccl {
+namespace perf {
+namespace {
+
+// Holds the stream while the host enqueues the timed runs, so no run waits for the host.
+__global__ void holdStream(unsigned long long ns) {
+  if (threadIdx.x != 0) return;
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  fprintf(stderr, "mkccl-perf: %s: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+}  // namespace
+
+double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream) {
+  if (iters < 1) return -1;
+  const auto h0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < warmup; ++i) launch(i);
+  const double hostUs =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / std::max(1, warmup);
+  if (!ok(cudaStreamSynchronize(stream), "warm-up")) return -1;
+
+  std::vector<cudaEvent_t> ev(2 * (size_t)iters);
+  for (auto& e : ev)
+    if (!ok(cudaEventCreate(&e), "cudaEventCreate")) return -1;
+  // Long enough for the host to enqueue every run (measured on the warm-up), bounded.
+  const double holdUs = std::min(200000.0, std::max(50.0, 2.0 * (warmup ? hostUs : 20.0) * iters + 50.0));
+  holdStream<<<1, 32, 0, stream>>>((unsigned long long)(holdUs * 1000.0));
+  for (int i = 0; i < iters; ++i) {
+    cudaEventRecord(ev[2 * i], stream);
+    launch(warmup + i);
+    cudaEventRecord(ev[2 * i + 1], stream);
+  }
+  double med = -1;
+  if (ok(cudaStreamSynchronize(stream), "timed runs")) {
+    std::vector<double> us(iters);
+    for (int i = 0; i < iters; ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
+      us[i] = ms * 1000.0;
+    }
+    std::sort(us.begin(), us.end());
+    med = iters % 2 ? us[iters / 2] : 0.5 * (us[iters / 2 - 1] + us[iters / 2]);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  return med;
+}
+
+}  // namespace perf
+}  // namespace mkccl

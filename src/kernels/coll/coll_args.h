@@ -1,0 +1,89 @@
+// What the host planner (src/runtime/coll_plan.cc) hands the collective kernel (coll_kernel.cuh).
+// Shared by host and device code. The protocol is described in coll_kernel.cuh.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "runtime/devcomm.h"
+
+#if defined(__CUDACC__)
+#define MKCCL_HD __host__ __device__ __forceinline__
+#else
+#define MKCCL_HD inline
+#endif
+
+namespace mkccl {
+namespace coll {
+
+enum Kind : int {
+  kAllGather = 0,
+  kAllToAll = 1,          // also AllToAllv
+  kReduceScatter = 2,
+  kAllReduceOneShot = 3,  // every rank pushes its whole input to every peer, then reduces all
+  kAllReduceTwoShot = 4,  // reduce-scatter, and each reduced block pushed to every peer
+};
+
+// What a CTA does for its channel(s), one step at a time.
+enum Role : int {
+  kRoleSend = 1,    // push my chunks into peers' rings (ring set 0)
+  kRoleRecv = 2,    // consume ring set 0: copy out (AllGather, AllToAll) or reduce (the others)
+  kRoleGather = 4,  // AllReduce two-shot: copy reduced blocks out of ring set 1
+};
+
+constexpr int kThreads = 512;
+
+struct Args {
+  DevComm dev;
+  int kind;
+  // Layout: identical on every rank (it depends only on the call's global arguments and the
+  // workspace size), because senders write into the receivers' rings.
+  int channels;       // C: chunk k of a stream belongs to channel (k + rot) % C
+  int slots;          // NB: ring depth per (channel, sender) pair
+  size_t slotBytes;   // S: bytes of one ring slot (multiple of 16)
+  size_t minChunk;    // lower bound of a stream's chunk size (multiple of 16)
+  size_t setBytes;    // bytes of one ring set = C * (n-1) * NB * S
+  int flagBase;       // first flag slot used (kOpFlagSlot)
+  int rotate;         // AllToAll: rot = (sender + receiver) % C spreads small pairs over channels
+  // Work split: local to this rank (depends on its CTA budget), not part of the layout.
+  int split;          // 1: CTA b runs role roleList[b / C] for channel b % C; 0: every role
+  int roles;          // roles of this kind (bit mask)
+  int avgDiv;         // > 0: divide the reduction by it (mkcclAvg)
+  const char* send;
+  char* recv;
+  // Streams, in bytes, by local rank q: what I push to q (send + outOff[q], outLen[q]) and what q
+  // pushes to me (to recv + inOff[q], inLen[q]). outLen[me]/inOff[me]: my own block, copied
+  // locally by the send role (AllGather out of place, AllToAll).
+  size_t outOff[kMaxLocalRanks], outLen[kMaxLocalRanks];
+  size_t inOff[kMaxLocalRanks], inLen[kMaxLocalRanks];
+  // Reduce kinds: the block I reduce (every peer pushes redLen bytes to me): my own contribution
+  // at send + redInOff, the result to recv + redOutOff.
+  size_t redLen, redInOff, redOutOff;
+  int8_t localOfRank[kMaxLocalRanks];  // reduction order is rank order: rank i is local rank localOfRank[i]
+};
+
+MKCCL_HD size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Chunks below this are not split further to pipeline a channel.
+constexpr size_t kPipeChunk = 32 << 10;
+
+// Chunk size of a stream of L bytes: a channel's share of the stream (L / C), cut into about 4
+// pipeline steps once the pieces stay >= kPipeChunk (so a receiver starts on the first piece
+// while later ones are in flight), at most S and at least minChunk bytes, a multiple of 16 (so
+// chunks of every element type stay vector aligned). Senders and receivers must compute the same.
+MKCCL_HD size_t chunkBytes(size_t L, size_t C, size_t S, size_t minChunk) {
+  size_t e = ceilDiv(L, C);
+  if (e > kPipeChunk) e = ceilDiv(e, 4) > kPipeChunk ? ceilDiv(e, 4) : kPipeChunk;
+  e = (e + 15) & ~(size_t)15;
+  if (e < minChunk) e = minChunk;
+  if (e > S) e = S;
+  return e;
+}
+
+// Steps of channel c for a stream of `chunks` chunks with rotation rot (< C): step t carries chunk
+// t*C + c - rot when that is in [0, chunks).
+MKCCL_HD uint64_t channelSteps(size_t chunks, int C, int c, int rot) {
+  const size_t v = chunks + (size_t)rot;
+  return v > (size_t)c ? (uint64_t)((v - 1 - (size_t)c) / (size_t)C + 1) : 0;
+}
+
+}  // namespace coll
+}  // namespace mkccl

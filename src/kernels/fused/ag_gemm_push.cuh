@@ -1,0 +1,234 @@
+// AllGather+GEMM communication, run by "teams" of threads: whole CTAs (dedicated comm CTAs, the
+// sequential plan's gather kernel) or the three idle warps of a compute CTA's producer warpgroup
+// (whose thread 0 issues the TMA loads), so that the fused kernel can push without taking SMs
+// away from the GEMM. Layout and counters: ag_gemm_layout.cuh.
+//
+// Protocol of a call (seq s, F = flagValue(s, 0)):
+//   enter   one team per rank, the leader, sets this rank's arrival counters to F, then posts its
+//           entry (F) in every rank's barrier slot [me] (signal.cuh's slots; also its own, for its
+//           own pushes). A sender writes into rank p's region or counters only after it saw p's
+//           entry: p has started this call, so p's earlier kernels (which read its region and
+//           counters) are done, and p's counters are at F before the first add.
+//   push    teams claim slices of the own shard from a work queue in this rank's flags (in order:
+//           the shard goes out front to back), copy each slice to every receiver (peers' regions;
+//           also this rank's region and the user's gathered A when asked), fence at system scope,
+//           then add to each receiver's counter of every chunk the slices touch (red.release.sys).
+//   gather  when the user wants the gathered A: teams claim peers' slices in arrival order, wait
+//           for their chunk, copy them from this rank's region (L2-only loads).
+// Work queues: a counter in this rank's flags that holds F + items claimed. Each claimer first
+// raises it to F with atomicMax (values of earlier calls are smaller), so it never needs a reset;
+// items are only claimed by running teams, so a CTA that is not resident yet holds no work.
+// Every wait is dev::waitGeq (bounded; on failure the team stops and the error is recorded).
+#pragma once
+#include <stdint.h>
+#include "kernels/device/signal.cuh"
+#include "kernels/device/warpgroup.cuh"
+#include "kernels/fused/ag_gemm_layout.cuh"
+#include "runtime/devcomm.h"
+
+namespace mkccl {
+namespace ag {
+
+// What the communication of a call needs (by value in kernel parameters).
+struct PushArgs {
+  DevComm dev;
+  Layout L;
+  const char* A;                      // this rank's shard, the user's A
+  char* region[kMaxLocalRanks];       // rank q's gathered-A region, mapped here
+  uint64_t* flags[kMaxLocalRanks];    // rank q's flags region, mapped here
+  char* gathered;                     // the user's gathered A, or null
+  int gatheredOwn;                    // push the own shard into `gathered` too (0 when in place)
+  int ownToRegion;                    // push the own shard into this rank's region too
+};
+
+// Threads [0, n) of a team (n a multiple of 32) and the named barrier they share.
+struct Team {
+  uint32_t tid, n, bar;
+};
+
+__device__ __forceinline__ void teamSync(const Team& t) { dev::namedBarrierSync(t.bar, t.n); }
+
+// Thread 0's value, seen by every thread of the team. One team per CTA uses it at a time.
+__device__ __forceinline__ int64_t teamBroadcast(const Team& t, int64_t v) {
+  __shared__ int64_t word;
+  if (t.tid == 0) word = v;
+  teamSync(t);
+  const int64_t r = word;
+  teamSync(t);
+  return r;
+}
+
+__device__ __forceinline__ int64_t claim(uint64_t* queue, uint64_t base, int64_t unit) {
+  atomicMax(reinterpret_cast<unsigned long long*>(queue), static_cast<unsigned long long>(base));
+  return static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(queue),
+                                        static_cast<unsigned long long>(unit)) - base);
+}
+
+constexpr int kCopyUnroll = 4;  // 16-byte loads in flight per thread (the side team has 56 registers)
+constexpr int kMaxDsts = kMaxLocalRanks + 1;
+
+// dsts[o] + off <- src[0, n) for o < nd, one read of the source; n and every address 16-byte
+// aligned. dsts is a shared-memory array (the same for every thread). Plain stores: the caller
+// fences before it publishes.
+__device__ __forceinline__ void teamCopyMulti16(char* const* dsts, int nd, int64_t off, const char* src, int64_t n,
+                                                const Team& t) {
+  const uint4* s = reinterpret_cast<const uint4*>(src);
+  const int64_t nvec = n / 16, stride = t.n;
+  int64_t i = t.tid;
+  for (; i + (kCopyUnroll - 1) * stride < nvec; i += kCopyUnroll * stride) {
+    uint4 r[kCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) r[u] = __ldcg(s + i + u * stride);
+    for (int o = 0; o < nd; ++o) {
+      uint4* d = reinterpret_cast<uint4*>(dsts[o] + off);
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) d[i + u * stride] = r[u];
+    }
+  }
+  for (; i < nvec; i += stride) {
+    const uint4 r = __ldcg(s + i);
+    for (int o = 0; o < nd; ++o) reinterpret_cast<uint4*>(dsts[o] + off)[i] = r;
+  }
+}
+
+// dst[0, n) <- src[0, n), 16-byte aligned, L2-only loads (src was written by peers).
+__device__ __forceinline__ void teamCopy16(char* dst, const char* src, int64_t n, const Team& t) {
+  const uint4* s = reinterpret_cast<const uint4*>(src);
+  uint4* d = reinterpret_cast<uint4*>(dst);
+  const int64_t nvec = n / 16, stride = t.n;
+  int64_t i = t.tid;
+  for (; i + (kCopyUnroll - 1) * stride < nvec; i += kCopyUnroll * stride) {
+    uint4 r[kCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) r[u] = __ldcg(s + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) d[i + u * stride] = r[u];
+  }
+  for (; i < nvec; i += stride) d[i] = __ldcg(s + i);
+}
+
+// Receiver i of this rank's pushes: peers me+1, me+2, ... (so senders start on different
+// receivers), then this rank itself when the own shard goes to its region.
+__device__ __forceinline__ int receiverAt(const Layout& L, int i) {
+  if (i == L.ws - 1) return L.me;
+  const int q = L.me + 1 + i;
+  return q >= L.ws ? q - L.ws : q;
+}
+
+// The leader's start of the call, then every team's wait for its receivers' entries.
+__device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool leader) {
+  const Layout& L = p.L;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  uint64_t* mine = p.flags[L.me];
+  if (leader) {
+    const int64_t n = L.ws * L.nChunks;
+    for (int64_t i = t.tid; i < n; i += t.n) dev::storeRelaxed(mine + L.firstChunkSlot() + i, F);
+    __threadfence_system();
+    teamSync(t);
+    if (t.tid < static_cast<uint32_t>(L.ws)) dev::storeRelease(p.flags[t.tid] + kBarrierSlot + L.me, F);
+  }
+  bool ok = true;
+  if (t.tid == 0) {
+    const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
+    for (int i = 0; i < receivers && ok; ++i) {
+      const int q = receiverAt(L, i);
+      ok = dev::waitGeq(p.dev, mine + kBarrierSlot + q, F, q, kSiteBarrier);
+    }
+  }
+  return teamBroadcast(t, ok ? 1 : 0) != 0;
+}
+
+// Pushes claimed slices until the shard is out. unit: slices per claim.
+__device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int64_t unit) {
+  const Layout& L = p.L;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  uint64_t* mine = p.flags[L.me];
+  const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
+  __shared__ char* dsts[kMaxDsts];
+  if (t.tid == 0) {
+    const int64_t at = L.me * L.shardBytes();  // the shard's place in every gathered A
+    for (int i = 0; i < receivers; ++i) dsts[i] = p.region[receiverAt(L, i)] + at;
+    if (p.gatheredOwn) dsts[receivers] = p.gathered + at;
+  }
+  const int nd = receivers + (p.gatheredOwn ? 1 : 0);
+  while (true) {
+    const int64_t g0 = teamBroadcast(t, t.tid == 0 ? claim(mine + L.pushClaimSlot(), F, unit) : 0);
+    if (g0 >= L.nSlices) return;
+    const int64_t g1 = minI64(g0 + unit, L.nSlices);
+    const int64_t off = L.sliceBegin(g0);
+    teamCopyMulti16(dsts, nd, off, p.A + off, L.sliceEnd(g1 - 1) - off, t);
+    __threadfence_system();  // this thread's stores reach every receiver before the counters move
+    teamSync(t);
+    if (t.tid < static_cast<uint32_t>(receivers)) {
+      uint64_t* counters = p.flags[receiverAt(L, static_cast<int>(t.tid))];
+      const int64_t c1 = L.chunkOfByte(L.sliceEnd(g1 - 1) - 1);
+      for (int64_t c = L.chunkOfByte(off); c <= c1; ++c)
+        dev::addRelease(counters + L.chunkSlot(L.me, c), static_cast<uint64_t>(L.slicesIn(c, g0, g1)));
+    }
+  }
+}
+
+// Thread 0: waits until sender q's chunks touching shard bytes [b0, b1) have landed here.
+__device__ __forceinline__ bool waitBytes(const PushArgs& p, int q, int64_t b0, int64_t b1) {
+  const Layout& L = p.L;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t* mine = p.flags[L.me];
+  for (int64_t c = L.chunkOfByte(b0); c <= L.chunkOfByte(b1 - 1); ++c)
+    if (!dev::waitGeq(p.dev, mine + L.chunkSlot(q, c), F + static_cast<uint64_t>(L.slicesOfChunk(c)), q,
+                      kSiteGemmChunk))
+      return false;
+  return true;
+}
+
+// Copies peers' shards from this rank's region to the user's gathered A as they land.
+__device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int64_t unit) {
+  const Layout& L = p.L;
+  if (p.gathered == nullptr || L.ws == 1) return true;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  uint64_t* mine = p.flags[L.me];
+  const int peers = L.ws - 1;
+  const int64_t items = static_cast<int64_t>(peers) * L.nSlices;  // slice-major: arrival order
+  while (true) {
+    const int64_t i0 = teamBroadcast(t, t.tid == 0 ? claim(mine + L.gatherClaimSlot(), F, unit) : 0);
+    if (i0 >= items) return true;
+    const int64_t i1 = minI64(i0 + unit, items);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t g = i / peers;
+      int q = L.me + 1 + static_cast<int>(i % peers);
+      if (q >= L.ws) q -= L.ws;
+      const int64_t b0 = L.sliceBegin(g), b1 = L.sliceEnd(g);
+      const bool ok = t.tid == 0 ? waitBytes(p, q, b0, b1) : true;
+      if (teamBroadcast(t, ok ? 1 : 0) == 0) return false;
+      const int64_t at = q * L.shardBytes() + b0;
+      teamCopy16(p.gathered + at, p.region[L.me] + at, b1 - b0, t);
+    }
+  }
+}
+
+// Thread 0 of worker w of nw: waits for its share of the peers' chunks (the sequential plan,
+// before its GEMM reads the region).
+__device__ __forceinline__ bool waitArrivals(const PushArgs& p, const Team& t, int w, int nw) {
+  const Layout& L = p.L;
+  bool ok = true;
+  if (t.tid == 0) {
+    const int64_t n = static_cast<int64_t>(L.ws - 1) * L.nChunks;
+    for (int64_t i = w; i < n && ok; i += nw) {
+      int q = L.me + 1 + static_cast<int>(i / L.nChunks);
+      if (q >= L.ws) q -= L.ws;
+      const int64_t c = i % L.nChunks;
+      const int64_t b0 = c * L.chunkBytes();
+      ok = waitBytes(p, q, b0, minI64(b0 + L.chunkBytes(), L.shardBytes()));
+    }
+  }
+  return teamBroadcast(t, ok ? 1 : 0) != 0;
+}
+
+// A team's whole part of a call. leader: exactly one team per rank and call.
+__device__ __forceinline__ bool commTeam(const PushArgs& p, const Team& t, bool leader, int64_t unit) {
+  if (!enterCall(p, t, leader)) return false;
+  pushShard(p, t, unit);
+  return gatherOut(p, t, unit);
+}
+
+}  // namespace ag
+}  // namespace mkccl

@@ -1,0 +1,26 @@
+// Arguments of the persistent GEMM kernel, shared by the host (planning, launch) and the device.
+// Passed by value as a kernel parameter next to the three tensor maps and the op's own Params.
+#pragma once
+#include <stdint.h>
+#include "kernels/device/tile_scheduler.cuh"
+#include "mkccl.h"
+
+namespace mkccl {
+
+struct GemmArgs {
+  int64_t M, N, K;
+  int kBlocks;                   // ceil(K / BK)
+  int clusterSize;               // CTAs per cluster along M (1 or 2): they share the W tile by multicast
+  int nCommCtas;                 // blocks [0, nCommCtas) run Op::commRole; a multiple of clusterSize
+  dev::TileSchedParams sched;    // tiles and their order
+  int outType;                   // mkcclDataType_t of C (bf16, fp16, fp32)
+  void* C;                       // register epilogues: destination (local or a peer's mapping) ...
+  int64_t ldc;                   // ... and its row pitch in elements (even)
+  uint64_t waitTimeoutNs;        // bound on every intra-CTA mbarrier wait (longer than any hook wait)
+  int* fault;                    // host-mapped word; an intra-CTA wait that timed out writes its code
+};
+
+// Fault word codes: (block + 1) << 8 | site.
+enum GemmFaultSite : int { kGemmFaultProducer = 1, kGemmFaultConsumer = 2 };
+
+}  // namespace mkccl

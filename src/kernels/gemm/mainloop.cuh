@@ -1,0 +1,122 @@
+// Producer and consumer halves of the GEMM mainloop: a ring of kStages shared-memory stages, each
+// with a "full" barrier (TMA bytes landed: 1 producer arrival + kStageBytes of transactions) and an
+// "empty" barrier (one arrival from every consumer warp of every CTA of the cluster: with
+// multicast, our producer also writes the peer's copy of the W tile, so it must wait for the
+// peer's consumers too).
+#pragma once
+#include <cuda.h>
+#include <stdint.h>
+#include "kernels/device/cluster.cuh"
+#include "kernels/device/mbarrier.cuh"
+#include "kernels/device/tma.cuh"
+#include "kernels/device/wgmma.cuh"
+#include "kernels/gemm/gemm_args.h"
+#include "kernels/gemm/gemm_config.cuh"
+
+namespace mkccl {
+
+// A role gave up on a wait (a bug, or a partner role that left): make every wait of this CTA (and
+// of the peer CTA) give up too, and tell the host.
+template <class Cfg>
+__device__ __forceinline__ void gemmFault(const GemmArgs& g, const SmemLayout<Cfg>& sm, uint32_t ctaRank, int site) {
+  volatile int* flags = reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()));
+  flags[0] = 1;
+  if (g.clusterSize > 1) dev::storeSharedCluster(sm.flags(), ctaRank ^ 1u, 1u);
+  if (g.fault != nullptr) {
+    *reinterpret_cast<volatile int*>(g.fault) = static_cast<int>((blockIdx.x + 1) << 8) | site;
+    __threadfence_system();
+  }
+}
+
+// One thread. Returns false if it gave up (fault recorded).
+template <class Cfg, class Op>
+__device__ __forceinline__ bool producerLoop(const GemmArgs& g, const typename Op::Params& op,
+                                             const CUtensorMap* mapA, const CUtensorMap* mapB,
+                                             const SmemLayout<Cfg>& sm, typename Op::Scheduler& sched,
+                                             uint32_t ctaRank) {
+  const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
+  dev::PipeState<Cfg::kStages> pipe;
+  const int cs = g.clusterSize;
+  // With a cluster of 2, each CTA loads half of the W tile's rows and multicasts it to both.
+  const int bRows = Cfg::BN / cs;
+  const uint32_t bOffset = ctaRank * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
+  const uint16_t mask = static_cast<uint16_t>((1u << cs) - 1u);
+  bool drain = false;
+  dev::TileCoord t;
+  while (sched.next(t)) {
+    const int32_t rowA = t.m * Cfg::BM;
+    const int32_t rowB = t.n * Cfg::BN + static_cast<int32_t>(ctaRank) * bRows;
+    for (int kb = 0; kb < g.kBlocks; ++kb) {
+      const uint32_t s = pipe.stage;
+      if (!dev::mbarWait<true>(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, abortFlag)) {
+        gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultProducer);
+        return false;
+      }
+      if constexpr (Op::kLoadHook) {
+        if (!drain && !Op::beforeLoadA(g, op, t.m, t.n, kb)) {
+          drain = true;
+          reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()))[1] = 1;
+        }
+      }
+      // Full stage bytes even for boxes that reach past the matrix: TMA counts the zero fill.
+      dev::mbarArriveExpectTx(sm.full(s), Cfg::kStageBytes);
+      const int32_t k0 = kb * Cfg::BK;
+      dev::tmaLoad2d(sm.a(s), mapA, sm.full(s), k0, rowA);
+      if (cs == 1)
+        dev::tmaLoad2d(sm.b(s), mapB, sm.full(s), k0, rowB);
+      else
+        dev::tmaLoad2dMulticast(sm.b(s) + bOffset, mapB, sm.full(s), k0, rowB, mask);
+      pipe.advance();
+    }
+  }
+  return true;
+}
+
+// Frees stage `s` for the producers of the cluster: lane c of each consumer warp arrives on the
+// empty barrier of CTA c (every warp, so the release cannot overtake a warp still reading).
+__device__ __forceinline__ void consumerRelease(uint32_t emptyBar, int clusterSize, uint32_t lane) {
+  if (clusterSize == 1) {
+    if (lane == 0) dev::mbarArrive(emptyBar);
+  } else if (lane < static_cast<uint32_t>(clusterSize)) {
+    dev::mbarArriveCluster(emptyBar, lane);
+  }
+}
+
+// One consumer warpgroup: acc (64 x BN of the tile, rows 64*consumer..) = A . W^T over all of K.
+// Keeps one wgmma group in flight: the stage of k-block kb-1 is released once k-block kb is
+// issued and kb-1 retired. Returns false if it gave up (fault recorded).
+template <class Cfg>
+__device__ __forceinline__ bool consumerMainloop(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>& pipe,
+                                                 const GemmArgs& g, const SmemLayout<Cfg>& sm, int consumer,
+                                                 uint32_t lane, uint32_t ctaRank) {
+  using Mma = dev::Wgmma<Cfg::BN, typename Cfg::In>;
+  const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
+  const uint32_t aOffset = static_cast<uint32_t>(consumer) * 64u * (Cfg::BK * 2);
+  uint32_t prev = 0;
+  dev::fenceAccumulators(acc);
+  for (int kb = 0; kb < g.kBlocks; ++kb) {
+    const uint32_t s = pipe.stage;
+    if (!dev::mbarWait(sm.full(s), pipe.phase, g.waitTimeoutNs, abortFlag)) {
+      dev::wgmmaWait<0>();  // leave no wgmma in flight on the way out
+      gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultConsumer);
+      return false;
+    }
+    const uint64_t descA = dev::smemDescSw128(sm.a(s) + aOffset);
+    const uint64_t descB = dev::smemDescSw128(sm.b(s));
+    dev::wgmmaFence();
+#pragma unroll
+    for (int k = 0; k < Cfg::BK / 16; ++k)
+      Mma::mma(acc, descA + k * dev::kDescK16Step, descB + k * dev::kDescK16Step, (kb | k) != 0 ? 1u : 0u);
+    dev::wgmmaCommit();
+    dev::wgmmaWait<1>();  // k-block kb-1 retired (at kb = 0 nothing older is pending)
+    if (kb > 0) consumerRelease(sm.empty(prev), g.clusterSize, lane);
+    prev = s;
+    pipe.advance();
+  }
+  dev::wgmmaWait<0>();
+  dev::fenceAccumulators(acc);
+  consumerRelease(sm.empty(prev), g.clusterSize, lane);
+  return true;
+}
+
+}  // namespace mkccl

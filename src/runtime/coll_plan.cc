@@ -1,0 +1,157 @@
+// Host planning of the NVLink collectives (see coll_plan.h and src/kernels/coll/coll_kernel.cuh).
+#include "runtime/coll_plan.h"
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include "kernels/coll/coll_kernels.h"
+#include "runtime/check.h"
+#include "runtime/comm.h"
+
+namespace mkccl {
+namespace coll {
+namespace {
+
+constexpr size_t kDefaultSlotBytes = 256 << 10;
+constexpr size_t kMinSlotBytes = 1 << 10;
+constexpr int kDefaultSlots = 4;
+constexpr int kMaxChannels = 64;
+// Flag values carry the step in 20 bits (signal.cuh flagValue); step t posts t + 1.
+constexpr uint64_t kMaxSteps = (1ull << 20) - 2;
+
+long long envInt(const char* name, long long def, long long lo, long long hi) {
+  const char* s = getenv(name);
+  if (!s || !*s) return def;
+  char* end = nullptr;
+  long long v = strtoll(s, &end, 0);
+  if (end && (*end == 'k' || *end == 'K')) v <<= 10, ++end;
+  else if (end && (*end == 'm' || *end == 'M')) v <<= 20, ++end;
+  if (!end || *end != '\0' || v < lo || v > hi) {
+    MKCCL_WARN("%s=%s is not a number in [%lld, %lld]: ignored", name, s, lo, hi);
+    return def;
+  }
+  return v;
+}
+
+size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+Tuning tuningFromEnv() {
+  Tuning t;
+  t.channels = (int)envInt("MKCCL_COLL_CHANNELS", 0, 1, kMaxChannels);
+  t.slotBytes = (size_t)envInt("MKCCL_COLL_SLOT_BYTES", 0, (long long)kMinSlotBytes, 1ll << 30) & ~(size_t)15;
+  if (const char* s = getenv("MKCCL_ALLREDUCE_ALGO")) {
+    if (!strcmp(s, "oneshot")) t.algo = 1;
+    else if (!strcmp(s, "twoshot")) t.algo = 2;
+    else if (*s && strcmp(s, "auto")) MKCCL_WARN("MKCCL_ALLREDUCE_ALGO=%s: expected oneshot, twoshot or auto; ignored", s);
+  }
+  t.oneShotMaxBytes = (size_t)envInt("MKCCL_ALLREDUCE_ONESHOT_BYTES", (long long)t.oneShotMaxBytes, 0, 1ll << 40);
+  return t;
+}
+
+void initArgs(const OpCtx& ctx, Kind kind, const void* send, void* recv, Args* a) {
+  memset(a, 0, sizeof(*a));
+  a->dev = ctx.dev;
+  a->kind = kind;
+  a->send = static_cast<const char*>(send);
+  a->recv = static_cast<char*>(recv);
+  a->flagBase = kOpFlagSlot;
+  for (int i = 0; i < ctx.comm->nranks && i < kMaxLocalRanks; ++i) a->localOfRank[i] = (int8_t)ctx.comm->rankLocal[i];
+}
+
+mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream, Args* a, int* grid) {
+  const int n = ctx.dev.localRanks, m = n - 1;
+  const Kind kind = (Kind)a->kind;
+  const int sets = kind == kAllReduceTwoShot ? 2 : 1;
+  const int nroles = kind == kAllReduceTwoShot ? 3 : 2;
+  a->roles = kRoleSend | kRoleRecv | (kind == kAllReduceTwoShot ? kRoleGather : 0);
+
+  // Channels: enough that each carries a useful chunk; AllToAll's layout may not depend on the
+  // sizes (they differ per rank), so it always uses the full count.
+  int C;
+  if (tune.channels > 0) C = tune.channels;
+  else if (kind == kAllToAll) C = 16;
+  else if (kind == kAllReduceOneShot) C = (int)std::min<size_t>(32, std::max<size_t>(1, ceilDiv(maxStream, 16 << 10)));
+  else C = (int)std::min<size_t>(16, std::max<size_t>(1, ceilDiv(maxStream, 64 << 10)));
+  size_t S = tune.slotBytes ? tune.slotBytes : kDefaultSlotBytes;
+  int NB = kDefaultSlots;
+
+  // Fit the rings into the data region: shrink the slots first, then the depth, then channels.
+  const size_t data = ctx.dev.dataBytes;
+  auto ringBytes = [&] { return (size_t)sets * C * m * NB * S; };
+  while (ringBytes() > data) {
+    if (S > (16u << 10)) S = roundUp(S / 2, 16);
+    else if (NB > 2) NB = 2;
+    else if (S > kMinSlotBytes) S = roundUp(S / 2, 16);
+    else if (C > 1) C = (C + 1) / 2;
+    else
+      return setError(mkcclInvalidUsage,
+                      "collective: the workspace data region (%zu bytes) cannot hold %d ring(s) of 2 x %zu bytes "
+                      "per peer; raise workspaceBytes",
+                      data, sets, kMinSlotBytes);
+  }
+  // Flags: data + credit per (set, channel, peer).
+  const size_t flagSlots = ctx.dev.flagsBytes / sizeof(uint64_t);
+  while ((size_t)kOpFlagSlot + (size_t)2 * sets * C * m > flagSlots && C > 1) C = (C + 1) / 2;
+  if ((size_t)kOpFlagSlot + (size_t)2 * sets * C * m > flagSlots)
+    return setError(mkcclInternalError, "collective: %zu flag slots cannot hold the flags of %d peers", flagSlots, m);
+
+  a->channels = C;
+  a->slots = NB;
+  a->slotBytes = S;
+  a->minChunk = kind == kAllToAll ? std::min<size_t>(S, 4 << 10) : 16;
+  a->setBytes = (size_t)C * m * NB * S;
+  a->rotate = kind == kAllToAll;
+
+  // Steps are numbered in 20 bits of a flag value.
+  if (maxStream > 0) {
+    const size_t E = chunkBytes(maxStream, C, S, a->minChunk);
+    const uint64_t steps = ceilDiv(ceilDiv(maxStream, E), C) + 1;
+    if (steps > kMaxSteps)
+      return setError(mkcclInvalidUsage,
+                      "collective: %zu bytes per peer need %llu pipeline steps with a %zu-byte workspace (limit %llu); "
+                      "raise workspaceBytes",
+                      maxStream, (unsigned long long)steps, ctx.dev.dataBytes + ctx.dev.flagsBytes,
+                      (unsigned long long)kMaxSteps);
+  }
+
+  // Work split (local): one CTA per role and channel when the CTA budget allows; else every CTA
+  // runs all roles of its channels. One-shot AllReduce is always fused (in place needs a chunk
+  // pushed before its reduction overwrites it).
+  const int maxCtas = std::max(1, opMaxCtas(ctx.comm));
+  if (kind != kAllReduceOneShot && nroles * C <= maxCtas) {
+    a->split = 1;
+    *grid = nroles * C;
+  } else {
+    a->split = 0;
+    *grid = std::min(C, maxCtas);
+  }
+  return mkcclSuccess;
+}
+
+mkcclResult_t launchColl(const OpCtx& ctx, const Args& a, int grid, mkcclDataType_t t, mkcclRedOp_t op) {
+  const void* fn = nullptr;
+  if (a.kind == kAllGather || a.kind == kAllToAll) {
+    fn = copyKernel();
+  } else {
+    fn = reduceKernelFloat(t, op);
+    if (!fn) fn = reduceKernelInt(t, op);
+    if (!fn)
+      return setError(mkcclInvalidArgument, "reduction %s on %s is not supported", redOpName(op), typeName(t));
+  }
+  MKCCL_TRACE("collective kind %d: %d CTAs (%s), %d channels, %d x %zu-byte slots, seq %llu", a.kind, grid,
+              a.split ? "split" : "fused", a.channels, a.slots, a.slotBytes, (unsigned long long)a.dev.seq);
+  void* params[] = {const_cast<Args*>(&a)};
+  CUDA_CHECK(cudaLaunchKernel(fn, dim3(grid), dim3(kThreads), params, 0, ctx.stream));
+  return mkcclSuccess;
+}
+
+mkcclResult_t requireSingleNode(const OpCtx& ctx, const char* opName) {
+  if (ctx.comm->nNodes > 1)
+    return setError(mkcclInvalidUsage, "%s: inter-node collectives are not implemented yet (communicator spans %d nodes)",
+                    opName, ctx.comm->nNodes);
+  return mkcclSuccess;
+}
+
+}  // namespace coll
+}  // namespace mkccl
