@@ -2,6 +2,8 @@
 # On a GPU machine: build with every core, run every GPU test (single- and multi-process), run the
 # benchmarks on all local GPUs (and on subsets), and write the JSON results under perf/results/.
 #   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."]
+# Environment: MKCCL_TEST_TIMEOUT (s per test, default 600), MKCCL_BENCH_WS (world sizes, default
+# "2 4 8" where they fit), MKCCL_BENCH_OPS (default: every op).
 # Logs and a tarball of the results also go to $OUT when it is set (the lent-GPU tool's folder).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +47,7 @@ echo "== build: $(( $(date +%s) - t0 )) s"
 status=0
 if [ $tests = 1 ]; then
   t0=$(date +%s)
-  args=(-L gpu --output-on-failure --timeout 600)
+  args=(-L gpu --output-on-failure --timeout "${MKCCL_TEST_TIMEOUT:-600}")
   [ -n "$tests_re" ] && args+=(-R "$tests_re")
   (cd "$build" && ctest "${args[@]}") > "$logs/ctest-gpu.log" 2>&1 || status=1
   grep -E "tests passed|Test +#|Failed|\*\*\*" "$logs/ctest-gpu.log" | tail -60
@@ -60,7 +62,7 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
     case "$op" in allgather|reducescatter|allreduce|alltoall) range=(-b 8 -e 1G) ;; esac
     case "$op" in
       gemm) sizes=(1) ;;
-      *) sizes=() ; for g in 2 4 8; do [ "$g" -le "$ngpu" ] && sizes+=("$g"); done ;;
+      *) sizes=() ; for g in ${MKCCL_BENCH_WS:-2 4 8}; do [ "$g" -le "$ngpu" ] && sizes+=("$g"); done ;;
     esac
     for g in "${sizes[@]}"; do
       t0=$(date +%s)
