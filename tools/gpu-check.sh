@@ -2,7 +2,8 @@
 # On a GPU machine: build with every core, run every GPU test (single- and multi-process), run the
 # benchmarks on all local GPUs (and on subsets), and write the JSON results under perf/results/.
 #   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."]
-# Environment: MKCCL_TEST_TIMEOUT (s per test, default 600), MKCCL_BENCH_WS (world sizes, default
+# Environment: MKCCL_TEST_TIMEOUT (s per test, default 600), MKCCL_TESTS_STAGE_TIMEOUT (s for all
+# tests, default 3600), MKCCL_BENCH_TIMEOUT (s per benchmark run, default 900), MKCCL_BENCH_WS (world sizes, default
 # "2 4 8" where they fit), MKCCL_BENCH_OPS (default: every op).
 # Logs and a tarball of the results also go to $OUT when it is set (the lent-GPU tool's folder).
 set -uo pipefail
@@ -10,11 +11,12 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-tests=1; bench=1; tests_re=""; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
+tests=1; bench=1; prebuilt=0; tests_re=""; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) tests=0 ;;
     --no-bench) bench=0 ;;
+    --prebuilt) prebuilt=1 ;;  # use $MKCCL_BUILD_DIR as it is (built elsewhere, same paths)
     --tests-regex) tests_re="$2"; shift ;;
     --bench-ops) bench_ops="$2"; shift ;;
     *) echo "gpu-check: unknown argument $1"; exit 2 ;;
@@ -36,6 +38,7 @@ echo "== gpu-check: $ngpu x $gpu, results in $resdir"
 extra=""
 [ -d .deps/libfabric/include ] && extra="-DLIBFABRIC_ROOT=$root/.deps/libfabric"
 t0=$(date +%s)
+if [ $prebuilt = 0 ]; then
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release $extra > "$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 1; }
 grep "mkccl:" "$logs/configure.log"
 if ! cmake --build "$build" -j "$(nproc)" > "$logs/build.log" 2>&1; then
@@ -43,13 +46,14 @@ if ! cmake --build "$build" -j "$(nproc)" > "$logs/build.log" 2>&1; then
   exit 1
 fi
 echo "== build: $(( $(date +%s) - t0 )) s"
+fi
 
 status=0
 if [ $tests = 1 ]; then
   t0=$(date +%s)
   args=(-L gpu --output-on-failure --timeout "${MKCCL_TEST_TIMEOUT:-600}")
   [ -n "$tests_re" ] && args+=(-R "$tests_re")
-  (cd "$build" && ctest "${args[@]}") > "$logs/ctest-gpu.log" 2>&1 || status=1
+  (cd "$build" && timeout "${MKCCL_TESTS_STAGE_TIMEOUT:-3600}" ctest "${args[@]}") > "$logs/ctest-gpu.log" 2>&1 || status=1
   grep -E "tests passed|Test +#|Failed|\*\*\*" "$logs/ctest-gpu.log" | tail -60
   echo "== GPU tests: $(( $(date +%s) - t0 )) s"
 fi
@@ -66,7 +70,7 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
     esac
     for g in "${sizes[@]}"; do
       t0=$(date +%s)
-      "$perf" "$op" -g "$g" "${range[@]}" --json "$resdir/${op}-ws${g}.json" > "$logs/bench-${op}-ws${g}.log" 2>&1 || status=1
+      timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$perf" "$op" -g "$g" "${range[@]}" --json "$resdir/${op}-ws${g}.json" > "$logs/bench-${op}-ws${g}.log" 2>&1 || status=1
       tail -25 "$logs/bench-${op}-ws${g}.log"
       echo "== bench $op ws=$g: $(( $(date +%s) - t0 )) s"
     done
