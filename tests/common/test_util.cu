@@ -221,6 +221,12 @@ ErrStats compare(const std::vector<double>& got, const std::vector<double>& ref,
   return st;
 }
 
+template <typename T>
+__global__ void convertKernel(const float* in, T* out, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    out[i] = fromFloat<T>(in[i]);
+}
+
 void cublasGemmRef(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
                    mkcclDataType_t outType, cudaStream_t stream) {
   static std::mutex mu;
@@ -243,11 +249,20 @@ void cublasGemmRef(const void* A, const void* W, void* C, size_t M, size_t N, si
   };
   ASSERT_EQ(CUBLAS_STATUS_SUCCESS, cublasSetStream(h, stream));
   const float alpha = 1.0f, beta = 0.0f;
+  // cuBLAS has no mixed 16-bit combinations (bf16 in, fp16 out): compute fp32, then convert.
+  const bool direct = outType == inType || outType == mkcclFloat32;
+  void* out = C;
+  if (!direct) ASSERT_EQ(cudaSuccess, cudaMallocAsync(&out, M * N * sizeof(float), stream));
   // Row-major C[M,N] = A[M,K]·W[N,K]^T is column-major C^T[N,M] = W^T(op T on W' [K,N]) · A'[K,M].
   ASSERT_EQ(CUBLAS_STATUS_SUCCESS,
             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha, W, cudaType(inType), (int)K, A,
-                         cudaType(inType), (int)K, &beta, C, cudaType(outType), (int)N, CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT));
+                         cudaType(inType), (int)K, &beta, out, direct ? cudaType(outType) : CUDA_R_32F, (int)N,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (!direct) {
+    if (outType == mkcclFloat16) convertKernel<__half><<<1024, 256, 0, stream>>>((const float*)out, (__half*)C, M * N);
+    else convertKernel<__nv_bfloat16><<<1024, 256, 0, stream>>>((const float*)out, (__nv_bfloat16*)C, M * N);
+    ASSERT_EQ(cudaSuccess, cudaFreeAsync(out, stream));
+  }
 }
 
 }  // namespace test
