@@ -42,15 +42,20 @@ struct ConsumerOp : GemmOpDefaults {
 
 constexpr uint32_t kTeamBarrier = 3;  // named barriers 1 and 2 are the epilogue's
 
+// setmaxnreg split when BN = 256: the producer warpgroup also runs the side team (calls out of
+// line), which spills at the engine's 56; consumers still fit their 128 accumulators in 216.
+// 128 x 72 + 256 x 216 = 64512, the launch allocation (168 x 384).
+constexpr uint32_t kProducerRegs = 72, kConsumerRegs = 216;
+
 // Thread 0 of a compute CTA: waits until every chunk that tile row block mb needs has landed.
 __device__ __forceinline__ bool waitTileRows(const PushArgs& p, int mb) {
   const Layout& L = p.L;
-  const int64_t r0 = static_cast<int64_t>(mb) * kTileRows;
-  if (r0 >= L.M) return true;  // a cluster's padding block: TMA zero-fills it
-  const int64_t r1 = minI64(r0 + kTileRows, L.M);
-  for (int q = static_cast<int>(r0 / L.m); q <= static_cast<int>((r1 - 1) / L.m); ++q) {
-    const int64_t lo = maxI64(r0, q * L.m) - q * L.m, hi = minI64(r1, (q + 1) * L.m) - q * L.m;
-    if (!waitBytes(p, q, lo * L.rowBytes, hi * L.rowBytes)) return false;
+  if (static_cast<int64_t>(mb) * kTileRows >= L.M) return true;  // a cluster's padding block: zero-filled
+  const int r0 = mb * kTileRows;
+  const int r1 = static_cast<int>(minI64(static_cast<int64_t>(r0) + kTileRows, L.M));
+  for (int q = r0 / L.m; q <= (r1 - 1) / L.m; ++q) {
+    const int base = q * L.m;
+    if (!waitRows(p, q, maxI(r0, base) - base, minI(r1 - base, L.m))) return false;
   }
   dev::fenceProxyAsync();  // the counters (generic loads) before the TMA reads of the rows
   return true;
@@ -132,7 +137,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   const int wg = static_cast<int>(threadIdx.x / 128u);
   if (wg == 0) {
-    if constexpr (Cfg::kRegRealloc) dev::warpgroupRegDealloc<Cfg::kHookProducerRegs>();
+    if constexpr (Cfg::kRegRealloc) dev::warpgroupRegDealloc<kProducerRegs>();
     if (threadIdx.x == 0) {
       dev::tmaPrefetchMap(&mapA);
       dev::tmaPrefetchMap(&p.mapOwn);
@@ -143,7 +148,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       commTeam(p.push, team, computeCta == 0 && g.nCommCtas == 0, p.unitSide);
     }
   } else {
-    if constexpr (Cfg::kRegRealloc) dev::warpgroupRegAlloc<Cfg::kHookConsumerRegs>();
+    if constexpr (Cfg::kRegRealloc) dev::warpgroupRegAlloc<kConsumerRegs>();
     consumerRole<Cfg, ConsumerOp>(g, ConsumerOp::Params{}, &mapC, sm, sched, wg - 1, ctaRank);
   }
   if (cs > 1) dev::clusterSync(); else __syncthreads();

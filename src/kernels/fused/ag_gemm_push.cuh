@@ -3,22 +3,22 @@
 // (whose thread 0 issues the TMA loads), so that the fused kernel can push without taking SMs
 // away from the GEMM. Layout and counters: ag_gemm_layout.cuh.
 //
-// Protocol of a call (seq s, F = flagValue(s, 0)):
-//   enter   one team per rank, the leader, sets this rank's arrival counters to F, then posts its
-//           entry (F) in every rank's barrier slot [me] (signal.cuh's slots; also its own, for its
-//           own pushes). A sender writes into rank p's region or counters only after it saw p's
-//           entry: p has started this call, so p's earlier kernels (which read its region and
-//           counters) are done, and p's counters are at F before the first add.
-//   push    teams claim slices of the own shard from a work queue in this rank's flags (in order:
-//           the shard goes out front to back), copy each slice to every receiver (peers' regions;
-//           also this rank's region and the user's gathered A when asked), fence at system scope,
-//           then add to each receiver's counter of every chunk the slices touch (red.release.sys).
+// Protocol of a call (seq s, F = flagValue(s, 0)); counters: ag_gemm_layout.cuh.
+//   enter   one team per rank, the leader, sets this rank's counters (work queues, arrivals) to F,
+//           then posts its entry (F) in every rank's barrier slot [me] (signal.cuh's slots), its
+//           own included. Every team waits for the entries of the ranks it will write to, and for
+//           its own rank's: a sender writes into rank p's region only after p has started this
+//           call (so p's earlier kernels, which read its region, are done, and p's counters are
+//           at F before the first add), and nobody claims work before the queues are reset.
+//   push    teams claim slices of the own shard from a work queue (in order: the shard goes out
+//           front to back), copy each slice to every receiver (peers' regions; also this rank's
+//           region and the user's gathered A when asked), fence at system scope, then add to each
+//           receiver's counter of the chunks the slices belong to (red.release.sys).
 //   gather  when the user wants the gathered A: teams claim peers' slices in arrival order, wait
 //           for their chunk, copy them from this rank's region (L2-only loads).
-// Work queues: a counter in this rank's flags that holds F + items claimed. Each claimer first
-// raises it to F with atomicMax (values of earlier calls are smaller), so it never needs a reset;
-// items are only claimed by running teams, so a CTA that is not resident yet holds no work.
-// Every wait is dev::waitGeq (bounded; on failure the team stops and the error is recorded).
+// Work queues hold F + items claimed; items are only claimed by running teams, so a CTA that is
+// not resident yet holds no work. Every wait is dev::waitGeq (bounded; on failure the team stops
+// and the error is recorded).
 #pragma once
 #include <stdint.h>
 #include "kernels/device/signal.cuh"
@@ -35,7 +35,8 @@ struct PushArgs {
   Layout L;
   const char* A;                      // this rank's shard, the user's A
   char* region[kMaxLocalRanks];       // rank q's gathered-A region, mapped here
-  uint64_t* flags[kMaxLocalRanks];    // rank q's flags region, mapped here
+  uint64_t* counters[kMaxLocalRanks]; // rank q's counters (in its region, after the gathered A)
+  uint64_t* flags[kMaxLocalRanks];    // rank q's flags region (its barrier slots: entries)
   char* gathered;                     // the user's gathered A, or null
   int gatheredOwn;                    // push the own shard into `gathered` too (0 when in place)
   int ownToRegion;                    // push the own shard into this rank's region too
@@ -59,12 +60,11 @@ __device__ __forceinline__ int64_t teamBroadcast(const Team& t, int64_t v) {
 }
 
 __device__ __forceinline__ int64_t claim(uint64_t* queue, uint64_t base, int64_t unit) {
-  atomicMax(reinterpret_cast<unsigned long long*>(queue), static_cast<unsigned long long>(base));
-  return static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(queue),
-                                        static_cast<unsigned long long>(unit)) - base);
+  return static_cast<int64_t>(
+      atomicAdd(reinterpret_cast<unsigned long long*>(queue), static_cast<unsigned long long>(unit)) - base);
 }
 
-constexpr int kCopyUnroll = 4;  // 16-byte loads in flight per thread (the side team has 56 registers)
+constexpr int kCopyUnroll = 4;  // 16-byte loads in flight per thread (8 spills at the side team's 72 registers)
 constexpr int kMaxDsts = kMaxLocalRanks + 1;
 
 // dsts[o] + off <- src[0, n) for o < nd, one read of the source; n and every address 16-byte
@@ -115,34 +115,36 @@ __device__ __forceinline__ int receiverAt(const Layout& L, int i) {
   return q >= L.ws ? q - L.ws : q;
 }
 
-// The leader's start of the call, then every team's wait for its receivers' entries.
+// The leader's start of the call, then every team's wait for the entries it needs.
 __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool leader) {
   const Layout& L = p.L;
   const uint64_t F = dev::flagValue(p.dev.seq, 0);
-  uint64_t* mine = p.flags[L.me];
+  const uint64_t* entries = p.flags[L.me] + kBarrierSlot;
   if (leader) {
-    const int64_t n = L.ws * L.nChunks;
-    for (int64_t i = t.tid; i < n; i += t.n) dev::storeRelaxed(mine + L.firstChunkSlot() + i, F);
+    uint64_t* mine = p.counters[L.me];
+    for (int i = static_cast<int>(t.tid); i < L.slotsUsed(); i += static_cast<int>(t.n)) dev::storeRelaxed(mine + i, F);
     __threadfence_system();
     teamSync(t);
     if (t.tid < static_cast<uint32_t>(L.ws)) dev::storeRelease(p.flags[t.tid] + kBarrierSlot + L.me, F);
   }
   bool ok = true;
   if (t.tid == 0) {
-    const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
-    for (int i = 0; i < receivers && ok; ++i) {
+    // Peers, then this rank (receiverAt(ws - 1)). Keep this a single wait call in a loop: with a
+    // second call site here ptxas spends many minutes and gigabytes on the fused kernel (seen with
+    // ptxas 13.0; check the build time of ag_gemm_bf16.cu after touching this file).
+    for (int i = 0; i < L.ws && ok; ++i) {
       const int q = receiverAt(L, i);
-      ok = dev::waitGeq(p.dev, mine + kBarrierSlot + q, F, q, kSiteBarrier);
+      ok = dev::waitGeq(p.dev, entries + q, F, q, kSiteBarrier);
     }
   }
   return teamBroadcast(t, ok ? 1 : 0) != 0;
 }
 
 // Pushes claimed slices until the shard is out. unit: slices per claim.
-__device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int64_t unit) {
+__device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int unit) {
   const Layout& L = p.L;
   const uint64_t F = dev::flagValue(p.dev.seq, 0);
-  uint64_t* mine = p.flags[L.me];
+  uint64_t* mine = p.counters[L.me];
   const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
   __shared__ char* dsts[kMaxDsts];
   if (t.tid == 0) {
@@ -152,28 +154,28 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int6
   }
   const int nd = receivers + (p.gatheredOwn ? 1 : 0);
   while (true) {
-    const int64_t g0 = teamBroadcast(t, t.tid == 0 ? claim(mine + L.pushClaimSlot(), F, unit) : 0);
+    const int g0 = static_cast<int>(teamBroadcast(t, t.tid == 0 ? claim(mine + L.pushClaimSlot(), F, unit) : 0));
     if (g0 >= L.nSlices) return;
-    const int64_t g1 = minI64(g0 + unit, L.nSlices);
-    const int64_t off = L.sliceBegin(g0);
-    teamCopyMulti16(dsts, nd, off, p.A + off, L.sliceEnd(g1 - 1) - off, t);
+    const int g1 = minI(g0 + unit, L.nSlices);
+    const int64_t off = L.sliceRowBegin(g0) * L.rowBytes;
+    const int64_t len = (L.sliceRowEnd(g1 - 1) - L.sliceRowBegin(g0)) * L.rowBytes;
+    teamCopyMulti16(dsts, nd, off, p.A + off, len, t);
     __threadfence_system();  // this thread's stores reach every receiver before the counters move
     teamSync(t);
     if (t.tid < static_cast<uint32_t>(receivers)) {
-      uint64_t* counters = p.flags[receiverAt(L, static_cast<int>(t.tid))];
-      const int64_t c1 = L.chunkOfByte(L.sliceEnd(g1 - 1) - 1);
-      for (int64_t c = L.chunkOfByte(off); c <= c1; ++c)
+      uint64_t* counters = p.counters[receiverAt(L, static_cast<int>(t.tid))];
+      for (int c = L.chunkOfSlice(g0); c <= L.chunkOfSlice(g1 - 1); ++c)
         dev::addRelease(counters + L.chunkSlot(L.me, c), static_cast<uint64_t>(L.slicesIn(c, g0, g1)));
     }
   }
 }
 
-// Thread 0: waits until sender q's chunks touching shard bytes [b0, b1) have landed here.
-__device__ __forceinline__ bool waitBytes(const PushArgs& p, int q, int64_t b0, int64_t b1) {
+// Thread 0: waits until sender q's chunks holding shard rows [r0, r1) have landed here.
+__device__ __forceinline__ bool waitRows(const PushArgs& p, int q, int r0, int r1) {
   const Layout& L = p.L;
   const uint64_t F = dev::flagValue(p.dev.seq, 0);
-  const uint64_t* mine = p.flags[L.me];
-  for (int64_t c = L.chunkOfByte(b0); c <= L.chunkOfByte(b1 - 1); ++c)
+  const uint64_t* mine = p.counters[L.me];
+  for (int c = L.chunkOfRow(r0); c <= L.chunkOfRow(r1 - 1); ++c)
     if (!dev::waitGeq(p.dev, mine + L.chunkSlot(q, c), F + static_cast<uint64_t>(L.slicesOfChunk(c)), q,
                       kSiteGemmChunk))
       return false;
@@ -181,26 +183,26 @@ __device__ __forceinline__ bool waitBytes(const PushArgs& p, int q, int64_t b0, 
 }
 
 // Copies peers' shards from this rank's region to the user's gathered A as they land.
-__device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int64_t unit) {
+__device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int unit) {
   const Layout& L = p.L;
   if (p.gathered == nullptr || L.ws == 1) return true;
   const uint64_t F = dev::flagValue(p.dev.seq, 0);
-  uint64_t* mine = p.flags[L.me];
+  uint64_t* mine = p.counters[L.me];
   const int peers = L.ws - 1;
-  const int64_t items = static_cast<int64_t>(peers) * L.nSlices;  // slice-major: arrival order
+  const int items = peers * L.nSlices;  // slice-major: arrival order
   while (true) {
-    const int64_t i0 = teamBroadcast(t, t.tid == 0 ? claim(mine + L.gatherClaimSlot(), F, unit) : 0);
+    const int i0 = static_cast<int>(teamBroadcast(t, t.tid == 0 ? claim(mine + L.gatherClaimSlot(), F, unit) : 0));
     if (i0 >= items) return true;
-    const int64_t i1 = minI64(i0 + unit, items);
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t g = i / peers;
-      int q = L.me + 1 + static_cast<int>(i % peers);
+    const int i1 = minI(i0 + unit, items);
+    for (int i = i0; i < i1; ++i) {
+      const int g = i / peers;
+      int q = L.me + 1 + (i - g * peers);
       if (q >= L.ws) q -= L.ws;
-      const int64_t b0 = L.sliceBegin(g), b1 = L.sliceEnd(g);
-      const bool ok = t.tid == 0 ? waitBytes(p, q, b0, b1) : true;
+      const int r0 = L.sliceRowBegin(g), r1 = L.sliceRowEnd(g);
+      const bool ok = t.tid == 0 ? waitRows(p, q, r0, r1) : true;
       if (teamBroadcast(t, ok ? 1 : 0) == 0) return false;
-      const int64_t at = q * L.shardBytes() + b0;
-      teamCopy16(p.gathered + at, p.region[L.me] + at, b1 - b0, t);
+      const int64_t at = (static_cast<int64_t>(q) * L.m + r0) * L.rowBytes;
+      teamCopy16(p.gathered + at, p.region[L.me] + at, (r1 - r0) * L.rowBytes, t);
     }
   }
 }
@@ -211,20 +213,22 @@ __device__ __forceinline__ bool waitArrivals(const PushArgs& p, const Team& t, i
   const Layout& L = p.L;
   bool ok = true;
   if (t.tid == 0) {
-    const int64_t n = static_cast<int64_t>(L.ws - 1) * L.nChunks;
-    for (int64_t i = w; i < n && ok; i += nw) {
-      int q = L.me + 1 + static_cast<int>(i / L.nChunks);
+    const int n = (L.ws - 1) * L.nChunks;
+    for (int i = w; i < n && ok; i += nw) {
+      const int j = i / L.nChunks, c = i - j * L.nChunks;
+      int q = L.me + 1 + j;
       if (q >= L.ws) q -= L.ws;
-      const int64_t c = i % L.nChunks;
-      const int64_t b0 = c * L.chunkBytes();
-      ok = waitBytes(p, q, b0, minI64(b0 + L.chunkBytes(), L.shardBytes()));
+      const int r0 = c * L.chunkRows();
+      ok = waitRows(p, q, r0, minI(r0 + L.chunkRows(), L.m));
     }
   }
   return teamBroadcast(t, ok ? 1 : 0) != 0;
 }
 
-// A team's whole part of a call. leader: exactly one team per rank and call.
-__device__ __forceinline__ bool commTeam(const PushArgs& p, const Team& t, bool leader, int64_t unit) {
+// A team's whole part of a call. leader: exactly one team per rank and call. Never inlined: with
+// it inlined into the GEMM kernel, ptxas takes many minutes and gigabytes on the whole kernel. The
+// team comes by value (by reference it would live on the stack).
+static __device__ __noinline__ bool commTeam(const PushArgs& p, Team t, bool leader, int unit) {
   if (!enterCall(p, t, leader)) return false;
   pushShard(p, t, unit);
   return gatherOut(p, t, unit);

@@ -1,0 +1,260 @@
+// mkccl-perf ag_gemm: C[M, N] = AllGather(A)[M, K] . W[N, K]^T, each rank holding A_r[M/ws, K] and
+// its own W, measured in one run as
+//   time        our mkcclAllGatherGemm (the plan the library picks; note names it)
+//   baseline    NCCL AllGather then cuBLAS ("nccl+cublas")
+//   extras      gemm_alone_us (cuBLAS on the gathered problem), comm_alone_us (NCCL AllGather),
+//               floor_us = the larger (what perfect overlap would give), floor_ratio = time / floor,
+//               fused_us / sequential_us (each plan forced, to tune the plan model), tflops, speedup
+// Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
+// Every number is the max over ranks of the ranks' medians (the row is then the same on all).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+#include "coll_data.h"
+#include "launch/launch.h"
+#include "nccl_loader.h"
+#include "perf.h"
+
+namespace mkccl {
+namespace perf {
+namespace {
+
+struct DevBuf {
+  void* p = nullptr;
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+};
+
+bool cudaOk(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  fprintf(stderr, "ag_gemm: %s: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+cublasStatus_t gemmRef(cublasHandle_t h, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                       mkcclDataType_t t) {
+  // Row-major C[M,N] = A[M,K] W[N,K]^T is column-major C^T[N,M] = W^T(as stored, K x N)^T . A^T.
+  const cudaDataType_t ct = t == mkcclBfloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  const float one = 1.0f, zero = 0.0f;
+  return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one,
+                      W, ct, static_cast<int>(K), A, ct, static_cast<int>(K), &zero, C, ct, static_cast<int>(N),
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+double toDouble(uint16_t v, mkcclDataType_t t) {
+  if (t == mkcclBfloat16) {
+    const uint32_t u = static_cast<uint32_t>(v) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  __half_raw h;
+  h.x = v;
+  return __half2float(__half(h));
+}
+
+// Max of each value over the ranks (every rank gets the same numbers).
+bool maxOverRanks(std::vector<double>* v) {
+  const launch::World& w = launch::world();
+  std::vector<double> all(v->size() * w.nranks);
+  std::string err;
+  if (launch::worldAllGather(v->data(), v->size() * sizeof(double), all.data(), &err) != 0) {
+    fprintf(stderr, "ag_gemm: combining over ranks: %s\n", err.c_str());
+    return false;
+  }
+  for (int r = 0; r < w.nranks; ++r)
+    for (size_t i = 0; i < v->size(); ++i) (*v)[i] = std::max((*v)[i], all[r * v->size() + i]);
+  return true;
+}
+
+// Our call with the plan forced (nullptr: the library's choice), timed.
+double timeOurs(const char* plan, const std::function<void(int)>& run, const Args& a, Env& env, bool* failed) {
+  const char* prev = getenv("MKCCL_AG_GEMM_PLAN");
+  const std::string saved = prev ? prev : "";
+  if (plan) setenv("MKCCL_AG_GEMM_PLAN", plan, 1);
+  const double us = timeMedianUs(run, a.warmup, a.iters, env.stream);
+  if (plan && prev) setenv("MKCCL_AG_GEMM_PLAN", saved.c_str(), 1);
+  else if (plan) unsetenv("MKCCL_AG_GEMM_PLAN");
+  mkcclResult_t async = mkcclSuccess;
+  mkcclCommGetAsyncError(env.comm, &async);
+  if (us < 0 || async != mkcclSuccess) *failed = true;
+  return us;
+}
+
+int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
+  const mkcclDataType_t t = a.dtype;
+  const int ws = env.nranks;
+  const size_t M = s.m, N = s.n, K = s.k;
+  if (M == 0 || N == 0 || K == 0 || M % ws != 0 || N % 8 != 0 || K % 8 != 0 || M > INT32_MAX || N > INT32_MAX ||
+      K > INT32_MAX) {
+    if (env.rank == 0)
+      fprintf(stderr, "ag_gemm: shape %zux%zux%zu: need M divisible by %d ranks and N, K multiples of 8\n", M, N, K, ws);
+    return 2;
+  }
+  const size_t m = M / ws;
+  // Rotate through enough input sets that they cannot all stay in L2 (50 MB).
+  const size_t setBytes = (m + N) * K * 2;
+  const int sets = static_cast<int>(std::max<size_t>(2, std::min<size_t>(8, (256ull << 20) / setBytes + 1)));
+  std::vector<DevBuf> A(sets), W(sets);
+  DevBuf C, G, R;
+  for (int i = 0; i < sets; ++i)
+    if (!cudaOk(cudaMalloc(&A[i].p, m * K * 2), "cudaMalloc A") || !cudaOk(cudaMalloc(&W[i].p, N * K * 2), "cudaMalloc W"))
+      return 1;
+  if (!cudaOk(cudaMalloc(&C.p, M * N * 2), "cudaMalloc C") || !cudaOk(cudaMalloc(&G.p, M * K * 2), "cudaMalloc G") ||
+      !cudaOk(cudaMalloc(&R.p, M * N * 2), "cudaMalloc R"))
+    return 1;
+  for (int i = 0; i < sets; ++i) {
+    fillInput(A[i].p, m * K, t, seed + 2 * i, env.rank, 0, env.stream);
+    fillInput(W[i].p, N * K, t, seed + 2 * i + 1, env.rank, 0, env.stream);
+  }
+  if (!cudaOk(cudaStreamSynchronize(env.stream), "fill")) return 1;
+
+  const bool nccl = a.baseline && env.nccl != nullptr && env.ncclComm != nullptr && env.cublas != nullptr;
+  const Nccl* nc = env.nccl;
+  const ncclComm_t ncomm = static_cast<ncclComm_t>(env.ncclComm);
+  bool failed = false;
+  // The gathered A, by NCCL (or by us when NCCL is missing: still a valid reference for the GEMM).
+  auto gather = [&](int k) {
+    if (nccl) {
+      if (nc->allGather(A[k].p, G.p, m * K, ncclType(t), ncomm, env.stream) != 0) failed = true;
+    } else if (mkcclAllGather(A[k].p, G.p, m * K, t, env.comm, env.stream) != mkcclSuccess) {
+      failed = true;
+    }
+  };
+  auto ours = [&](int i) {
+    const int k = i % sets;
+    if (mkcclAllGatherGemm(A[k].p, W[k].p, C.p, nullptr, M, N, K, t, env.comm, env.stream) != mkcclSuccess)
+      failed = true;
+  };
+
+  Result r;
+  r.op = "ag_gemm";
+  r.worldSize = ws;
+  r.dtype = dtypeName(t);
+  r.hasShape = true;
+  r.shape = s;
+  r.bytes = M * K * 2;  // the gathered A
+  r.count = M * N;
+
+  // Correctness: ours (poisoned C) against gather + cuBLAS on set 0.
+  if (a.check && env.cublas) {
+    cudaMemsetAsync(C.p, 0xff, M * N * 2, env.stream);
+    ours(0);
+    gather(0);
+    if (gemmRef(env.cublas, G.p, W[0].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+    if (failed || !cudaOk(cudaStreamSynchronize(env.stream), "check")) {
+      fprintf(stderr, "ag_gemm: rank %d: the checked run failed: %s\n", env.rank, mkcclGetLastError(env.comm));
+      return 1;
+    }
+    std::vector<uint16_t> got(M * N), ref(M * N);
+    if (!cudaOk(cudaMemcpy(got.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy") ||
+        !cudaOk(cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy"))
+      return 1;
+    double refMax = 1e-30, errMax = 0;
+    for (size_t i = 0; i < M * N; ++i) refMax = std::max(refMax, std::fabs(toDouble(ref[i], t)));
+    long long wrong = 0;
+    for (size_t i = 0; i < M * N; ++i) {
+      const double d = std::fabs(toDouble(got[i], t) - toDouble(ref[i], t));
+      if (!(d <= 1e-2 * refMax)) ++wrong;  // NaN (poison left unwritten) counts
+      if (d == d) errMax = std::max(errMax, d);
+    }
+    r.maxRelErr = errMax / refMax;
+    r.wrong = wrong;
+  }
+
+  // Ours: the library's plan, then each plan forced.
+  const double oursUs = timeOurs(nullptr, ours, a, env, &failed);
+  const double fusedUs = timeOurs("fused", ours, a, env, &failed);
+  const double seqUs = timeOurs("sequential", ours, a, env, &failed);
+  if (failed) {
+    fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
+    return 1;
+  }
+  // The baseline and its parts, on the same buffers.
+  double baseUs = -1, gemmUs = -1, commUs = -1;
+  if (env.cublas) {
+    gemmUs = timeMedianUs(
+        [&](int i) {
+          if (gemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+        },
+        a.warmup, a.iters, env.stream);
+    commUs = timeMedianUs([&](int i) { gather(i % sets); }, a.warmup, a.iters, env.stream);
+    if (nccl)
+      baseUs = timeMedianUs(
+          [&](int i) {
+            gather(i % sets);
+            if (gemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+          },
+          a.warmup, a.iters, env.stream);
+    if (failed || !cudaOk(cudaStreamSynchronize(env.stream), "baseline")) {
+      fprintf(stderr, "ag_gemm: rank %d: the baseline failed\n", env.rank);
+      return 1;
+    }
+  }
+
+  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs};
+  if (!maxOverRanks(&v)) return 1;
+  r.timeUs = v[0];
+  r.extra["fused_us"] = v[1];
+  r.extra["sequential_us"] = v[2];
+  r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
+  if (nccl) {
+    r.baseline = "nccl+cublas";
+    r.baselineTimeUs = v[3];
+    r.extra["speedup"] = v[3] / v[0];
+  }
+  if (v[4] > 0 && v[5] > 0) {
+    r.extra["gemm_alone_us"] = v[4];
+    r.extra["comm_alone_us"] = v[5];
+    r.extra["floor_us"] = std::max(v[4], v[5]);
+    r.extra["floor_ratio"] = v[0] / std::max(v[4], v[5]);
+  }
+  const char* plan = getenv("MKCCL_AG_GEMM_PLAN");
+  const char* cc = getenv("MKCCL_COMM_CTAS");
+  r.note = std::string("plan ") + (plan && *plan ? plan : "auto") +
+           (cc && *cc ? std::string(", MKCCL_COMM_CTAS=") + cc : std::string()) +
+           (nccl ? "" : ", comm_alone by mkcclAllGather (no NCCL)") + ", " + std::to_string(sets) + " input sets";
+  env.emit(r);
+  return 0;
+}
+
+int runAgGemm(const Args& a, Env& env, std::vector<Result>*) {
+  if (a.dtype != mkcclBfloat16 && a.dtype != mkcclFloat16) {
+    if (env.rank == 0) fprintf(stderr, "ag_gemm: -d must be bf16 or fp16\n");
+    return 2;
+  }
+  std::vector<Shape> shapes = a.shapes;
+  if (shapes.empty())
+    shapes = {{8192, 8192, 8192}, {16384, 8192, 8192}, {8192, 2048, 8192}, {4096, 8192, 8192}, {2048, 8192, 8192}};
+  if (env.cublas && cublasSetStream(env.cublas, env.stream) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "ag_gemm: cublasSetStream failed\n");
+    return 1;
+  }
+  uint64_t seed = a.seed;
+  for (const Shape& s : shapes) {
+    const int rc = runShape(s, a, env, seed += 1000);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+}  // namespace
+
+MKCCL_PERF_SHAPE_OP("ag_gemm", runAgGemm,
+                    "AllGather + GEMM (C = AllGather(A) . W^T, A_r[M/ws, K] per rank): mkcclAllGatherGemm against NCCL "
+                    "AllGather then cuBLAS, with cuBLAS alone, NCCL AllGather alone, floor_ratio and each plan forced. "
+                    "-m M -n N -k K or --shapes MxNxK,... (default: the issue-6 figure shapes and 2048x8192x8192); "
+                    "-d bf16|fp16");
+
+}  // namespace perf
+}  // namespace mkccl

@@ -1,0 +1,9 @@
+// Fused AllGather+GEMM kernels with fp16 inputs.
+#include "kernels/fused/ag_gemm_fused_impl.cuh"
+
+namespace mkccl {
+namespace ag {
+template mkcclResult_t fusedPlan<dev::F16>(const FusedCall&, FusedPlan*);
+template mkcclResult_t fusedLaunch<dev::F16>(const FusedCall&, const FusedPlan&, cudaStream_t);
+}  // namespace ag
+}  // namespace mkccl

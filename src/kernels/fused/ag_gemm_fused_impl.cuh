@@ -1,0 +1,150 @@
+// Body of fusedPlan<In> / fusedLaunch<In> (ag_gemm_host.cuh), included by the per-type files.
+#pragma once
+#include <string.h>
+#include <algorithm>
+#include <mutex>
+#include "kernels/fused/ag_gemm_host.cuh"
+#include "kernels/fused/ag_gemm_kernel.cuh"
+#include "kernels/gemm/gemm_config.cuh"
+#include "runtime/check.h"
+
+namespace mkccl {
+namespace ag {
+
+// GemmLauncher's shared-memory opt-in, occupancy and launch, for fusedKernel<Cfg>.
+template <class Cfg>
+struct FusedLauncher {
+  static constexpr auto kernel() { return &fusedKernel<Cfg>; }
+
+  static mkcclResult_t prepare(int dev, int smCount, int clusterSize, int* maxClusters) {
+    static std::mutex mu;
+    static int cache[64][3];  // [dev][cs]: 0 unknown, else count + 1
+    if (dev < 0 || dev >= 64 || clusterSize < 1 || clusterSize > 2)
+      return setError(mkcclInternalError, "AllGather+GEMM launch: device %d / cluster %d", dev, clusterSize);
+    std::lock_guard<std::mutex> lock(mu);
+    if (cache[dev][0] == 0) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(Cfg::kSmemBytes)));
+      cache[dev][0] = 1;
+    }
+    if (cache[dev][clusterSize] == 0) {
+      int n = smCount;
+      if (clusterSize > 1) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(static_cast<unsigned>(clusterSize * smCount));
+        cfg.blockDim = dim3(Cfg::kThreads);
+        cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = static_cast<unsigned>(clusterSize);
+        attr.val.clusterDim.y = 1;
+        attr.val.clusterDim.z = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel(), &cfg));
+      }
+      cache[dev][clusterSize] = n + 1;
+    }
+    *maxClusters = cache[dev][clusterSize] - 1;
+    return mkcclSuccess;
+  }
+
+  static mkcclResult_t launch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
+                              const GemmArgs& g, const FusedParams& p, int computeCtas, cudaStream_t stream) {
+    if (computeCtas < g.clusterSize || computeCtas % g.clusterSize != 0 || g.nCommCtas % g.clusterSize != 0)
+      return setError(mkcclInternalError, "AllGather+GEMM launch: %d compute CTAs, %d comm CTAs, cluster %d",
+                      computeCtas, g.nCommCtas, g.clusterSize);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(g.nCommCtas + computeCtas));
+    cfg.blockDim = dim3(Cfg::kThreads);
+    cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr;
+    if (g.clusterSize > 1) {
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = static_cast<unsigned>(g.clusterSize);
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+    }
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel(), mapA, mapB, mapC, g, p));
+    return mkcclSuccess;
+  }
+};
+
+template <class In>
+using Fused256 = FusedLauncher<GemmCfg<In, 256, EpilogueTmaStore>>;
+template <class In>
+using Fused128 = FusedLauncher<GemmCfg<In, 128, EpilogueTmaStore>>;
+
+// The debugging variant (register epilogue) is not built for the fused kernel: 128 x 128 without
+// a cluster is the closest.
+inline GemmVariant fusedVariant(GemmVariant v) { return v == GemmVariant::Simple ? GemmVariant::F128C1 : v; }
+
+// Comm CTAs: with MKCCL_COMM_CTAS = n > 0, n CTAs (even: whole clusters) taken from the GEMM do
+// all the communication; n = 0: only the side teams. The heuristic (-1): the side teams, plus up to
+// kMaxFreeCommCtas CTAs on the SMs (and cluster slots) that the GEMM's plan leaves idle.
+template <class In>
+mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out) {
+  int maxClusters2 = 0;
+  MKCCL_CHECK(Fused256<In>::prepare(c.dev, c.smCount, 2, &maxClusters2));
+  const GemmVariant v = fusedVariant(c.variant);
+  out->full = gemmPlanFor(c.M, c.N, c.K, v, c.smCount, maxClusters2);
+  if (c.commCtas > 0) {
+    const int n = std::min((c.commCtas + 1) / 2 * 2, c.smCount / 2 / 2 * 2);
+    out->gemm = gemmPlanFor(c.M, c.N, c.K, v, c.smCount - n, maxClusters2 - n / 2);
+    out->commCtas = n;
+    out->sideTeams = 0;
+    out->commFromBudget = true;
+    return mkcclSuccess;
+  }
+  out->gemm = out->full;
+  out->sideTeams = 1;
+  out->commFromBudget = false;
+  out->commCtas = 0;
+  if (c.commCtas < 0) {
+    const GemmPlan& g = out->gemm;
+    int freeCtas = c.smCount - g.ctas;
+    if (g.clusterSize == 2) freeCtas = std::min(freeCtas, 2 * (maxClusters2 - g.ctas / 2));
+    out->commCtas = std::max(0, std::min(kMaxFreeCommCtas, freeCtas) / 2 * 2);
+  }
+  return mkcclSuccess;
+}
+
+template <class In>
+mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_t stream) {
+  const GemmPlan& gp = plan.gemm;
+  const Layout& L = c.push.L;
+  alignas(64) CUtensorMap mapA, mapB, mapC;
+  MKCCL_CHECK(encodeTileMap(&mapA, c.push.region[L.me], c.type, c.M, c.K, c.K, 128));
+  MKCCL_CHECK(encodeTileMap(&mapB, c.W, c.type, c.N, c.K, c.K, static_cast<uint32_t>(gp.bn / gp.clusterSize)));
+  MKCCL_CHECK(encodeTileMap(&mapC, c.C, c.type, c.M, c.N, c.N, 64));
+
+  FusedParams p;
+  memset(&p, 0, sizeof(p));
+  MKCCL_CHECK(encodeTileMap(&p.mapOwn, c.A, c.type, L.m, c.K, c.K, 128));
+  p.push = c.push;
+  p.order = tileOrderFor(L, gp.clusterSize);
+  p.sideTeams = plan.sideTeams;
+  p.unitCta = 4;   // 256 KiB per claim: a CTA pushes ~46 GB/s, the fence per claim stays small
+  p.unitSide = 1;  // 64 KiB: a side team is slow, many of them share the shard
+
+  GemmArgs g;
+  memset(&g, 0, sizeof(g));
+  gemmArgsFor(gp, c.M, c.N, c.K, &g);
+  g.nCommCtas = plan.commCtas;
+  g.outType = c.type;
+  g.C = c.C;
+  g.ldc = c.N;
+  g.waitTimeoutNs = c.timeoutNs + 30ull * 1000 * 1000 * 1000;  // longer than any wait of the comm
+  MKCCL_CHECK(gemmFaultWord(&g.fault));
+
+  if (gp.bn == 256) return Fused256<In>::launch(mapA, mapB, mapC, g, p, gp.ctas, stream);
+  int unused = 0;
+  MKCCL_CHECK(Fused128<In>::prepare(c.dev, c.smCount, gp.clusterSize, &unused));
+  return Fused128<In>::launch(mapA, mapB, mapC, g, p, gp.ctas, stream);
+}
+
+}  // namespace ag
+}  // namespace mkccl

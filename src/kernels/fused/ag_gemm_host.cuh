@@ -1,0 +1,50 @@
+// Host side of AllGather+GEMM shared by the op (ag_gemm.cu) and the kernels' launch code: what a
+// call needs, the two plans' launchers, the cost model that picks a plan.
+#pragma once
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/fused/ag_gemm_push.cuh"
+#include "kernels/gemm/gemm_plan.h"
+#include "mkccl.h"
+
+namespace mkccl {
+namespace ag {
+
+// One call, as the fused kernel's launcher needs it.
+struct FusedCall {
+  const void* A;
+  const void* W;
+  void* C;
+  int64_t M, N, K;
+  mkcclDataType_t type;
+  PushArgs push;        // layout, buffers, flags (ownToRegion / gatheredOwn set)
+  int commCtas;         // the config's comm CTAs (MKCCL_COMM_CTAS), -1: heuristic
+  GemmVariant variant;  // MKCCL_GEMM_VARIANT
+  int dev, smCount;
+  uint64_t timeoutNs;   // the communicator's bound on device waits
+};
+
+struct FusedPlan {
+  GemmPlan gemm;        // tile, cluster and compute CTAs of the fused kernel
+  GemmPlan full;        // the same GEMM on every SM (what the sequential plan's GEMM gets)
+  int commCtas = 0;     // dedicated comm CTAs in the launch (whole clusters)
+  int sideTeams = 1;    // the compute CTAs' idle producer warps communicate too
+  bool commFromBudget = false;  // the comm CTAs took SMs from the GEMM (else they use spare SMs)
+};
+
+// Comm CTAs the heuristic adds on SMs the GEMM leaves idle (small problems have fewer tiles than
+// SMs), and the most a configuration may ask for.
+constexpr int kMaxFreeCommCtas = 16;
+
+// Plans the fused kernel for In = dev::Bf16 / dev::F16 (ag_gemm_bf16.cu, ag_gemm_f16.cu).
+template <class In>
+mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out);
+template <class In>
+mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_t stream);
+
+// The sequential plan's first kernel: the AllGather into the regions (ag_gemm_gather.cu). It
+// returns once every peer's shard has landed here (and gathered A is written, if asked).
+mkcclResult_t gatherLaunch(const PushArgs& p, int ctas, cudaStream_t stream);
+
+}  // namespace ag
+}  // namespace mkccl

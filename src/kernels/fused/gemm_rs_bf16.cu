@@ -1,0 +1,9 @@
+// Fused GEMM+ReduceScatter / GEMM+AllReduce kernels with bf16 inputs.
+#include "kernels/fused/gemm_rs_launch.cuh"
+
+namespace mkccl {
+namespace rs {
+template mkcclResult_t ringOccupancy<dev::Bf16>(int, int, Occupancy*);
+template mkcclResult_t ringLaunch<dev::Bf16>(const FusedLaunch&, cudaStream_t);
+}  // namespace rs
+}  // namespace mkccl

@@ -1,0 +1,471 @@
+// mkcclAllGatherGemm on GPUs, against a reference built here: every rank's shard regenerated from
+// its seed (fillRandom is a function of seed and index) into one gathered A, then cuBLAS.
+//   - one process per GPU (mkccl-run -n 2 / 4; alone it is a world of 1): shapes with tails and
+//     small M, gathered A absent / separate / in place, both plans, 60 back-to-back calls with
+//     different inputs, argument errors;
+//   - one process over 1, 2 and all GPUs (mkcclCommInitAll, a thread per rank: growing the
+//     symmetric region is a host collective), a rank that never joins (the wait times out, the
+//     kernel leaves), several nodes (refused).
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include "test_util.h"
+
+using namespace mkccl::test;
+
+namespace {
+
+struct Shape {
+  size_t m, N, K;  // m: rows per rank (M = m * ws)
+};
+
+enum class Gathered { None, Separate, InPlace };
+
+const char* gatheredName(Gathered g) {
+  return g == Gathered::None ? "no gatheredA" : g == Gathered::Separate ? "gatheredA" : "gatheredA in place";
+}
+
+constexpr size_t kEs = 2;  // bf16 / fp16
+
+uint64_t seedA(uint64_t seed, int q) { return seed * 1000003ull + 17ull * q + 1; }
+uint64_t seedW(uint64_t seed, int r) { return seed * 1000003ull + 17ull * r + 7; }
+
+// Sets the plan for every rank of this process (the env is read on every call).
+void setPlan(const char* plan) {
+  if (plan) setenv("MKCCL_AG_GEMM_PLAN", plan, 1);
+  else unsetenv("MKCCL_AG_GEMM_PLAN");
+}
+
+// Host barrier of the rank threads of one process.
+class HostBarrier {
+ public:
+  explicit HostBarrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen; });
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, count_ = 0;
+  uint64_t gen_ = 0;
+};
+
+// Switches the plan; every rank (thread) of the process calls it at the same point. With several
+// rank threads, the env changes only while none of them is inside a call (setenv is not safe
+// against a concurrent getenv).
+using PlanSwitch = std::function<void(int rank, const char* plan)>;
+
+PlanSwitch processPlanSwitch() {
+  return [](int, const char* plan) { setPlan(plan); };
+}
+PlanSwitch threadsPlanSwitch(HostBarrier* b) {
+  return [b](int rank, const char* plan) {
+    b->wait();
+    if (rank == 0) setPlan(plan);
+    b->wait();
+  };
+}
+
+// One rank's buffers for one call.
+struct Call {
+  size_t M = 0, N = 0, K = 0, m = 0;
+  mkcclDataType_t t = mkcclBfloat16;
+  Gathered g = Gathered::None;
+  uint64_t seed = 0;
+  char *A = nullptr, *W = nullptr, *C = nullptr, *G = nullptr;
+  bool ok = false;
+
+  void alloc(int rank, int ws, const Shape& s, mkcclDataType_t type, Gathered gathered, uint64_t sd,
+             cudaStream_t stream) {
+    m = s.m;
+    M = s.m * ws;
+    N = s.N;
+    K = s.K;
+    t = type;
+    g = gathered;
+    seed = sd;
+    ok = cudaMalloc(&W, N * K * kEs) == cudaSuccess && cudaMalloc(&C, M * N * kEs) == cudaSuccess;
+    if (g != Gathered::None) ok = ok && cudaMalloc(&G, M * K * kEs) == cudaSuccess;
+    if (g == Gathered::InPlace) A = G + rank * m * K * kEs;
+    else ok = ok && cudaMalloc(&A, m * K * kEs) == cudaSuccess;
+    EXPECT_TRUE(ok) << "cudaMalloc";
+    if (!ok) return;
+    poison(C, M * N * kEs, stream);
+    if (G) poison(G, M * K * kEs, stream);
+    fillRandom(A, m * K, t, seedA(seed, rank), 1.0f, stream);
+    fillRandom(W, N * K, t, seedW(seed, rank), 1.0f, stream);
+  }
+  mkcclResult_t run(mkcclComm_t comm, cudaStream_t stream) const {
+    return mkcclAllGatherGemm(A, W, C, G, M, N, K, t, comm, stream);
+  }
+  // C against gathered A (regenerated) . W^T by cuBLAS; G against the gathered A, exactly.
+  void check(int rank, int ws) const {
+    char *ref = nullptr, *R = nullptr;
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&ref, M * K * kEs));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&R, M * N * kEs));
+    for (int q = 0; q < ws; ++q) fillRandom(ref + q * m * K * kEs, m * K, t, seedA(seed, q));
+    cublasGemmRef(ref, W, R, M, N, K, t, t);
+    ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+    const ErrStats e = compare(toHostDouble(C, M * N, t), toHostDouble(R, M * N, t), 1e-2);
+    EXPECT_EQ(0u, e.wrong) << "rank " << rank << ": C: first wrong element " << e.firstWrong << " (row "
+                           << (e.firstWrong == (size_t)-1 ? 0 : e.firstWrong / N) << ")";
+    EXPECT_LE(e.maxRelErr, 1e-2) << "rank " << rank;
+    if (G) {
+      const ErrStats eg = compare(toHostDouble(G, M * K, t), toHostDouble(ref, M * K, t), 0.0);
+      EXPECT_EQ(0u, eg.wrong) << "rank " << rank << ": gatheredA: first wrong element " << eg.firstWrong << " (row "
+                              << (eg.firstWrong == (size_t)-1 ? 0 : eg.firstWrong / K) << ")";
+    }
+    cudaFree(ref);
+    cudaFree(R);
+  }
+  void release() {
+    if (g != Gathered::InPlace) cudaFree(A);
+    cudaFree(W);
+    cudaFree(C);
+    cudaFree(G);
+    A = W = C = G = nullptr;
+  }
+};
+
+void expectNoAsyncError(mkcclComm_t comm) {
+  mkcclResult_t async = mkcclSuccess;
+  EXPECT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(mkcclSuccess, async) << mkcclGetLastError(comm);
+}
+
+// Shapes with tails: m not a multiple of 128 (tiles straddle shards), N not a multiple of the
+// tile width, K not a multiple of 64, small and tiny M, several chunks and slices per shard.
+const Shape kShapes[] = {
+    {256, 512, 512},    // two 128-row blocks per rank
+    {200, 392, 520},    // every tail at once
+    {64, 256, 256},     // several ranks per tile
+    {1, 8, 8},          // one row per rank, the smallest pitches
+    {384, 256, 1024},   // odd number of blocks per rank (clusters straddle shards)
+    {1024, 1024, 768},  // whole cluster rows per rank: the arrival-ordered schedule
+    {256, 264, 4096},   // many slices per chunk
+};
+
+// Every shape x gathered variant x plan on this rank's comm. Every rank of the comm runs it.
+void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
+  const char* plans[] = {"fused", "sequential", nullptr};
+  const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
+  cudaStream_t stream;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int i = 0;
+  for (const char* plan : plans) {
+    sw(rank, plan);
+    for (const Shape& s : kShapes)
+      for (Gathered g : gs) {
+        ++i;
+        SCOPED_TRACE(testing::Message() << "plan " << (plan ? plan : "auto") << ", M=" << s.m * ws << " N=" << s.N
+                                        << " K=" << s.K << ", " << gatheredName(g) << ", rank " << rank << "/" << ws
+                                        << ", seed " << seed);
+        // No fatal assertion in here: every rank (thread) must reach the next plan switch.
+        Call c;
+        c.alloc(rank, ws, s, t, g, seed + i, stream);
+        if (c.ok && cudaStreamSynchronize(stream) == cudaSuccess) {
+          EXPECT_EQ(mkcclSuccess, c.run(comm, stream)) << mkcclGetLastError(comm);
+          const cudaError_t e = cudaStreamSynchronize(stream);
+          EXPECT_EQ(cudaSuccess, e) << "the kernel must not fault: " << cudaGetErrorString(e);
+          expectNoAsyncError(comm);
+          if (e == cudaSuccess) c.check(rank, ws);
+        } else {
+          ADD_FAILURE() << "allocation or fill failed";
+        }
+        c.release();
+      }
+  }
+  sw(rank, nullptr);
+  cudaStreamDestroy(stream);
+}
+
+// 60 calls queued back to back on one stream, each with its own inputs and outputs (half with a
+// gathered A), alternating plans every 20: no call may pass on another's flags or data.
+void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const PlanSwitch& sw) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int calls = 60;
+  const Shape s{256, 256, 512};
+  std::vector<Call> cs(calls);
+  bool ok = true;  // no fatal assertion before the last plan switch: every rank must get there
+  for (int i = 0; i < calls; ++i) {
+    cs[i].alloc(rank, ws, s, mkcclBfloat16, i % 2 ? Gathered::Separate : Gathered::None, seed + 100 + i, stream);
+    ok = ok && cs[i].ok;
+  }
+  EXPECT_TRUE(ok) << "allocations";
+  ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
+  const char* plans[] = {"fused", "sequential", nullptr};
+  for (int i = 0; i < calls; ++i) {
+    if (i % 20 == 0) sw(rank, plans[(i / 20) % 3]);  // the calls already queued keep running
+    if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
+      ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
+      ok = false;  // keep switching with the other ranks
+    }
+  }
+  sw(rank, nullptr);
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
+  expectNoAsyncError(comm);
+  for (int i = 0; i < calls; ++i) {
+    SCOPED_TRACE(testing::Message() << "call " << i << ", seed " << seed);
+    cs[i].check(rank, ws);
+    cs[i].release();
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Mistakes the API must refuse before anything is queued (so every rank may make them alone).
+void runBadArguments(mkcclComm_t comm, int rank, int ws) {
+  const size_t m = 128, N = 256, K = 256, M = m * ws;
+  char *A, *W, *C, *G;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&A, m * K * kEs));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&W, N * K * kEs));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&C, M * N * kEs));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&G, M * K * kEs));
+  std::vector<char> host(M * N * kEs);
+  const mkcclDataType_t t = mkcclBfloat16;
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(nullptr, W, C, nullptr, M, N, K, t, comm, 0));
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, nullptr, C, nullptr, M, N, K, t, comm, 0));
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, nullptr, nullptr, M, N, K, t, comm, 0));
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A + 2, W, C, nullptr, M, N, K - 8, t, comm, 0))
+      << "A not 16-byte aligned";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, nullptr, M, N, 12, t, comm, 0))
+      << "rows of 24 bytes";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, nullptr, M, 4, K, t, comm, 0)) << "rows of C of 8 bytes";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclFloat32, comm, 0));
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, nullptr, 0, N, K, t, comm, 0));
+  if (ws > 1) {
+    EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, nullptr, M + 1, N, K, t, comm, 0));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("divisible")) << mkcclGetLastError(nullptr);
+  }
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, host.data(), nullptr, M, N, K, t, comm, 0)) << "host C";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, nullptr, M, N * 2, K, t, comm, 0)) << "C too small";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, W, nullptr, m, N / 2, K, t, comm, 0)) << "C overlaps W";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, C, M, N, K, t, comm, 0)) << "gatheredA overlaps C";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(G + kEs * K, W, C, G, M, N, K, t, comm, 0))
+      << "A inside gatheredA but not at this rank's block";
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, t, nullptr, 0)) << "no comm";
+  // Rejected calls leave the communicator healthy: a real call works (every rank makes it).
+  fillRandom(A, m * K, t, 5 + rank);
+  fillRandom(W, N * K, t, 9 + rank);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  EXPECT_EQ(mkcclSuccess, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, t, comm, 0)) << mkcclGetLastError(comm);
+  EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  expectNoAsyncError(comm);
+  for (char* p : {A, W, C, G}) cudaFree(p);
+}
+
+uint64_t worldSeed() {
+  uint64_t seed = 0;
+  if (world().rank == 0) seed = freshSeed();
+  std::string err;
+  EXPECT_EQ(0, mkccl::launch::worldBroadcast(&seed, sizeof(seed), 0, &err)) << err;
+  return seed;
+}
+
+bool multiProcess() { return world().nranks > 1; }
+
+#define WORLD_COMM_OR_SKIP(comm)                                                        \
+  MKCCL_REQUIRE_GPUS(1);                                                                \
+  if (gpuCount() < world().localRanks) GTEST_SKIP() << "fewer GPUs than processes"; \
+  mkcclComm_t comm = worldComm();                                                       \
+  ASSERT_NE(nullptr, comm)
+
+// ---------------- one process per GPU (also run alone: a world of 1) ----------------
+
+TEST(AgGemmWorld, ShapesPlansAndGatheredA) {
+  WORLD_COMM_OR_SKIP(comm);
+  const uint64_t seed = worldSeed();
+  runShapes(comm, world().rank, world().nranks, seed, mkcclBfloat16, processPlanSwitch());
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+TEST(AgGemmWorld, Fp16) {
+  WORLD_COMM_OR_SKIP(comm);
+  const uint64_t seed = worldSeed();
+  cudaStream_t s;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreate(&s));
+  Call c;
+  c.alloc(world().rank, world().nranks, Shape{320, 520, 1040}, mkcclFloat16, Gathered::Separate, seed, s);
+  ASSERT_TRUE(c.ok);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  EXPECT_EQ(mkcclSuccess, c.run(comm, s)) << mkcclGetLastError(comm);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  expectNoAsyncError(comm);
+  c.check(world().rank, world().nranks);
+  c.release();
+  cudaStreamDestroy(s);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+TEST(AgGemmWorld, BackToBack) {
+  WORLD_COMM_OR_SKIP(comm);
+  runBackToBack(comm, world().rank, world().nranks, worldSeed(), processPlanSwitch());
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+TEST(AgGemmWorld, BadArguments) {
+  WORLD_COMM_OR_SKIP(comm);
+  runBadArguments(comm, world().rank, world().nranks);
+  // A plan override that names no plan: the call is refused (every rank sees the same env).
+  char *A, *W, *C;
+  const size_t m = 128, N = 128, K = 128, M = m * world().nranks;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&A, m * K * kEs));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&W, N * K * kEs));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&C, M * N * kEs));
+  setenv("MKCCL_AG_GEMM_PLAN", "fastest", 1);
+  EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0));
+  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_PLAN"))
+      << mkcclGetLastError(nullptr);
+  unsetenv("MKCCL_AG_GEMM_PLAN");
+  for (char* p : {A, W, C}) cudaFree(p);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+// ---------------- in one process (skipped under mkccl-run: every process would do it) ----------------
+
+// Runs fn(rank, comm) on a thread per rank (a call may grow the symmetric region: a host
+// collective that every rank must join at once).
+template <class Fn>
+void onEveryRank(std::vector<mkcclComm_t>& comms, Fn fn) {
+  std::vector<std::thread> th;
+  for (int r = 0; r < (int)comms.size(); ++r)
+    th.emplace_back([&, r] {
+      cudaSetDevice(r);
+      fn(r, comms[r]);
+    });
+  for (auto& x : th) x.join();
+}
+
+TEST(AgGemmInProcess, InitAllOneTwoAllGpus) {
+  MKCCL_REQUIRE_GPUS(1);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  const int n = gpuCount();
+  std::vector<int> sizes = {1};
+  if (n >= 2) sizes.push_back(2);
+  if (n > 2) sizes.push_back(n);
+  for (int ranks : sizes) {
+    SCOPED_TRACE(testing::Message() << ranks << " ranks in one process");
+    std::vector<mkcclComm_t> comms(ranks);
+    ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, nullptr)) << mkcclGetLastError(nullptr);
+    const uint64_t seed = freshSeed();
+    HostBarrier barrier(ranks);
+    const PlanSwitch sw = threadsPlanSwitch(&barrier);
+    onEveryRank(comms, [&](int r, mkcclComm_t c) { runShapes(c, r, ranks, seed, mkcclBfloat16, sw); });
+    onEveryRank(comms, [&](int r, mkcclComm_t c) { runBackToBack(c, r, ranks, seed + 1, sw); });
+    for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
+  }
+}
+
+// Rank 1 never joins a call: rank 0's waits time out, its kernel leaves cleanly (no trap, no
+// hang), and the error reaches mkcclCommGetAsyncError and the next call. Both plans.
+TEST(AgGemmInProcess, PeerNeverJoins) {
+  MKCCL_REQUIRE_GPUS(2);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  for (const char* plan : {"fused", "sequential"}) {
+    SCOPED_TRACE(plan);
+    setenv("MKCCL_TIMEOUT_MS", "1500", 1);
+    std::vector<mkcclComm_t> comms(2);
+    const mkcclResult_t init = mkcclCommInitAll(comms.data(), 2, nullptr);
+    unsetenv("MKCCL_TIMEOUT_MS");
+    ASSERT_EQ(mkcclSuccess, init) << mkcclGetLastError(nullptr);
+    setPlan(plan);
+    std::vector<Call> calls(2);
+    // A first call on both ranks sizes the region (a collective), so the lone call needs none.
+    onEveryRank(comms, [&](int r, mkcclComm_t c) {
+      calls[r].alloc(r, 2, Shape{512, 512, 1024}, mkcclBfloat16, Gathered::Separate, 42, 0);
+      ASSERT_TRUE(calls[r].ok);
+      EXPECT_EQ(mkcclSuccess, calls[r].run(c, 0)) << mkcclGetLastError(c);
+      EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
+    });
+    cudaSetDevice(0);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(mkcclSuccess, calls[0].run(comms[0], 0)) << mkcclGetLastError(comms[0]);
+    ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize()) << "the kernel must exit cleanly";
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(secs, 1.3);
+    EXPECT_LT(secs, 20.0);
+    mkcclResult_t async = mkcclSuccess;
+    ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comms[0], &async));
+    EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(comms[0]);
+    EXPECT_EQ(mkcclTimeout, calls[0].run(comms[0], 0));
+    setPlan(nullptr);
+    EXPECT_EQ(mkcclSuccess, mkcclCommAbort(comms[0]));
+    cudaSetDevice(1);
+    EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comms[1]));
+    for (int r = 0; r < 2; ++r) {
+      cudaSetDevice(r);
+      calls[r].release();
+    }
+  }
+}
+
+TEST(AgGemmInProcess, StreamOfAnotherDevice) {
+  MKCCL_REQUIRE_GPUS(2);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  mkcclComm_t comm;
+  int dev = 0;
+  ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(&comm, 1, &dev));
+  cudaSetDevice(1);
+  cudaStream_t s1;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreate(&s1));
+  char* onDev1 = nullptr;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&onDev1, 1 << 20));
+  cudaSetDevice(0);
+  Call c;
+  c.alloc(0, 1, Shape{128, 128, 128}, mkcclBfloat16, Gathered::None, 3, 0);
+  ASSERT_TRUE(c.ok);
+  EXPECT_EQ(mkcclInvalidArgument, c.run(comm, s1));
+  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("device 1")) << mkcclGetLastError(nullptr);
+  EXPECT_EQ(mkcclInvalidArgument, mkcclAllGatherGemm(onDev1, c.W, c.C, nullptr, c.M, c.N, c.K, c.t, comm, 0))
+      << "A on another device";
+  c.release();
+  cudaSetDevice(1);
+  cudaFree(onDev1);
+  cudaStreamDestroy(s1);
+  cudaSetDevice(0);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+// Two "nodes" emulated on one host: the op is not implemented across nodes yet and says so.
+TEST(AgGemmInProcess, SeveralNodesRefused) {
+  MKCCL_REQUIRE_GPUS(2);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  setenv("MKCCL_RANKS_PER_NODE", "1", 1);
+  setenv("MKCCL_NET", "efa", 1);
+  setenv("MKCCL_NET_PROVIDER", "tcp", 1);
+  std::vector<mkcclComm_t> comms(2, nullptr);
+  const mkcclResult_t init = mkcclCommInitAll(comms.data(), 2, nullptr);
+  unsetenv("MKCCL_RANKS_PER_NODE");
+  unsetenv("MKCCL_NET");
+  unsetenv("MKCCL_NET_PROVIDER");
+  if (init != mkcclSuccess) GTEST_SKIP() << "two emulated nodes could not be set up here: " << mkcclGetLastError(nullptr);
+  onEveryRank(comms, [&](int r, mkcclComm_t c) {
+    Call call;
+    call.alloc(r, 2, Shape{128, 128, 128}, mkcclBfloat16, Gathered::None, 1, 0);
+    ASSERT_TRUE(call.ok);
+    EXPECT_EQ(mkcclInvalidUsage, call.run(c, 0));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(c)).find("across nodes")) << mkcclGetLastError(c);
+    cudaDeviceSynchronize();
+    call.release();
+  });
+  for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
+}
+
+}  // namespace

@@ -1,0 +1,358 @@
+// Inputs and references of the GEMM+ReduceScatter / GEMM+AllReduce tests (gemm_rs_check.h).
+#include "gemm_rs_check.h"
+#include <stdlib.h>
+
+namespace mkccl {
+namespace test {
+
+namespace {
+
+size_t elemBytes(mkcclDataType_t t) { return t == mkcclFloat32 ? 4 : 2; }
+uint64_t seedA(uint64_t seed, int q) { return seed + 1000003ull * (2 * q + 1); }
+uint64_t seedW(uint64_t seed, int q) { return seed + 1000003ull * (2 * q + 2); }
+
+}  // namespace
+
+ReduceBuffers::~ReduceBuffers() {
+  cudaFree(A);
+  cudaFree(W);
+  cudaFree(C);
+}
+
+void makeRankBuffers(ReduceBuffers* b, const ReduceShape& s, mkcclDataType_t t, uint64_t seed, int rank, int ws,
+                     bool allReduce) {
+  const size_t es = elemBytes(t);
+  b->cRows = allReduce ? s.M : s.M / ws;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&b->A, s.M * s.Kr * es));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&b->W, s.N * s.Kr * es));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&b->C, b->cRows * s.N * es));
+  fillRandom(b->A, s.M * s.Kr, t, seedA(seed, rank));
+  fillRandom(b->W, s.N * s.Kr, t, seedW(seed, rank));
+  poison(b->C, b->cRows * s.N * es);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+}
+
+std::vector<double> referenceRows(const ReduceShape& s, mkcclDataType_t t, uint64_t seed, int ws, size_t row0,
+                                  size_t rows) {
+  const size_t es = elemBytes(t), K = s.Kr * ws;
+  char *A = nullptr, *W = nullptr, *share = nullptr;
+  float* C = nullptr;
+  std::vector<double> out;
+  EXPECT_EQ(cudaSuccess, cudaMalloc(&A, s.M * K * es));
+  EXPECT_EQ(cudaSuccess, cudaMalloc(&W, s.N * K * es));
+  EXPECT_EQ(cudaSuccess, cudaMalloc(&share, std::max(s.M, s.N) * s.Kr * es));
+  EXPECT_EQ(cudaSuccess, cudaMalloc(&C, s.M * s.N * sizeof(float)));
+  if (A && W && share && C) {
+    // Rank q's shares are columns [q*Kr, (q+1)*Kr) of the whole A and W.
+    for (int q = 0; q < ws; ++q) {
+      fillRandom(share, s.M * s.Kr, t, seedA(seed, q));
+      EXPECT_EQ(cudaSuccess, cudaMemcpy2D(A + q * s.Kr * es, K * es, share, s.Kr * es, s.Kr * es, s.M,
+                                          cudaMemcpyDeviceToDevice));
+      fillRandom(share, s.N * s.Kr, t, seedW(seed, q));
+      EXPECT_EQ(cudaSuccess, cudaMemcpy2D(W + q * s.Kr * es, K * es, share, s.Kr * es, s.Kr * es, s.N,
+                                          cudaMemcpyDeviceToDevice));
+    }
+    cublasGemmRef(A, W, C, s.M, s.N, K, t, mkcclFloat32);
+    EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
+    out = toHostDouble(C + row0 * s.N, rows * s.N, mkcclFloat32);
+  }
+  cudaFree(A);
+  cudaFree(W);
+  cudaFree(share);
+  cudaFree(C);
+  return out;
+}
+
+ErrStats checkOutput(const void* C, size_t rows, size_t N, mkcclDataType_t t, const std::vector<double>& ref) {
+  return compare(toHostDouble(C, rows * N, t), ref, kTolerance);
+}
+
+mkcclResult_t runReduceOp(bool allReduce, const ReduceBuffers& b, const ReduceShape& s, mkcclDataType_t t,
+                          mkcclComm_t comm, cudaStream_t stream) {
+  if (allReduce) return mkcclGemmAllReduce(b.A, b.W, b.C, s.M, s.N, s.Kr, t, comm, stream);
+  return mkcclGemmReduceScatter(b.A, b.W, b.C, s.M, s.N, s.Kr, t, comm, stream);
+}
+
+void setPlan(bool allReduce, const char* plan) {
+  setenv(allReduce ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN", plan, 1);
+}
+
+}  // namespace test
+}  // namespace mkccl
+
+// ------------------------------------------------------------------------------------------------
+// Test bodies.
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace mkccl {
+namespace test {
+
+namespace {
+
+bool multiProcess() { return world().nranks > 1; }
+
+// Rank 0's fresh seed, the same on every rank of the world.
+uint64_t worldSeed() {
+  uint64_t seed = 0;
+  if (world().rank == 0) seed = freshSeed();
+  std::string err;
+  EXPECT_EQ(0, launch::worldBroadcast(&seed, sizeof(seed), 0, &err)) << err;
+  return seed;
+}
+
+const char* typeLabel(mkcclDataType_t t) { return t == mkcclBfloat16 ? "bf16" : "fp16"; }
+
+// The reference rows this rank's output must hold.
+void outputRows(bool allReduce, const ReduceShape& s, int rank, int ws, size_t* row0, size_t* rows) {
+  *row0 = allReduce ? 0 : rank * (s.M / ws);
+  *rows = allReduce ? s.M : s.M / ws;
+}
+
+void expectNoAsyncError(mkcclComm_t comm) {
+  mkcclResult_t async = mkcclSuccess;
+  EXPECT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(mkcclSuccess, async) << mkcclGetLastError(comm);
+}
+
+void expectMatches(const ReduceBuffers& b, const ReduceShape& s, mkcclDataType_t t, uint64_t seed, int rank, int ws,
+                   bool allReduce) {
+  size_t row0, rows;
+  outputRows(allReduce, s, rank, ws, &row0, &rows);
+  const std::vector<double> ref = referenceRows(s, t, seed, ws, row0, rows);
+  const ErrStats st = checkOutput(b.C, rows, s.N, t, ref);
+  EXPECT_EQ(0u, st.wrong) << "max relative error " << st.maxRelErr << ", first wrong element " << st.firstWrong
+                          << " (row " << (st.firstWrong == (size_t)-1 ? 0 : st.firstWrong / s.N) << ")";
+  EXPECT_LE(st.maxRelErr, kTolerance);
+}
+
+// Odd shapes: M / ws not a multiple of 128, N not a multiple of the tile, K / ws small, tiny.
+std::vector<ReduceShape> oddShapes(int ws, bool allReduce) {
+  const size_t w = size_t(ws);
+  std::vector<ReduceShape> v = {{w * 256, 512, 128}, {w * 200, 264, 72},   {w * 8, 8, 8},
+                                {w * 1000, 1032, 264}, {w * 1024, 2048, 512}, {w * 128, 4096, 64}};
+  if (allReduce && ws > 1) v.push_back({w * 200 + 1, 136, 64});  // AR: M need not split evenly
+  return v;
+}
+
+}  // namespace
+
+void worldShapes(bool allReduce) {
+  MKCCL_REQUIRE_GPUS(1);
+  const auto& w = world();
+  if (gpuCount() < w.localRanks) GTEST_SKIP() << "fewer GPUs than processes on this host";
+  mkcclComm_t comm = worldComm();
+  ASSERT_NE(nullptr, comm);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  uint64_t seed = worldSeed();
+  for (const char* plan : {"auto", "fused", "sequential"}) {
+    setPlan(allReduce, plan);
+    for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
+      for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
+        if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
+        SCOPED_TRACE(testing::Message() << "plan " << plan << ", M " << s.M << " N " << s.N << " K/rank " << s.Kr
+                                        << ", " << typeLabel(t) << ", " << w.nranks << " ranks");
+        seed += 7919;
+        ReduceBuffers b;
+        makeRankBuffers(&b, s, t, seed, w.rank, w.nranks, allReduce);
+        ASSERT_EQ(mkcclSuccess, runReduceOp(allReduce, b, s, t, comm, stream)) << mkcclGetLastError(comm);
+        ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
+        expectNoAsyncError(comm);
+        expectMatches(b, s, t, seed, w.rank, w.nranks, allReduce);
+      }
+    }
+  }
+  setPlan(allReduce, "auto");
+  cudaStreamDestroy(stream);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+void worldBackToBack(bool allReduce) {
+  MKCCL_REQUIRE_GPUS(1);
+  const auto& w = world();
+  if (gpuCount() < w.localRanks) GTEST_SKIP() << "fewer GPUs than processes on this host";
+  mkcclComm_t comm = worldComm();
+  ASSERT_NE(nullptr, comm);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const ReduceShape s{size_t(w.nranks) * 384, 768, 256};
+  const mkcclDataType_t t = mkcclBfloat16;
+  constexpr int kSets = 3, kCalls = 64;
+  const uint64_t seed = worldSeed();
+  // Inputs rotate over three sets; every call has its own output, checked after all ran.
+  ReduceBuffers sets[kSets];
+  for (int i = 0; i < kSets; ++i) makeRankBuffers(&sets[i], s, t, seed + i, w.rank, w.nranks, allReduce);
+  const size_t es = 2, cBytes = sets[0].cRows * s.N * es;
+  std::vector<void*> out(kCalls, nullptr);
+  for (auto& p : out) {
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&p, cBytes));
+    poison(p, cBytes);
+  }
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  for (int i = 0; i < kCalls; ++i) {
+    // 50 fused calls in a row, then fused and sequential interleaved (collectives in between).
+    setPlan(allReduce, i < 50 || i % 2 ? "fused" : "sequential");
+    const ReduceBuffers& in = sets[i % kSets];
+    const mkcclResult_t r = allReduce
+                                ? mkcclGemmAllReduce(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream)
+                                : mkcclGemmReduceScatter(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream);
+    ASSERT_EQ(mkcclSuccess, r) << "call " << i << ": " << mkcclGetLastError(comm);
+  }
+  setPlan(allReduce, "auto");
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
+  expectNoAsyncError(comm);
+  size_t row0, rows;
+  outputRows(allReduce, s, w.rank, w.nranks, &row0, &rows);
+  for (int k = 0; k < kSets; ++k) {
+    const std::vector<double> ref = referenceRows(s, t, seed + k, w.nranks, row0, rows);
+    for (int i = k; i < kCalls; i += kSets) {
+      const ErrStats st = checkOutput(out[i], rows, s.N, t, ref);
+      EXPECT_EQ(0u, st.wrong) << "call " << i << ": max relative error " << st.maxRelErr << ", first wrong "
+                              << st.firstWrong;
+    }
+  }
+  for (void* p : out) cudaFree(p);
+  cudaStreamDestroy(stream);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+void worldBadArguments(bool allReduce) {
+  MKCCL_REQUIRE_GPUS(1);
+  const auto& w = world();
+  if (gpuCount() < w.localRanks) GTEST_SKIP() << "fewer GPUs than processes on this host";
+  mkcclComm_t comm = worldComm();
+  ASSERT_NE(nullptr, comm);
+  const int ws = w.nranks;
+  const ReduceShape s{size_t(ws) * 128, 256, 64};
+  const mkcclDataType_t t = mkcclBfloat16;
+  const uint64_t seed = worldSeed();
+  ReduceBuffers b;
+  makeRankBuffers(&b, s, t, seed, w.rank, ws, allReduce);
+  auto op = [&](const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t type) {
+    return allReduce ? mkcclGemmAllReduce(A, W, C, M, N, K, type, comm, 0)
+                     : mkcclGemmReduceScatter(A, W, C, M, N, K, type, comm, 0);
+  };
+  if (!allReduce && ws > 1) {
+    EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.C, s.M - 1, s.N, s.Kr, t));  // M not divisible by ws
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("divisible"));
+  }
+  EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.C, s.M, s.N, 12, t));          // rows of A: 24 bytes
+  EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.C, s.M, 12, s.Kr, t));         // rows of C: 24 bytes
+  EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.C, s.M, s.N, s.Kr, mkcclFloat32));
+  EXPECT_EQ(mkcclInvalidArgument, op(nullptr, b.W, b.C, s.M, s.N, s.Kr, t));
+  EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.C, 0, s.N, s.Kr, t));
+  std::vector<char> host(s.N * s.Kr * 2);
+  EXPECT_EQ(mkcclInvalidArgument, op(b.A, host.data(), b.C, s.M, s.N, s.Kr, t));
+  EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.A, s.M, s.N, s.Kr, t));        // C overlaps A
+  EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.C, s.M * 4, s.N, s.Kr, t));    // past the end of A
+  if (ws > 1) {
+    setPlan(allReduce, "bogus");
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    setPlan(allReduce, "auto");
+  }
+  // Rejected calls left the communicator healthy.
+  EXPECT_EQ(mkcclSuccess, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t)) << mkcclGetLastError(comm);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  expectNoAsyncError(comm);
+  expectMatches(b, s, t, seed, w.rank, ws, allReduce);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
+void inProcessWorlds(bool allReduce) {
+  MKCCL_REQUIRE_GPUS(1);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  const int n = gpuCount();
+  std::vector<int> sizes = {1};
+  if (n >= 2) sizes.push_back(2);
+  if (n > 2) sizes.push_back(n);
+  for (int ranks : sizes) {
+    std::vector<mkcclComm_t> comms(ranks);
+    ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, nullptr)) << mkcclGetLastError(nullptr);
+    const ReduceShape s{size_t(ranks) * 320, 392, 200};
+    const mkcclDataType_t t = mkcclBfloat16;
+    for (const char* plan : {"fused", "sequential"}) {
+      SCOPED_TRACE(testing::Message() << ranks << " ranks in one process, plan " << plan);
+      setPlan(allReduce, plan);
+      const uint64_t seed = freshSeed();
+      std::vector<ReduceBuffers> bufs(ranks);
+      for (int r = 0; r < ranks; ++r) {
+        cudaSetDevice(r);
+        makeRankBuffers(&bufs[r], s, t, seed, r, ranks, allReduce);
+      }
+      // One thread per rank: a call may grow the symmetric scratch, which is collective.
+      std::vector<mkcclResult_t> res(ranks, mkcclInternalError);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+          cudaSetDevice(r);
+          res[r] = runReduceOp(allReduce, bufs[r], s, t, comms[r], 0);
+        });
+      for (auto& th : threads) th.join();
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(comms[r]);
+        cudaSetDevice(r);
+        ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+        expectNoAsyncError(comms[r]);
+        SCOPED_TRACE(testing::Message() << "rank " << r);
+        expectMatches(bufs[r], s, t, seed, r, ranks, allReduce);
+      }
+    }
+    setPlan(allReduce, "auto");
+    for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
+  }
+}
+
+void inProcessTimeout(bool allReduce) {
+  MKCCL_REQUIRE_GPUS(2);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  setenv("MKCCL_TIMEOUT_MS", "1500", 1);
+  mkcclComm_t comms[2];
+  const mkcclResult_t init = mkcclCommInitAll(comms, 2, nullptr);
+  unsetenv("MKCCL_TIMEOUT_MS");
+  ASSERT_EQ(mkcclSuccess, init) << mkcclGetLastError(nullptr);
+  setPlan(allReduce, "fused");
+  const ReduceShape s{2 * 512, 1024, 256};
+  const mkcclDataType_t t = mkcclBfloat16;
+  const uint64_t seed = freshSeed();
+  ReduceBuffers bufs[2];
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    makeRankBuffers(&bufs[r], s, t, seed, r, 2, allReduce);
+  }
+  // Both ranks once (this also sizes the scratch, which is collective) ...
+  mkcclResult_t res[2];
+  std::thread other([&] {
+    cudaSetDevice(1);
+    res[1] = runReduceOp(allReduce, bufs[1], s, t, comms[1], 0);
+  });
+  cudaSetDevice(0);
+  res[0] = runReduceOp(allReduce, bufs[0], s, t, comms[0], 0);
+  other.join();
+  ASSERT_EQ(mkcclSuccess, res[0]) << mkcclGetLastError(comms[0]);
+  ASSERT_EQ(mkcclSuccess, res[1]) << mkcclGetLastError(comms[1]);
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  }
+  // ... then rank 0 alone: its waits for rank 1 give up, the kernel drains and ends cleanly.
+  cudaSetDevice(0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(mkcclSuccess, runReduceOp(allReduce, bufs[0], s, t, comms[0], 0)) << mkcclGetLastError(comms[0]);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize()) << "the kernel must exit cleanly (no trap)";
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(secs, 1.4);
+  EXPECT_LT(secs, 20.0);
+  mkcclResult_t async = mkcclSuccess;
+  ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comms[0], &async));
+  EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(comms[0]);
+  EXPECT_EQ(mkcclTimeout, runReduceOp(allReduce, bufs[0], s, t, comms[0], 0));
+  setPlan(allReduce, "auto");
+  EXPECT_EQ(mkcclSuccess, mkcclCommAbort(comms[0]));
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comms[1]));
+}
+
+}  // namespace test
+}  // namespace mkccl
