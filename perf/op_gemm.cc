@@ -56,6 +56,74 @@ cublasStatus_t cublasGemm(cublasHandle_t h, const void* A, const void* W, void* 
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
+// MKCCL_PERF_GEMM_VARIANTS="auto,256x2,256x1,..." times each named engine configuration
+// (MKCCL_GEMM_VARIANT) on every shape, one row each, against one cuBLAS baseline per shape; unset,
+// the configuration is whatever MKCCL_GEMM_VARIANT says (auto by default).
+std::vector<std::string> variantsToRun() {
+  std::vector<std::string> out;
+  const char* list = getenv("MKCCL_PERF_GEMM_VARIANTS");
+  if (list == nullptr || *list == '\0') {
+    out.push_back("");
+    return out;
+  }
+  std::string cur;
+  for (const char* c = list;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (*c == '\0') break;
+    } else if (*c != ' ') {
+      cur += *c;
+    }
+  }
+  if (out.empty()) out.push_back("");
+  return out;
+}
+
+// Restores MKCCL_GEMM_VARIANT when the op returns.
+class VariantEnv {
+ public:
+  VariantEnv() {
+    const char* v = getenv("MKCCL_GEMM_VARIANT");
+    had_ = v != nullptr;
+    if (had_) old_ = v;
+  }
+  ~VariantEnv() {
+    if (had_) setenv("MKCCL_GEMM_VARIANT", old_.c_str(), 1);
+    else unsetenv("MKCCL_GEMM_VARIANT");
+  }
+  // "" keeps the caller's setting.
+  void use(const std::string& v) {
+    if (v.empty()) {
+      if (had_) setenv("MKCCL_GEMM_VARIANT", old_.c_str(), 1);
+      else unsetenv("MKCCL_GEMM_VARIANT");
+    } else {
+      setenv("MKCCL_GEMM_VARIANT", v.c_str(), 1);
+    }
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// Elements of `ours` that differ from `ref` by more than 1e-2 of max |ref| (NaN counts: poison left
+// unwritten); the largest difference relative to max |ref| in *maxRelErr.
+long long countWrong(const std::vector<uint16_t>& ours, const std::vector<uint16_t>& ref, mkcclDataType_t t,
+                     double* maxRelErr) {
+  double refMax = 0, errMax = 0;
+  for (uint16_t v : ref) refMax = std::max(refMax, static_cast<double>(std::fabs(toFloat(v, t))));
+  refMax = std::max(refMax, 1e-30);
+  long long wrong = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(toFloat(ours[i], t)) - toFloat(ref[i], t));
+    if (!(d <= 1e-2 * refMax)) ++wrong;
+    if (d == d) errMax = std::max(errMax, d);
+  }
+  *maxRelErr = errMax / refMax;
+  return wrong;
+}
+
 int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
   const mkcclDataType_t t = args.dtype;
   if (t != mkcclBfloat16 && t != mkcclFloat16) {
@@ -69,6 +137,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     fprintf(stderr, "gemm: cublasSetStream failed\n");
     return 1;
   }
+  const std::vector<std::string> variants = variantsToRun();
+  VariantEnv venv;
   for (const Shape& s : shapes) {
     const size_t M = s.m, N = s.n, K = s.k;
     if (M == 0 || N == 0 || K == 0 || K % 8 != 0 || N % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) {
@@ -94,62 +164,22 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
       fillInput(W[i].p, N * K, t, seed + 2 * i + 1, 0, 0, env.stream);
     }
     if (!cudaOk(cudaStreamSynchronize(env.stream), "fill")) return 1;
-
-    Result r;
-    r.op = "gemm";
-    r.worldSize = 1;
-    r.dtype = t == mkcclBfloat16 ? "bf16" : "fp16";
-    r.hasShape = true;
-    r.shape = s;
-    r.bytes = setBytes + M * N * 2;
-    r.count = M * N;
     const double flop = 2.0 * M * N * K;
+    bool failed = false;
 
-    // Correctness: ours against cuBLAS on set 0, ours' output poisoned first.
-    if (!cudaOk(cudaMemsetAsync(C.p, 0xFF, M * N * 2, env.stream), "poison")) return 1;
-    if (mkcclGemm(A[0].p, W[0].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) {
-      fprintf(stderr, "gemm: mkcclGemm failed: %s\n", mkcclGetLastError(nullptr));
-      return 1;
-    }
+    // The reference (set 0) and the baseline's time, once for all variants.
+    std::vector<uint16_t> ref;
     if (args.check && env.cublas) {
       if (cublasGemm(env.cublas, A[0].p, W[0].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "gemm: cublasGemmEx failed\n");
         return 1;
       }
-      if (!cudaOk(cudaStreamSynchronize(env.stream), "check")) return 1;
-      std::vector<uint16_t> ours(M * N), ref(M * N);
-      if (!cudaOk(cudaMemcpy(ours.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy") ||
-          !cudaOk(cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy"))
-        return 1;
-      double refMax = 0, errMax = 0;
-      for (size_t i = 0; i < M * N; ++i) refMax = std::max(refMax, static_cast<double>(std::fabs(toFloat(ref[i], t))));
-      refMax = std::max(refMax, 1e-30);
-      long long wrong = 0;
-      for (size_t i = 0; i < M * N; ++i) {
-        const double d = std::fabs(static_cast<double>(toFloat(ours[i], t)) - toFloat(ref[i], t));
-        if (!(d <= 1e-2 * refMax)) ++wrong;  // NaN (poison left unwritten) counts as wrong
-        if (d == d) errMax = std::max(errMax, d);
-      }
-      r.maxRelErr = errMax / refMax;
-      r.wrong = wrong;
+      ref.resize(M * N);
+      if (!cudaOk(cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
     }
-
-    // Timing: one GEMM per run, input set rotating.
-    bool failed = false;
-    r.timeUs = timeMedianUs(
-        [&](int i) {
-          const int k = i % nsets;
-          if (mkcclGemm(A[k].p, W[k].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) failed = true;
-        },
-        args.warmup, args.iters, env.stream);
-    if (failed) {
-      fprintf(stderr, "gemm: mkcclGemm failed while timing: %s\n", mkcclGetLastError(nullptr));
-      return 1;
-    }
-    r.extra["tflops"] = flop / (r.timeUs * 1e-6) / 1e12;
+    double baseUs = -1;
     if (args.baseline && env.cublas) {
-      r.baseline = "cublas";
-      r.baselineTimeUs = timeMedianUs(
+      baseUs = timeMedianUs(
           [&](int i) {
             const int k = i % nsets;
             if (cublasGemm(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
@@ -159,13 +189,55 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
         fprintf(stderr, "gemm: cublasGemmEx failed while timing\n");
         return 1;
       }
-      r.extra["baseline_tflops"] = flop / (r.baselineTimeUs * 1e-6) / 1e12;
-      r.extra["speedup"] = r.baselineTimeUs / r.timeUs;
     }
-    const char* v = getenv("MKCCL_GEMM_VARIANT");
-    r.note = std::string("variant ") + (v && *v ? v : "auto") + ", " + std::to_string(nsets) + " input sets";
-    if (!cudaOk(cudaStreamSynchronize(env.stream), "sync")) return 1;
-    results->push_back(r);
+
+    for (const std::string& variant : variants) {
+      venv.use(variant);
+      Result r;
+      r.op = "gemm";
+      r.worldSize = 1;
+      r.dtype = t == mkcclBfloat16 ? "bf16" : "fp16";
+      r.hasShape = true;
+      r.shape = s;
+      r.bytes = setBytes + M * N * 2;
+      r.count = M * N;
+
+      // Correctness: ours against cuBLAS on set 0, ours' output poisoned first.
+      if (!cudaOk(cudaMemsetAsync(C.p, 0xFF, M * N * 2, env.stream), "poison")) return 1;
+      if (mkcclGemm(A[0].p, W[0].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) {
+        fprintf(stderr, "gemm: mkcclGemm failed: %s\n", mkcclGetLastError(nullptr));
+        return 1;
+      }
+      if (!ref.empty()) {
+        if (!cudaOk(cudaStreamSynchronize(env.stream), "check")) return 1;
+        std::vector<uint16_t> ours(M * N);
+        if (!cudaOk(cudaMemcpy(ours.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
+        r.wrong = countWrong(ours, ref, t, &r.maxRelErr);
+      }
+
+      // Timing: one GEMM per run, input set rotating.
+      r.timeUs = timeMedianUs(
+          [&](int i) {
+            const int k = i % nsets;
+            if (mkcclGemm(A[k].p, W[k].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) failed = true;
+          },
+          args.warmup, args.iters, env.stream);
+      if (failed) {
+        fprintf(stderr, "gemm: mkcclGemm failed while timing: %s\n", mkcclGetLastError(nullptr));
+        return 1;
+      }
+      r.extra["tflops"] = flop / (r.timeUs * 1e-6) / 1e12;
+      if (baseUs > 0) {
+        r.baseline = "cublas";
+        r.baselineTimeUs = baseUs;
+        r.extra["baseline_tflops"] = flop / (baseUs * 1e-6) / 1e12;
+        r.extra["speedup"] = baseUs / r.timeUs;
+      }
+      const char* v = getenv("MKCCL_GEMM_VARIANT");
+      r.note = std::string("variant ") + (v && *v ? v : "auto") + ", " + std::to_string(nsets) + " input sets";
+      if (!cudaOk(cudaStreamSynchronize(env.stream), "sync")) return 1;
+      results->push_back(r);
+    }
   }
   return 0;
 }
@@ -174,7 +246,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
 
 MKCCL_PERF_OP("gemm", runGemm,
               "C[M,N] = A[M,K] . W[N,K]^T on one GPU, against cuBLAS. -m M -n N -k K or --shapes MxNxK,... "
-              "(default: the issue-5 figure shapes and 2048x8192x8192); -d bf16|fp16");
+              "(default: the issue-5 figure shapes and 2048x8192x8192); -d bf16|fp16; "
+              "MKCCL_PERF_GEMM_VARIANTS=auto,256x2,... times each engine configuration (MKCCL_GEMM_VARIANT)");
 
 }  // namespace perf
 }  // namespace mkccl

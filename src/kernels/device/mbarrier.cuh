@@ -36,13 +36,18 @@ __device__ __forceinline__ void mbarArrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 // Arrival on the barrier at the same shared-memory offset in CTA `cta` of this cluster (may be
-// this CTA). Release at cluster scope: our earlier reads of the stage are ordered before the
-// peer's producer overwrites it.
+// this CTA), with the default (CTA-scope) semantics, as CUTLASS's ClusterBarrier does.
+// Not .release.cluster: ptxas turns that into MEMBAR.ALL.CTA + MEMBAR.ALL.GPU + ERRBAR +
+// CGAERRBAR before the arrive, a wait for every outstanding memory operation of the warp; issued
+// by every consumer warp at every k-block it made the 2-CTA kernels ~2x slower (H100,
+// 2026-11-22). Nothing needs it: the arrival tells a producer that a stage may be overwritten,
+// and the reads it protects are wgmma reads that wgmma.wait_group has already completed; the
+// overwrite is a TMA (async-proxy) write, not a generic load that could need acquire ordering.
 __device__ __forceinline__ void mbarArriveCluster(uint32_t bar, uint32_t cta) {
   asm volatile(
       "{\n\t.reg .b32 remote;\n\t"
       "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar),
       "r"(cta)
       : "memory");
 }
@@ -58,7 +63,10 @@ __device__ __forceinline__ bool mbarTryWait(uint32_t bar, uint32_t parity) {
       : "memory");
   return done != 0;
 }
-// Acquire at cluster scope: for barriers that CTAs of the cluster arrive on remotely.
+// Acquire at cluster scope, for a waiter that then reads, with generic loads, data another CTA
+// of the cluster wrote before a release.cluster arrival. It costs an L1 invalidation (CCTL.IVALL)
+// per successful wait; a producer that only issues TMA after the wait does not need it (mbarWait
+// with kClusterScope = false), even when peers arrive remotely.
 __device__ __forceinline__ bool mbarTryWaitCluster(uint32_t bar, uint32_t parity) {
   uint32_t done;
   asm volatile(

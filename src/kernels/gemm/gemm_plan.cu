@@ -5,6 +5,7 @@
 #include <string.h>
 #include <algorithm>
 #include <mutex>
+#include "kernels/gemm/gemm_plan_model.h"
 #include "runtime/check.h"
 #include "runtime/cudriver.h"
 #include "runtime/log.h"
@@ -59,72 +60,15 @@ mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info) {
   return mkcclSuccess;
 }
 
-namespace {
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-struct Candidate {
-  int bn, cs;
-  double eff;  // relative tile efficiency (guesses to be tuned on the GPU: wider tiles and
-               // multicast need less shared-memory and L2 bandwidth per flop)
-};
-
-}  // namespace
-
 GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2) {
-  (void)K;
-  GemmPlan plan;
-  const int64_t mBlocks = ceilDiv(M, 128);
-  ctaBudget = std::max(ctaBudget, 1);
-  if (v == GemmVariant::Simple) {
-    plan.simple = true;
-    plan.bn = 128;
-    plan.clusterSize = 1;
-    plan.ctas = static_cast<int>(std::min<int64_t>(ctaBudget, mBlocks * ceilDiv(N, 128)));
-    return plan;
-  }
-  // Relative efficiencies measured on an H100 at 8192^3 and 16384x8192x2048 (2026-11-22): 256x1 798
-  // TFLOP/s, 128x1 574, 256x2 446, 128x2 262. The cluster variants lose until their multicast
-  // hand-off is fixed, so the model only picks them where nothing else fits.
-  static const Candidate kAuto[] = {{256, 1, 1.0}, {256, 2, 0.56}, {128, 1, 0.72}, {128, 2, 0.33}};
-  const Candidate* cands = kAuto;
-  int nCands = 4;
-  Candidate forced{256, 2, 1.0};
-  if (v != GemmVariant::Auto) {
-    forced.bn = (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? 256 : 128;
-    forced.cs = (v == GemmVariant::F256C2 || v == GemmVariant::F128C2) ? 2 : 1;
-    cands = &forced;
-    nCands = 1;
-  }
-  double best = -1;
-  for (int i = 0; i < nCands; ++i) {
-    const Candidate& c = cands[i];
-    int ctas = ctaBudget;
-    if (c.cs == 2) {
-      ctas = std::min(ctaBudget / 2, maxClusters2) * 2;
-      if (ctas < 2) {
-        if (v != GemmVariant::Auto) ctas = 2;  // forced: correctness over speed
-        else continue;
-      }
-    }
-    // One wave = one tile per CTA: time ~ waves x tile width / efficiency.
-    const int64_t units = ceilDiv(mBlocks, c.cs) * ceilDiv(N, c.bn);  // cluster tiles
-    const int64_t parallel = ctas / c.cs;
-    const double cost = static_cast<double>(ceilDiv(units, parallel)) * c.bn / c.eff;
-    if (best < 0 || cost < best) {
-      best = cost;
-      plan.bn = c.bn;
-      plan.clusterSize = c.cs;
-      plan.ctas = static_cast<int>(std::min<int64_t>(ctas, units * c.cs));
-    }
-  }
-  return plan;
+  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2);
 }
 
 void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, GemmArgs* a) {
   a->M = M;
   a->N = N;
   a->K = K;
+  using planmodel::ceilDiv;
   a->kBlocks = static_cast<int>(ceilDiv(K, 64));
   a->clusterSize = plan.clusterSize;
   a->nCommCtas = 0;

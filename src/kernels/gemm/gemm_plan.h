@@ -29,6 +29,7 @@ mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info);
 
 // The configuration for C[M, N] = A[M, K] . W[N, K]^T on at most ctaBudget CTAs.
 // maxClusters2: how many 2-CTA clusters of the 128 x 256 kernel fit on the GPU at once (0: none).
+// The model and the configurations' relative efficiencies: gemm_plan_model.h.
 GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2);
 
 // Shape, k-blocks, schedule and cluster size of `args` for the plan (other fields untouched).

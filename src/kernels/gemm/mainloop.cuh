@@ -48,7 +48,8 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, const typename O
     const int32_t rowB = t.n * Cfg::BN + static_cast<int32_t>(ctaRank) * bRows;
     for (int kb = 0; kb < g.kBlocks; ++kb) {
       const uint32_t s = pipe.stage;
-      if (!dev::mbarWait<true>(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, abortFlag)) {
+      // CTA-scope wait even with remote arrivals: only TMA follows (mbarrier.cuh).
+      if (!dev::mbarWait(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, abortFlag)) {
         gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultProducer);
         return false;
       }
@@ -73,7 +74,8 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, const typename O
 }
 
 // Frees stage `s` for the producers of the cluster: lane c of each consumer warp arrives on the
-// empty barrier of CTA c (every warp, so the release cannot overtake a warp still reading).
+// empty barrier of CTA c (every warp, so the release cannot overtake a warp still reading; one
+// arrive instruction per warp, without a fence: see mbarArriveCluster).
 __device__ __forceinline__ void consumerRelease(uint32_t emptyBar, int clusterSize, uint32_t lane) {
   if (clusterSize == 1) {
     if (lane == 0) dev::mbarArrive(emptyBar);

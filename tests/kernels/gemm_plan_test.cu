@@ -1,0 +1,129 @@
+// CPU checks of the GEMM planner (gemm_plan_model.h): every plan is launchable (CTA budget, whole
+// clusters, no idle CTA beyond the tiles), forced variants are honoured, and auto makes the
+// choices the wave model implies on an H100/H200 (132 SMs, 66 two-CTA clusters).
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <algorithm>
+#include <random>
+#include "kernels/gemm/gemm_plan_model.h"
+
+namespace {
+
+using mkccl::GemmPlan;
+using mkccl::GemmVariant;
+
+constexpr int kSms = 132, kClusters = 66;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const char* variantName(GemmVariant v) {
+  switch (v) {
+    case GemmVariant::Auto: return "auto";
+    case GemmVariant::Simple: return "simple";
+    case GemmVariant::F256C2: return "256x2";
+    case GemmVariant::F256C1: return "256x1";
+    case GemmVariant::F128C1: return "128x1";
+    case GemmVariant::F128C2: return "128x2";
+  }
+  return "?";
+}
+
+// The model's time of a plan in tile-width units (independent restatement, for comparisons).
+double modelCost(const GemmPlan& p, int64_t M, int64_t N) {
+  const int64_t units = ceilDiv(ceilDiv(M, 128), p.clusterSize) * ceilDiv(N, p.bn);
+  const int64_t parallel = p.ctas / p.clusterSize;
+  return static_cast<double>(ceilDiv(units, parallel)) * p.bn / mkccl::gemmTileEfficiency(p.bn, p.clusterSize);
+}
+
+void expectLaunchable(const GemmPlan& p, int64_t M, int64_t N, int budget, int maxClusters2, bool forced) {
+  ASSERT_TRUE(p.bn == 128 || p.bn == 256);
+  ASSERT_TRUE(p.clusterSize == 1 || p.clusterSize == 2);
+  ASSERT_GE(p.ctas, p.clusterSize);
+  EXPECT_EQ(p.ctas % p.clusterSize, 0);
+  const int64_t tiles = ceilDiv(ceilDiv(M, 128), p.clusterSize) * p.clusterSize * ceilDiv(N, p.bn);
+  EXPECT_LE(p.ctas, tiles) << "a CTA with no tile";
+  if (!forced || p.clusterSize == 1) EXPECT_LE(p.ctas, std::max(budget, 1));
+  if (p.clusterSize == 2 && !forced) EXPECT_LE(p.ctas / 2, maxClusters2);
+}
+
+TEST(GemmPlan, EveryPlanIsLaunchable) {
+  std::mt19937_64 rng(12345);
+  const GemmVariant all[] = {GemmVariant::Auto, GemmVariant::F256C2, GemmVariant::F256C1, GemmVariant::F128C1,
+                             GemmVariant::F128C2};
+  for (int i = 0; i < 20000; ++i) {
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 20000), N = 8 * (1 + static_cast<int64_t>(rng() % 2500));
+    const int budget = 1 + static_cast<int>(rng() % kSms);
+    const int maxClusters2 = static_cast<int>(rng() % (kClusters + 1));
+    for (GemmVariant v : all) {
+      const GemmPlan p = mkccl::gemmPlanModel(M, N, 4096, v, budget, maxClusters2);
+      SCOPED_TRACE(testing::Message() << variantName(v) << " " << M << "x" << N << " budget "
+                                      << budget << " clusters " << maxClusters2);
+      expectLaunchable(p, M, N, budget, maxClusters2, v != GemmVariant::Auto);
+      if (v == GemmVariant::F256C2 || v == GemmVariant::F128C2) EXPECT_EQ(p.clusterSize, 2);
+      if (v == GemmVariant::F256C1 || v == GemmVariant::F128C1) EXPECT_EQ(p.clusterSize, 1);
+      if (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) EXPECT_EQ(p.bn, 256);
+      if (v == GemmVariant::F128C2 || v == GemmVariant::F128C1) EXPECT_EQ(p.bn, 128);
+      if (v == GemmVariant::Auto) {
+        if (maxClusters2 == 0 || budget < 2 || M <= 128) EXPECT_EQ(p.clusterSize, 1);
+        // No forced configuration that fits the same budget is predicted faster (by more than the tie margin).
+        for (GemmVariant f : all) {
+          if (f == GemmVariant::Auto) continue;
+          const GemmPlan q = mkccl::gemmPlanModel(M, N, 4096, f, budget, maxClusters2);
+          if (q.clusterSize == 2 && (maxClusters2 == 0 || budget < 2 || M <= 128)) continue;
+          EXPECT_LE(modelCost(p, M, N), modelCost(q, M, N) * 1.005) << variantName(f);
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmPlan, SimpleIsTheDebugKernel) {
+  const GemmPlan p = mkccl::gemmPlanModel(1000, 1032, 72, GemmVariant::Simple, kSms, kClusters);
+  EXPECT_TRUE(p.simple);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.clusterSize, 1);
+  EXPECT_EQ(p.ctas, 8 * 9);
+}
+
+// The shapes the engine is judged on take the wide tile on the whole GPU (a cluster or not, as the
+// measured efficiencies say).
+TEST(GemmPlan, FigureShapesUseWideTilesOnEverySm) {
+  const int64_t shapes[][3] = {{8192, 8192, 8192}, {8192, 2048, 8192}, {4096, 4096, 8192},
+                               {16384, 8192, 2048}, {2048, 8192, 8192}};
+  for (const auto& s : shapes) {
+    const GemmPlan p = mkccl::gemmPlanModel(s[0], s[1], s[2], GemmVariant::Auto, kSms, kClusters);
+    printf("plan %lldx%lldx%lld: 128x%d cluster %d on %d CTAs\n", static_cast<long long>(s[0]),
+           static_cast<long long>(s[1]), static_cast<long long>(s[2]), p.bn, p.clusterSize, p.ctas);
+    EXPECT_EQ(p.bn, 256) << s[0] << "x" << s[1];
+    EXPECT_EQ(p.ctas, kSms) << s[0] << "x" << s[1];
+  }
+}
+
+// Small problems: more, narrower tiles when the wide ones would leave most SMs idle; never a
+// cluster around a single M-block; the budget of a fused op respected.
+TEST(GemmPlan, SmallAndOddShapes) {
+  // 1 x 4096: 16 wide tiles or 32 narrow ones on 132 SMs: one wave either way, narrow is faster.
+  GemmPlan p = mkccl::gemmPlanModel(1, 4096, 512, GemmVariant::Auto, kSms, kClusters);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.clusterSize, 1);
+  EXPECT_EQ(p.ctas, 32);
+  // Tiny: one tile, one CTA.
+  p = mkccl::gemmPlanModel(1, 8, 8, GemmVariant::Auto, kSms, kClusters);
+  EXPECT_EQ(p.ctas, 1);
+  EXPECT_EQ(p.clusterSize, 1);
+  // An odd budget (a fused op kept 1 SM) never yields more CTAs than it allows.
+  p = mkccl::gemmPlanModel(8192, 8192, 8192, GemmVariant::Auto, 131, kClusters);
+  EXPECT_LE(p.ctas, 131);
+  EXPECT_EQ(p.bn, 256);
+  // No cluster slots at all (e.g. an occupancy query that found none): single CTAs.
+  p = mkccl::gemmPlanModel(8192, 8192, 8192, GemmVariant::Auto, kSms, 0);
+  EXPECT_EQ(p.clusterSize, 1);
+  EXPECT_EQ(p.ctas, kSms);
+  // A forced cluster variant on a budget of one still gets a whole cluster (correctness first).
+  p = mkccl::gemmPlanModel(300, 256, 64, GemmVariant::F256C2, 1, 0);
+  EXPECT_EQ(p.clusterSize, 2);
+  EXPECT_EQ(p.ctas, 2);
+}
+
+}  // namespace
