@@ -64,35 +64,37 @@ __global__ void fillKernel(T* p, size_t n, uint64_t seed, int rank, size_t first
     p[i] = input<T>(seed, rank, first + i);
 }
 
-// What a reduction of every rank's element idx must give, as a double.
+// What a reduction of every rank's element idx must give: floats as a double (fp64 reference)...
 template <typename T>
 __device__ double reduced(mkcclRedOp_t op, int nranks, uint64_t seed, size_t idx) {
-  if constexpr (Num<T>::kFloat) {
-    double acc = Num<T>::toDouble(input<T>(seed, 0, idx));
-    for (int q = 1; q < nranks; ++q) {
-      const double x = Num<T>::toDouble(input<T>(seed, q, idx));
-      switch (op) {
-        case mkcclProd: acc *= x; break;
-        case mkcclMax: acc = fmax(acc, x); break;
-        case mkcclMin: acc = fmin(acc, x); break;
-        default: acc += x; break;
-      }
+  double acc = Num<T>::toDouble(input<T>(seed, 0, idx));
+  for (int q = 1; q < nranks; ++q) {
+    const double x = Num<T>::toDouble(input<T>(seed, q, idx));
+    switch (op) {
+      case mkcclProd: acc *= x; break;
+      case mkcclMax: acc = fmax(acc, x); break;
+      case mkcclMin: acc = fmin(acc, x); break;
+      default: acc += x; break;
     }
-    return op == mkcclAvg ? acc / nranks : acc;
-  } else {
-    T acc = input<T>(seed, 0, idx);
-    for (int q = 1; q < nranks; ++q) {
-      const T x = input<T>(seed, q, idx);
-      switch (op) {
-        case mkcclProd: acc = (T)((uint64_t)acc * (uint64_t)x); break;
-        case mkcclMax: acc = x > acc ? x : acc; break;
-        case mkcclMin: acc = x < acc ? x : acc; break;
-        default: acc = (T)((uint64_t)acc + (uint64_t)x); break;
-      }
-    }
-    if (op == mkcclAvg) acc = (T)(acc / (T)nranks);
-    return (double)acc;
   }
+  return op == mkcclAvg ? acc / nranks : acc;
+}
+
+// ... integers exactly, in their own type (sum and product wrap as in C; avg divides the wrapped sum).
+template <typename T>
+__device__ T reducedInt(mkcclRedOp_t op, int nranks, uint64_t seed, size_t idx) {
+  T acc = input<T>(seed, 0, idx);
+  for (int q = 1; q < nranks; ++q) {
+    const T x = input<T>(seed, q, idx);
+    switch (op) {
+      case mkcclProd: acc = (T)((uint64_t)acc * (uint64_t)x); break;
+      case mkcclMax: acc = x > acc ? x : acc; break;
+      case mkcclMin: acc = x < acc ? x : acc; break;
+      default: acc = (T)((uint64_t)acc + (uint64_t)x); break;
+    }
+  }
+  if (op == mkcclAvg) acc = (T)(acc / (T)nranks);
+  return acc;
 }
 
 template <typename T>
@@ -102,6 +104,17 @@ __global__ void checkKernel(const T* out, size_t count, mkcclRedOp_t op, CollKin
   double myMax = 0;
   const size_t total = (kind == CollKind::AllGather || kind == CollKind::AllToAll) ? count * nranks : count;
   for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < total; j += (size_t)gridDim.x * blockDim.x) {
+    if constexpr (!Num<T>::kFloat) {  // integers: exact, compared in the type (64-bit values exceed a double's)
+      T want;
+      switch (kind) {
+        case CollKind::AllGather: want = input<T>(seed, (int)(j / count), j % count); break;
+        case CollKind::AllToAll: want = input<T>(seed, (int)(j / count), (size_t)rank * count + j % count); break;
+        case CollKind::AllReduce: want = reducedInt<T>(op, nranks, seed, j); break;
+        default: want = reducedInt<T>(op, nranks, seed, (size_t)rank * count + j); break;
+      }
+      if (out[j] != want) ++myWrong;
+      continue;
+    }
     const double got = Num<T>::toDouble(out[j]);
     double ref, floor = 1e-30;
     switch (kind) {
@@ -117,7 +130,7 @@ __global__ void checkKernel(const T* out, size_t count, mkcclRedOp_t op, CollKin
     if (op == mkcclSum) floor = 1.0;
     if (op == mkcclAvg) floor = 1.0 / nranks;
     if (op == mkcclProd) floor = 1e-2;
-    const bool exact = !Num<T>::kFloat || kind == CollKind::AllGather || kind == CollKind::AllToAll;
+    const bool exact = kind == CollKind::AllGather || kind == CollKind::AllToAll;
     const double err = fabs(got - ref) / fmax(fabs(ref), floor);
     if (isnan(got) || (exact ? got != ref : err > tol)) ++myWrong;
     if (!isnan(err)) myMax = fmax(myMax, err);
@@ -169,9 +182,14 @@ void fillInput(void* buf, size_t count, mkcclDataType_t t, uint64_t seed, int ra
 }
 
 cudaError_t checkOutput(const void* out, size_t count, mkcclDataType_t t, mkcclRedOp_t op, CollKind kind, int nranks,
-                        int rank, uint64_t seed, cudaStream_t s, CheckResult* res) {
+                        int rank, uint64_t seed, cudaStream_t s, CheckResult* res, bool inTypeAccumulation) {
   *res = CheckResult();
   if (count == 0) return cudaSuccess;
+  // Tolerance of one rounding; with rounding after every addition, u * n(n+1)/2.
+  auto tol = [&](double one, double u) {
+    const double n = nranks;
+    return inTypeAccumulation ? fmax(one, u * n * (n + 1) / 2) : one;
+  };
   switch (t) {
     case mkcclInt8: return runCheck<int8_t>(out, count, op, kind, nranks, rank, seed, 0, s, res);
     case mkcclUint8: return runCheck<uint8_t>(out, count, op, kind, nranks, rank, seed, 0, s, res);
@@ -179,10 +197,11 @@ cudaError_t checkOutput(const void* out, size_t count, mkcclDataType_t t, mkcclR
     case mkcclUint32: return runCheck<uint32_t>(out, count, op, kind, nranks, rank, seed, 0, s, res);
     case mkcclInt64: return runCheck<int64_t>(out, count, op, kind, nranks, rank, seed, 0, s, res);
     case mkcclUint64: return runCheck<uint64_t>(out, count, op, kind, nranks, rank, seed, 0, s, res);
-    case mkcclFloat16: return runCheck<__half>(out, count, op, kind, nranks, rank, seed, 2e-3, s, res);
-    case mkcclFloat32: return runCheck<float>(out, count, op, kind, nranks, rank, seed, 1e-5, s, res);
-    case mkcclFloat64: return runCheck<double>(out, count, op, kind, nranks, rank, seed, 1e-12, s, res);
-    case mkcclBfloat16: return runCheck<__nv_bfloat16>(out, count, op, kind, nranks, rank, seed, 1e-2, s, res);
+    case mkcclFloat16: return runCheck<__half>(out, count, op, kind, nranks, rank, seed, tol(2e-3, 0x1p-11), s, res);
+    case mkcclFloat32: return runCheck<float>(out, count, op, kind, nranks, rank, seed, tol(1e-5, 0x1p-24), s, res);
+    case mkcclFloat64: return runCheck<double>(out, count, op, kind, nranks, rank, seed, tol(1e-12, 0x1p-53), s, res);
+    case mkcclBfloat16:
+      return runCheck<__nv_bfloat16>(out, count, op, kind, nranks, rank, seed, tol(1e-2, 0x1p-8), s, res);
     case mkcclFloat8e4m3: return runCheck<__nv_fp8_e4m3>(out, count, op, kind, nranks, rank, seed, 0.07, s, res);
     case mkcclFloat8e5m2: return runCheck<__nv_fp8_e5m2>(out, count, op, kind, nranks, rank, seed, 0.13, s, res);
     default: return cudaErrorInvalidValue;

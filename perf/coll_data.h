@@ -24,10 +24,14 @@ struct CheckResult {
 //   AllGather / AllToAll: out has nranks*count elements (count per rank), exact.
 //   AllReduce: out has count elements; ReduceScatter: count = recvcount. Reductions are compared
 //   with an fp64 reference (integers: exact, with C's wrap-around) by relative error
-//   |got-ref| / max(|ref|, floor) against a tolerance of the type (bf16 1e-2, fp16 2e-3, fp32 1e-5).
+//   |got-ref| / max(|ref|, floor) against a tolerance of the type (bf16 1e-2, fp16 2e-3, fp32 1e-5):
+//   what one rounding of an exact (fp32-accumulated) result may cost, as libmkccl reduces.
+// inTypeAccumulation: the output was reduced with a rounding after every addition, in some order
+//   (NCCL's ring and tree reduce bf16 in bf16): the tolerance grows to what nranks-1 roundings of
+//   partial results up to nranks in size may cost, u * n(n+1)/2 (u: the type's unit roundoff).
 // Returns a CUDA error code (0 on success).
 cudaError_t checkOutput(const void* out, size_t count, mkcclDataType_t t, mkcclRedOp_t op, CollKind kind, int nranks,
-                        int rank, uint64_t seed, cudaStream_t s, CheckResult* res);
+                        int rank, uint64_t seed, cudaStream_t s, CheckResult* res, bool inTypeAccumulation = false);
 
 }  // namespace perf
 }  // namespace mkccl

@@ -4,11 +4,15 @@
 //          and completes them, each pusher waits for its last one. Baseline: an empty kernel.
 //          One process per GPU; each measures its own FIFO.
 //   netbw  bandwidth between two ranks as two "nodes" (run with -g 2; MKCCL_RANKS_PER_NODE is not
-//          needed: this op builds its own transport): a kernel on each rank puts [0, bytes) to the
-//          other in 4 MiB chunks through FIFO -> proxy -> staging -> libfabric (MKCCL_NET_PROVIDER,
-//          default tcp) -> peer proxy -> arrival flags, and waits for the peer's data. algbw is per
-//          direction (both directions run at once). Baseline: the staging copies alone
-//          (device->host then host->device of the same bytes), the floor of the staged path.
+//          needed: this op builds its own transport): a kernel on each rank puts [0, bytes) of its
+//          window to the other in 4 MiB chunks through FIFO -> proxy -> libfabric (MKCCL_NET_PROVIDER,
+//          default tcp) -> peer proxy -> arrival flags, and waits for the peer's data. The window is
+//          pinned host memory mapped into the GPU, as netInitComm makes it for tcp. algbw is per
+//          direction (both directions run at once). Baseline: copying the same bytes from GPU memory
+//          into the window and back out (what a collective adds around the wire).
+// The inter-node collectives themselves are measured by the allgather / reducescatter / allreduce
+// ops with MKCCL_RANKS_PER_NODE set (e.g. MKCCL_RANKS_PER_NODE=2 MKCCL_NET=efa
+// MKCCL_NET_PROVIDER=tcp mkccl-perf allreduce -g 4).
 // Needs mkccl_net_core (the network core outside libmkccl's hidden symbols) linked in and
 // MKCCL_PERF_NET defined (tests/net/CMakeLists.txt does both for now); compiles to nothing otherwise.
 #ifdef MKCCL_PERF_NET
@@ -26,7 +30,6 @@
 #include "perf.h"
 #include "runtime/log.h"
 #include "runtime/proxy.h"
-#include "runtime/proxy_stage.h"
 #include "transport/net.h"
 
 namespace mkccl {
@@ -57,8 +60,7 @@ class NullTransport final : public net::Transport {
 // Everything one rank needs to drive the network path from a kernel.
 struct Path {
   netselftest::Harness h{};
-  char* mirror = nullptr;
-  std::unique_ptr<Stager> stager;
+  char* dbuf = nullptr;  // GPU memory for the baseline copies
   std::unique_ptr<net::Transport> t;
   FifoReader reader;
   std::unique_ptr<Proxy> proxy;
@@ -69,8 +71,7 @@ struct Path {
     if (proxy) proxy->stop(10000);
     proxy.reset();
     t.reset();
-    stager.reset();
-    if (mirror) cudaFreeHost(mirror);
+    if (dbuf) cudaFree(dbuf);
     if (h.window) netselftest::harnessDestroy(&h);
   }
   int startProxy(int rank, int nranks, uint64_t windowBytes, bool flags) {
@@ -82,7 +83,6 @@ struct Path {
     po.timeoutMs = kTimeoutMs;
     po.windowBytes = windowBytes;
     po.flags = flags ? h.flags : nullptr;
-    po.stager = stager.get();
     DevError* err = h.errHost;
     proxy.reset(new Proxy(po, &reader, t.get(), [this, err](mkcclResult_t, const std::string& msg) {
       std::lock_guard<std::mutex> lock(m);
@@ -160,19 +160,17 @@ int runNetbw(const Args& a, Env& env, std::vector<Result>* out) {
   const uint64_t window = 2 * half;
   const int rank = env.rank, peer = 1 - rank;
   Path p;
-  if (netselftest::harnessCreate(rank, 2, window, kFlags, 4096, kTimeoutMs, &p.h) != mkcclSuccess ||
-      cudaHostAlloc((void**)&p.mirror, window, cudaHostAllocDefault) != cudaSuccess ||
-      makeCudaStager(env.device, p.h.window, p.mirror, &p.stager) != mkcclSuccess ||
-      net::fabricCreate(provider, &p.t) != mkcclSuccess) {
+  if (netselftest::harnessCreate(rank, 2, window, kFlags, 4096, kTimeoutMs, &p.h, /*hostWindow=*/true) != mkcclSuccess ||
+      cudaMalloc((void**)&p.dbuf, half) != cudaSuccess || net::fabricCreate(provider, &p.t) != mkcclSuccess) {
     fprintf(stderr, "netbw: setup: %s\n", lastError());
     return 1;
   }
   net::Setup s;
   s.rank = rank;
   s.nranks = 2;
-  s.window = net::Memory{p.mirror, window, false, -1};
+  s.window = net::Memory{p.h.window, window, false, -1};
   s.flagsPerPeer = kFlags;
-  s.wantRanges = true;
+  s.wantRanges = false;
   s.loopbackOnly = true;
   std::vector<uint8_t> blob;
   if (p.t->setup(s) != mkcclSuccess || p.t->connData(peer, &blob) != mkcclSuccess || blob.size() > 1020) {
@@ -209,7 +207,8 @@ int runNetbw(const Args& a, Env& env, std::vector<Result>* out) {
     r.count = bytes;
     if (a.check) {
       const uint32_t seed = (uint32_t)(a.seed + bytes);
-      cudaMemsetAsync(p.h.window + half, 0xee, bytes, env.stream);
+      cudaStreamSynchronize(env.stream);
+      memset(p.h.window + half, 0xee, bytes);
       netselftest::launchFill(p.h, bytes, seed, env.stream);
       cudaStreamSynchronize(env.stream);
       launch::worldBarrier(&err);
@@ -226,15 +225,15 @@ int runNetbw(const Args& a, Env& env, std::vector<Result>* out) {
     r.timeUs = timeMedianUs([&](int) { netselftest::launchExchange(p.h, peer, bytes, chunk, half, ++seq, env.stream); },
                             a.warmup, a.iters, env.stream);
     if (p.check("netbw")) return 1;
-    r.baseline = "d2h+h2d copy";
+    r.baseline = "gpu->window->gpu copy";
     r.baselineTimeUs = timeMedianUs(
         [&](int) {
-          cudaMemcpyAsync(p.mirror, p.h.window, bytes, cudaMemcpyDeviceToHost, env.stream);
-          cudaMemcpyAsync(p.h.window + half, p.mirror, bytes, cudaMemcpyHostToDevice, env.stream);
+          cudaMemcpyAsync(p.h.window, p.dbuf, bytes, cudaMemcpyDefault, env.stream);
+          cudaMemcpyAsync(p.dbuf, p.h.window + half, bytes, cudaMemcpyDefault, env.stream);
         },
         a.warmup, a.iters, env.stream);
     r.algbwGbps = bytes / (r.timeUs * 1e3);
-    r.note = "provider " + provider + ", staged, " + std::to_string(chunk >> 10) + " KiB chunks";
+    r.note = "provider " + provider + ", host window, " + std::to_string(chunk >> 10) + " KiB chunks";
     launch::worldBarrier(&err);
     if (env.emit) env.emit(r);
     else out->push_back(r);

@@ -18,6 +18,7 @@ constexpr int kMaxChannels = 64;
 // Flag values carry the step in 20 bits (signal.cuh flagValue); step t posts t + 1.
 constexpr uint64_t kMaxSteps = (1ull << 20) - 2;
 
+// The value of an integer variable (suffixes K, M, G), def when unset or invalid (with a warning).
 long long envInt(const char* name, long long def, long long lo, long long hi) {
   const char* s = getenv(name);
   if (!s || !*s) return def;
@@ -25,6 +26,7 @@ long long envInt(const char* name, long long def, long long lo, long long hi) {
   long long v = strtoll(s, &end, 0);
   if (end && (*end == 'k' || *end == 'K')) v <<= 10, ++end;
   else if (end && (*end == 'm' || *end == 'M')) v <<= 20, ++end;
+  else if (end && (*end == 'g' || *end == 'G')) v <<= 30, ++end;
   if (!end || *end != '\0' || v < lo || v > hi) {
     MKCCL_WARN("%s=%s is not a number in [%lld, %lld]: ignored", name, s, lo, hi);
     return def;
@@ -38,14 +40,22 @@ size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 Tuning tuningFromEnv() {
   Tuning t;
+  if (const char* s = getenv("MKCCL_COLL_PROTO")) {
+    if (!strcmp(s, "ll") || !strcmp(s, "LL")) t.proto = 1;
+    else if (!strcmp(s, "simple")) t.proto = 2;
+    else if (*s && strcmp(s, "auto")) MKCCL_WARN("MKCCL_COLL_PROTO=%s: expected ll, simple or auto; ignored", s);
+  }
+  t.llMaxBytes = (size_t)envInt("MKCCL_COLL_LL_BYTES", (long long)t.llMaxBytes, 0, 1ll << 40);
   t.channels = (int)envInt("MKCCL_COLL_CHANNELS", 0, 1, kMaxChannels);
   t.slotBytes = (size_t)envInt("MKCCL_COLL_SLOT_BYTES", 0, (long long)kMinSlotBytes, 1ll << 30) & ~(size_t)15;
+  t.slots = (int)envInt("MKCCL_COLL_SLOTS", 0, 2, 16);
   if (const char* s = getenv("MKCCL_ALLREDUCE_ALGO")) {
     if (!strcmp(s, "oneshot")) t.algo = 1;
     else if (!strcmp(s, "twoshot")) t.algo = 2;
     else if (*s && strcmp(s, "auto")) MKCCL_WARN("MKCCL_ALLREDUCE_ALGO=%s: expected oneshot, twoshot or auto; ignored", s);
   }
-  t.oneShotMaxBytes = (size_t)envInt("MKCCL_ALLREDUCE_ONESHOT_BYTES", (long long)t.oneShotMaxBytes, 0, 1ll << 40);
+  const long long os = envInt("MKCCL_ALLREDUCE_ONESHOT_BYTES", -1, 0, 1ll << 40);
+  if (os >= 0) t.oneShotMaxBytes = (size_t)os;
   return t;
 }
 
@@ -74,14 +84,15 @@ mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream,
   else if (kind == kAllReduceOneShot) C = (int)std::min<size_t>(32, std::max<size_t>(1, ceilDiv(maxStream, 16 << 10)));
   else C = (int)std::min<size_t>(16, std::max<size_t>(1, ceilDiv(maxStream, 64 << 10)));
   size_t S = tune.slotBytes ? tune.slotBytes : kDefaultSlotBytes;
-  int NB = kDefaultSlots;
+  int NB = tune.slots ? tune.slots : kDefaultSlots;
 
-  // Fit the rings into the data region: shrink the slots first, then the depth, then channels.
-  const size_t data = ctx.dev.dataBytes;
+  // Fit the rings into their part of the data region (the LL area takes the end): shrink the
+  // slots first, then the depth, then channels.
+  const size_t data = llLayout(ctx.dev.dataBytes, n).base;
   auto ringBytes = [&] { return (size_t)sets * C * m * NB * S; };
   while (ringBytes() > data) {
     if (S > (16u << 10)) S = roundUp(S / 2, 16);
-    else if (NB > 2) NB = 2;
+    else if (NB > 2) NB = NB > 4 ? 4 : 2;
     else if (S > kMinSlotBytes) S = roundUp(S / 2, 16);
     else if (C > 1) C = (C + 1) / 2;
     else
@@ -96,6 +107,7 @@ mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream,
   if ((size_t)kOpFlagSlot + (size_t)2 * sets * C * m > flagSlots)
     return setError(mkcclInternalError, "collective: %zu flag slots cannot hold the flags of %d peers", flagSlots, m);
 
+  a->proto = kProtoSimple;
   a->channels = C;
   a->slots = NB;
   a->slotBytes = S;
@@ -129,20 +141,50 @@ mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream,
   return mkcclSuccess;
 }
 
+size_t llStreamLimit(const OpCtx& ctx, const Tuning& tune) {
+  if (tune.proto == 2) return 0;
+  const size_t cap = llLayout(ctx.dev.dataBytes, ctx.dev.localRanks).lines * 8;
+  return tune.proto == 1 ? cap : std::min(cap, tune.llMaxBytes);
+}
+
+mkcclResult_t planLL(const OpCtx& ctx, Args* a, int* grid) {
+  const LLLayout l = llLayout(ctx.dev.dataBytes, ctx.dev.localRanks);
+  size_t units = llUnits(a->redLen), longest = a->redLen;
+  for (int q = 0; q < ctx.dev.localRanks; ++q) {
+    longest = std::max({longest, a->outLen[q], a->inLen[q]});
+    units = std::max({units, llUnits(a->outLen[q]), llUnits(a->inLen[q])});
+  }
+  if (longest > l.lines * 8)
+    return setError(mkcclInternalError, "collective: a %zu-byte stream does not fit the LL area (%zu bytes per stream)",
+                    longest, l.lines * 8);
+  a->proto = kProtoLL;
+  a->llFlag = llFlagOf(ctx.dev.seq);
+  a->llBase = l.base;
+  a->llLines = l.lines;
+  // About kLLUnroll units per thread: enough CTAs that the stores in flight fill NVLink.
+  const size_t want = ceilDiv(std::max<size_t>(units, 1), (size_t)kLLThreads * kLLUnroll);
+  *grid = (int)std::min<size_t>(want, (size_t)std::min(kLLMaxCtas, std::max(1, opMaxCtas(ctx.comm))));
+  return mkcclSuccess;
+}
+
 mkcclResult_t launchColl(const OpCtx& ctx, const Args& a, int grid, mkcclDataType_t t, mkcclRedOp_t op) {
+  const bool ll = a.proto == kProtoLL;
   const void* fn = nullptr;
   if (a.kind == kAllGather || a.kind == kAllToAll) {
-    fn = copyKernel();
+    fn = ll ? llCopyKernel() : copyKernel();
   } else {
-    fn = reduceKernelFloat(t, op);
-    if (!fn) fn = reduceKernelInt(t, op);
+    fn = ll ? llReduceKernelFloat(t, op) : reduceKernelFloat(t, op);
+    if (!fn) fn = ll ? llReduceKernelInt(t, op) : reduceKernelInt(t, op);
     if (!fn)
       return setError(mkcclInvalidArgument, "reduction %s on %s is not supported", redOpName(op), typeName(t));
   }
-  MKCCL_TRACE("collective kind %d: %d CTAs (%s), %d channels, %d x %zu-byte slots, seq %llu", a.kind, grid,
-              a.split ? "split" : "fused", a.channels, a.slots, a.slotBytes, (unsigned long long)a.dev.seq);
+  if (ll)
+    MKCCL_TRACE("collective kind %d: LL, %d CTAs, seq %llu", a.kind, grid, (unsigned long long)a.dev.seq);
+  else
+    MKCCL_TRACE("collective kind %d: %d CTAs (%s), %d channels, %d x %zu-byte slots, seq %llu", a.kind, grid,
+                a.split ? "split" : "fused", a.channels, a.slots, a.slotBytes, (unsigned long long)a.dev.seq);
   void* params[] = {const_cast<Args*>(&a)};
-  CUDA_CHECK(cudaLaunchKernel(fn, dim3(grid), dim3(kThreads), params, 0, ctx.stream));
+  CUDA_CHECK(cudaLaunchKernel(fn, dim3(grid), dim3(ll ? kLLThreads : kThreads), params, 0, ctx.stream));
   return mkcclSuccess;
 }
 

@@ -9,28 +9,46 @@ namespace mkccl {
 namespace coll {
 
 // Documented overrides (all optional; every rank must see the same values, since they change
-// the layout that senders and receivers share):
-//   MKCCL_COLL_CHANNELS            channels per collective (1..64)
-//   MKCCL_COLL_SLOT_BYTES          ring slot size, the largest chunk (>= 1 KiB)
+// the layout or the protocol that senders and receivers share):
+//   MKCCL_COLL_PROTO               auto | ll | simple: ll = LL for every stream that fits the LL area
+//   MKCCL_COLL_LL_BYTES            auto: the largest stream (bytes per peer) sent with LL (512 KiB)
+//   MKCCL_COLL_CHANNELS            simple: channels per collective (1..64)
+//   MKCCL_COLL_SLOT_BYTES          simple: ring slot size, the largest chunk (>= 1 KiB)
+//   MKCCL_COLL_SLOTS               simple: ring slots per (channel, peer) (2..16)
 //   MKCCL_ALLREDUCE_ALGO           oneshot | twoshot | auto
-//   MKCCL_ALLREDUCE_ONESHOT_BYTES  largest AllReduce that auto runs one-shot
+//   MKCCL_ALLREDUCE_ONESHOT_BYTES  largest AllReduce that auto runs one-shot (LL: 64 KiB, simple: 256 KiB)
+//
+// The workspace data region belongs to the collectives: [0, llLayout().base) holds the simple
+// protocol's rings, the rest is the LL area (coll_args.h).
 struct Tuning {
-  int channels = 0;       // 0: heuristic
-  size_t slotBytes = 0;   // 0: default
-  int algo = 0;           // 0 auto, 1 one-shot, 2 two-shot
-  size_t oneShotMaxBytes = 256 << 10;
+  int proto = 0;              // 0 auto, 1 LL wherever it fits, 2 simple only
+  size_t llMaxBytes = 512 << 10;
+  int channels = 0;           // 0: heuristic
+  size_t slotBytes = 0;       // 0: default
+  int slots = 0;              // 0: default
+  int algo = 0;               // 0 auto, 1 one-shot, 2 two-shot
+  static constexpr size_t kUnset = ~(size_t)0;
+  size_t oneShotMaxBytes = kUnset;  // kUnset: the protocol's default
 };
 Tuning tuningFromEnv();
 
 // Starts an Args for a call on ctx (device view, buffers, rank order).
 void initArgs(const OpCtx& ctx, Kind kind, const void* send, void* recv, Args* a);
 
-// Chooses the layout (channels, ring slots, slot size; the same on every rank: it depends on the
-// kind, the longest stream, the workspace and the tuning) and this rank's work split. An error
-// (with the reason) when the workspace cannot hold even the smallest layout.
+// The largest stream (bytes between two ranks) that this call may send with LL: the tuned
+// threshold in auto mode, all that fits the LL area when forced, 0 when LL is off or has no area.
+// The same on every rank (it depends on the tuning, the workspace size and the rank count).
+size_t llStreamLimit(const OpCtx& ctx, const Tuning& tune);
+
+// The simple protocol: chooses the layout (channels, ring slots, slot size; the same on every
+// rank: it depends on the kind, the longest stream, the workspace and the tuning) and this rank's
+// work split. An error (with the reason) when the workspace cannot hold even the smallest layout.
 mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream, Args* a, int* grid);
 
-// Launches the kernel of a (t and op select the reduction; ignored for the copy kinds).
+// The LL protocol: the LL area and this rank's grid. Every stream of a must fit (llStreamLimit).
+mkcclResult_t planLL(const OpCtx& ctx, Args* a, int* grid);
+
+// Launches the kernel of a's protocol and kind (t and op select the reduction; ignored for the copy kinds).
 mkcclResult_t launchColl(const OpCtx& ctx, const Args& a, int grid, mkcclDataType_t t, mkcclRedOp_t op);
 
 // nNodes > 1 is not implemented yet: mkcclInvalidUsage with a message.

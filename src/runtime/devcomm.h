@@ -54,6 +54,12 @@ constexpr int kGridSyncSlot = 32;  // pairs (counter, generation): slots 32+2i, 
 constexpr int kErrorSlot = 63;
 constexpr int kOpFlagSlot = 64;
 
+// Rules every kernel protocol follows (so that ops can follow each other on one communicator):
+//  - write into a peer's workspace only after that peer has entered the call (its barrier slot, or
+//    an op flag, holds this call's value): it may still be reading the previous call's data;
+//  - flag values only grow (dev::flagValue(seq, sub)); a write that nobody waits for can land late,
+//    after the peer moved on, so such writes go to slots whose meaning does not change between calls,
+//    or use dev::storeMaxRelease, which can never lower a flag.
 struct DevComm {
   int rank, nranks;            // in the communicator
   int localRank, localRanks;   // in this node (NVLink domain)

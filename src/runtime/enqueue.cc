@@ -64,6 +64,23 @@ mkcclResult_t checkDevicePtr(const void* p, size_t bytes, int dev, const char* o
   return mkcclSuccess;
 }
 
+void fillDevComm(const mkcclComm* comm, uint64_t seq, DevComm* d) {
+  *d = DevComm{};
+  d->rank = comm->rank;
+  d->nranks = comm->nranks;
+  d->localRank = comm->localRank;
+  d->localRanks = comm->localRanks;
+  d->node = comm->node;
+  d->nNodes = comm->nNodes;
+  d->seq = seq;
+  d->timeoutNs = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  for (int q = 0; q < comm->localRanks; ++q) d->peers[q] = comm->ws.peer[q];
+  d->flagsBytes = comm->ws.flagsBytes;
+  d->dataBytes = comm->ws.bytes - comm->ws.flagsBytes;
+  d->err = comm->errDev;
+  d->net = comm->netDev;
+}
+
 mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName, OpCtx* ctx) {
   MKCCL_CHECK(commCheckUsable(comm, opName));
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, opName));
@@ -73,22 +90,8 @@ mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName,
   if (comm->seq > 0 && stream != comm->lastStream) CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastWork, 0));
   ctx->comm = comm;
   ctx->stream = stream;
-  DevComm& d = ctx->dev;
-  d = DevComm{};
-  d.rank = comm->rank;
-  d.nranks = comm->nranks;
-  d.localRank = comm->localRank;
-  d.localRanks = comm->localRanks;
-  d.node = comm->node;
-  d.nNodes = comm->nNodes;
-  d.seq = ++comm->seq;
-  d.timeoutNs = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
-  for (int q = 0; q < comm->localRanks; ++q) d.peers[q] = comm->ws.peer[q];
-  d.flagsBytes = comm->ws.flagsBytes;
-  d.dataBytes = comm->ws.bytes - comm->ws.flagsBytes;
-  d.err = comm->errDev;
-  d.net = comm->netDev;
-  MKCCL_TRACE("%s: call #%llu", opName, (unsigned long long)d.seq);
+  fillDevComm(comm, ++comm->seq, &ctx->dev);
+  MKCCL_TRACE("%s: call #%llu", opName, (unsigned long long)ctx->dev.seq);
   return mkcclSuccess;
 }
 

@@ -22,6 +22,9 @@ struct OpCtx {
   DevComm dev{};  // with this call's sequence number
 };
 
+// The kernels' view of the communicator for a call with sequence number seq (no checks).
+void fillDevComm(const mkcclComm* comm, uint64_t seq, DevComm* d);
+
 // Checks the comm (usable, no pending error) and the stream (on the comm's device), takes the next
 // sequence number and fills ctx. The caller holds a DeviceGuard for comm->cudaDev.
 mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName, OpCtx* ctx);

@@ -64,6 +64,8 @@ void Proxy::loop() {
     int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
     if (rc != 0) MKCCL_WARN("rank %d: cannot pin the proxy thread to its %zu CPUs: %s", o_.rank, o_.cpus.size(), strerror(rc));
   }
+  MKCCL_TRACE("proxy: thread running (rank %d of %d, %s, %s)", o_.rank, o_.nranks,
+              o_.stager ? "staging through host memory" : "no staging", t_->name());
   unsigned idle = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (progress()) {
@@ -76,6 +78,7 @@ void Proxy::loop() {
     if (idle < 2048) sched_yield();
     else usleep(failed_.load() ? 1000 : 20);
   }
+  MKCCL_TRACE("proxy: thread stopping; %s", describe().c_str());
   std::lock_guard<std::mutex> lock(exitMutex_);
   exited_ = true;
   exitCv_.notify_all();
@@ -83,8 +86,37 @@ void Proxy::loop() {
 
 void Proxy::fail(mkcclResult_t res, const std::string& msg) {
   if (failed_.exchange(true)) return;
+  MKCCL_TRACE("proxy: failed (result %d): %s; state: %s", (int)res, msg.c_str(), describe().c_str());
+  {
+    std::lock_guard<std::mutex> lock(failMutex_);
+    failMsg_ = msg;
+  }
   fifo_->fail(res);  // producers waiting for room or completions give up
   if (sink_) sink_(res, msg);
+}
+
+std::string Proxy::describe() const {
+  auto u = [](const std::atomic<uint64_t>& a) { return (unsigned long long)a.load(std::memory_order_relaxed); };
+  const bool staged = o_.stager != nullptr;
+  char out[96] = "", in[96] = "";
+  if (staged) {
+    snprintf(out, sizeof(out), " %llu staged out,", u(st_.stagedOut));
+    snprintf(in, sizeof(in), " %llu staged in,", u(st_.stagedIn));
+  }
+  const uint64_t idx = st_.lastFlagIdx.load(), fpp = o_.flagsPerPeer > 0 ? (uint64_t)o_.flagsPerPeer : 1;
+  char buf[512];
+  snprintf(buf, sizeof(buf),
+           "FIFO: %llu commands consumed (tail %llu, done %llu); puts: %llu seen,%s %llu posted in %llu calls, %llu "
+           "completed; arrivals: %llu received,%s %llu flags raised (last: from rank %llu, flag %llu = %llu)",
+           u(st_.commands), u(fifoTail_), u(fifoDone_), u(st_.puts), out, u(st_.posted), u(st_.postCalls),
+           u(st_.sendDone), u(st_.arrivals), in, u(st_.flagsRaised), (unsigned long long)(idx / fpp),
+           (unsigned long long)(idx % fpp), u(st_.lastFlagValue));
+  std::string r = buf;
+  if (failed_.load()) {
+    std::lock_guard<std::mutex> lock(failMutex_);
+    if (!failMsg_.empty()) r += "; failed: " + failMsg_;
+  }
+  return r;
 }
 
 bool Proxy::progress() {
@@ -104,12 +136,20 @@ bool Proxy::consume() {
   FifoCmd cmds[64];
   uint64_t first = 0;
   const int n = fifo_->poll(cmds, std::min(room, 64), &first);
+  if (n > 0) {
+    st_.commands.fetch_add((uint64_t)n, std::memory_order_relaxed);
+    fifoTail_.store(fifo_->tail(), std::memory_order_relaxed);
+  }
   for (int i = 0; i < n && !failed_.load(); ++i) {
     const FifoCmd& c = cmds[i];
     const uint64_t ticket = first + i;
     const uint32_t op = fifoOp(c.hdr);
+    MKCCL_TRACE("proxy: command %llu seen: op %u peer %u flag %u value 0x%x, [%llu, +%llu) -> [%llu, ...)",
+                (unsigned long long)ticket, op, fifoPeer(c.hdr), fifoFlag(c.hdr), fifoValue(c.hdr),
+                (unsigned long long)c.srcOff, (unsigned long long)c.bytes, (unsigned long long)c.dstOff);
     if (op == kFifoNop) {
       fifo_->complete(ticket);
+      fifoDone_.store(fifo_->done(), std::memory_order_relaxed);
       continue;
     }
     if (op != kFifoPut) {
@@ -142,7 +182,7 @@ bool Proxy::consume() {
     p.value = net::extendValue(sendClock_[p.peer], fifoValue(c.hdr), 32);
     sendClock_[p.peer] = std::max(sendClock_[p.peer], p.value);
     inFlight_[ticket] = InFlight{p.peer, p.bytes, std::chrono::steady_clock::now()};
-    ++puts_;
+    st_.puts.fetch_add(1, std::memory_order_relaxed);
     if (o_.stager && p.bytes > 0) {
       Staged s;
       s.op = p;
@@ -170,6 +210,9 @@ bool Proxy::drainStaging() {
     }
     while (!stageOut_.empty() && stageOut_.front().ticket < doneOut) {
       const net::PutOp& p = stageOut_.front().op;
+      MKCCL_TRACE("proxy: command %llu staged out (%llu bytes)", (unsigned long long)p.cookie,
+                  (unsigned long long)p.bytes);
+      st_.stagedOut.fetch_add(1, std::memory_order_relaxed);
       if (queued_[p.peer].empty()) busyPeers_.push_back(p.peer);
       queued_[p.peer].push_back(p);
       stageOut_.pop_front();
@@ -182,6 +225,7 @@ bool Proxy::drainStaging() {
       return true;
     }
     while (!stageIn_.empty() && stageIn_.front().ticket < doneIn) {
+      st_.stagedIn.fetch_add(1, std::memory_order_relaxed);
       raiseFlag(stageIn_.front().ev);
       stageIn_.pop_front();
       did = true;
@@ -197,12 +241,15 @@ bool Proxy::postQueued() {
     auto& q = queued_[peer];
     int taken = 0;
     mkcclResult_t r = t_->post(peer, q.data(), (int)q.size(), &taken);
-    ++posts_;
+    st_.postCalls.fetch_add(1, std::memory_order_relaxed);
     if (r != mkcclSuccess) {
       fail(r, std::string("rank ") + std::to_string(o_.rank) + ": " + lastError());
       return true;
     }
     if (taken > 0) {
+      st_.posted.fetch_add((uint64_t)taken, std::memory_order_relaxed);
+      MKCCL_TRACE("proxy: posted %d of %zu puts to rank %d (commands %llu..%llu)", taken, q.size(), peer,
+                  (unsigned long long)q.front().cookie, (unsigned long long)q[taken - 1].cookie);
       q.erase(q.begin(), q.begin() + taken);
       did = true;
     }
@@ -228,10 +275,17 @@ void Proxy::raiseFlag(const net::Event& ev) {
   const uint64_t base = std::max(shadow_[idx], recvClock_[ev.peer]);
   const uint64_t v = net::extendValue(base, ev.value, ev.valueBits);
   recvClock_[ev.peer] = std::max(recvClock_[ev.peer], v);
-  ++arrivals_;
-  if (v <= shadow_[idx]) return;  // an older value arriving late: flags only grow
+  if (v <= shadow_[idx]) {  // an older value arriving late: flags only grow
+    MKCCL_TRACE("proxy: arrival from rank %d flag %u value %llu is older than %llu: flag left as it is", ev.peer,
+                ev.flag, (unsigned long long)v, (unsigned long long)shadow_[idx]);
+    return;
+  }
   shadow_[idx] = v;
   __atomic_store_n(&o_.flags[idx], v, __ATOMIC_RELEASE);
+  st_.lastFlagIdx.store(idx, std::memory_order_relaxed);
+  st_.lastFlagValue.store(v, std::memory_order_relaxed);
+  st_.flagsRaised.fetch_add(1, std::memory_order_relaxed);
+  MKCCL_TRACE("proxy: flag of rank %d #%u raised to %llu", ev.peer, ev.flag, (unsigned long long)v);
 }
 
 bool Proxy::reap() {
@@ -246,10 +300,16 @@ bool Proxy::reap() {
     if (failed_.load()) break;
     switch (ev.type) {
       case net::Event::kSendDone:
+        MKCCL_TRACE("proxy: command %llu completed (put to rank %d)", (unsigned long long)ev.cookie, ev.peer);
+        st_.sendDone.fetch_add(1, std::memory_order_relaxed);
         inFlight_.erase(ev.cookie);
         fifo_->complete(ev.cookie);
+        fifoDone_.store(fifo_->done(), std::memory_order_relaxed);
         break;
       case net::Event::kArrival:
+        st_.arrivals.fetch_add(1, std::memory_order_relaxed);
+        MKCCL_TRACE("proxy: arrival from rank %d flag %u value 0x%llx (%d bits)%s", ev.peer, ev.flag,
+                    (unsigned long long)ev.value, ev.valueBits, ev.hasRange ? " with a range" : "");
         if (transportWritesFlags_ || o_.flags == nullptr) break;
         if (o_.stager && ev.hasRange && ev.bytes > 0) {
           Staged s;
@@ -281,6 +341,11 @@ bool Proxy::reap() {
 }
 
 void Proxy::checkTimeouts() {
+  if (o_.deviceError && !deviceErrorLogged_ && *o_.deviceError != 0) {
+    deviceErrorLogged_ = true;
+    MKCCL_WARN("rank %d: a kernel gave up a wait (device error %d); the network path so far: %s", o_.rank,
+               *o_.deviceError, describe().c_str());
+  }
   if (inFlight_.empty()) return;
   const auto now = std::chrono::steady_clock::now();
   for (const auto& kv : inFlight_) {
@@ -292,7 +357,7 @@ void Proxy::checkTimeouts() {
                "and reachable?",
                o_.rank, (unsigned long long)kv.second.bytes, kv.second.peer, (unsigned long long)kv.first, o_.timeoutMs,
                kv.second.peer);
-      fail(mkcclTimeout, msg);
+      fail(mkcclTimeout, std::string(msg) + " [" + describe() + "]");
       return;
     }
   }

@@ -3,6 +3,11 @@
 // error plus a released GPU (the FIFO's error word; the caller's error sink sets the abort flag
 // every device wait watches). Knows nothing of CUDA or the communicator: the tests drive it with a
 // CPU producer and host memory.
+//
+// It must never wait for the GPU: a kernel of the communicator may be spinning on an arrival that
+// only this thread can raise. With a Stager it issues asynchronous copies on streams of its own
+// and polls them; without one (the production path: transports that reach GPU memory, or a
+// host-mapped window) it makes no CUDA call at all while kernels run.
 #pragma once
 #include <stdint.h>
 #include <atomic>
@@ -62,6 +67,9 @@ struct ProxyOptions {
   std::function<mkcclResult_t()> flushRemoteWrites;
   std::vector<int> cpus;      // pin the thread here (topology's choice); empty: no pinning
   int maxInFlight = 1024;     // puts consumed and not completed; beyond it the FIFO fills up
+  // The communicator's device error code (host-mapped; null: none). When a kernel gives up a wait,
+  // the proxy logs its own state once (WARN), so the log says how far the network path got.
+  const volatile int* deviceError = nullptr;
 };
 
 using ProxyErrorSink = std::function<void(mkcclResult_t, const std::string&)>;
@@ -79,9 +87,28 @@ class Proxy {
   bool progress();
 
   bool failed() const { return failed_.load(); }
-  uint64_t puts() const { return puts_; }
-  uint64_t arrivals() const { return arrivals_; }
-  uint64_t posts() const { return posts_; }  // transport post calls (batching: puts / posts)
+  uint64_t puts() const { return st_.puts.load(); }
+  uint64_t arrivals() const { return st_.arrivals.load(); }
+  uint64_t posts() const { return st_.postCalls.load(); }  // transport post calls (batching: puts / posts)
+
+  // Where the work stands, stage by stage, readable from any thread while the proxy runs: when a
+  // kernel waits for an arrival that never comes, this says which stage stopped (see describe()).
+  struct Stats {
+    std::atomic<uint64_t> commands{0};      // FIFO commands consumed (tickets [0, commands))
+    std::atomic<uint64_t> puts{0};          // of which puts (the rest: no-ops)
+    std::atomic<uint64_t> stagedOut{0};     // puts whose GPU->host staging copy completed
+    std::atomic<uint64_t> posted{0};        // puts accepted by the transport
+    std::atomic<uint64_t> postCalls{0};     // transport post calls
+    std::atomic<uint64_t> sendDone{0};      // puts completed locally (source reusable)
+    std::atomic<uint64_t> arrivals{0};      // arrival events from the transport
+    std::atomic<uint64_t> stagedIn{0};      // arrivals whose host->GPU staging copy completed
+    std::atomic<uint64_t> flagsRaised{0};   // arrival flags written
+    std::atomic<uint64_t> lastFlagIdx{0};   // sender * flagsPerPeer + flag of the last flag written
+    std::atomic<uint64_t> lastFlagValue{0}; // and its value
+  };
+  const Stats& stats() const { return st_; }
+  // One line: the counters above, the FIFO's tail and done, and the failure if any.
+  std::string describe() const;
 
  private:
   struct Staged {
@@ -126,7 +153,11 @@ class Proxy {
   std::vector<uint64_t> shadow_;     // last value raised per flag
   std::vector<net::Event> events_;
   uint64_t rounds_ = 0;
-  uint64_t puts_ = 0, arrivals_ = 0, posts_ = 0;
+  Stats st_;
+  std::atomic<uint64_t> fifoTail_{0}, fifoDone_{0};  // copies of the reader's, for describe()
+  bool deviceErrorLogged_ = false;
+  mutable std::mutex failMutex_;
+  std::string failMsg_;
 };
 
 }  // namespace mkccl

@@ -15,6 +15,9 @@ struct NetDevComm {
   int flagsPerPeer;       // <= kFifoMaxFlags
   int nranks;
   const int* rankNode;    // device array: node of each rank
+  int nNodes;
+  const int* nodePeer;    // device array [nNodes]: the rank with this rank's local index in each node
+                          // (its counterpart there; itself in its own node), -1 where there is none
 };
 
 }  // namespace mkccl

@@ -210,6 +210,18 @@ void exchangeManyPuts(bool staged) {
     // Batching: fewer transport posts than puts.
     EXPECT_LT(ranks[r]->t.postCalls, kPuts) << "no batching";
     EXPECT_EQ(ranks[r]->fifo.ctl->done, (uint64_t)kPuts);
+    // The stage counters (what the GPU test's verdict reads) account for every put at every stage.
+    const Proxy::Stats& st = ranks[r]->proxy->stats();
+    EXPECT_EQ(st.commands.load(), (uint64_t)kPuts);
+    EXPECT_EQ(st.stagedOut.load(), staged ? (uint64_t)kPuts : 0u);
+    EXPECT_EQ(st.posted.load(), (uint64_t)kPuts);
+    EXPECT_EQ(st.sendDone.load(), (uint64_t)kPuts);
+    EXPECT_EQ(st.arrivals.load(), (uint64_t)kPuts);  // the peer's puts, here
+    EXPECT_EQ(st.stagedIn.load(), staged ? (uint64_t)kPuts : 0u);
+    EXPECT_GE(st.flagsRaised.load(), (uint64_t)(kFlags - 1));
+    EXPECT_LE(st.flagsRaised.load(), (uint64_t)kPuts);
+    const std::string d = ranks[r]->proxy->describe();
+    EXPECT_NE(d.find(std::to_string(kPuts) + " commands consumed"), std::string::npos) << d;
   }
 }
 

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <algorithm>
@@ -91,6 +93,9 @@ void Hub::run() {
     if (pfds[2].revents) {
       int fd;
       while ((fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+        // Replies are small header + payload writes: Nagle would hold each for ~40 ms.
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         conns_.emplace_back(new Conn());
         conns_.back()->fd = fd;
       }

@@ -1,5 +1,6 @@
-// What the host planner (src/runtime/coll_plan.cc) hands the collective kernel (coll_kernel.cuh).
-// Shared by host and device code. The protocol is described in coll_kernel.cuh.
+// What the host planner (src/runtime/coll_plan.cc) hands the collective kernels. Shared by host and
+// device code. Two protocols: "simple" (coll_kernel.cuh: chunked rings with flags and credits, for
+// bandwidth) and "LL" (coll_ll.cuh: 8 data bytes and their flag in one store, for latency).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,11 @@
 
 namespace mkccl {
 namespace coll {
+
+enum Proto : int {
+  kProtoSimple = 0,
+  kProtoLL = 1,
+};
 
 enum Kind : int {
   kAllGather = 0,
@@ -29,11 +35,19 @@ enum Role : int {
   kRoleGather = 4,  // AllReduce two-shot: copy reduced blocks out of ring set 1
 };
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 512;    // simple protocol: threads per CTA
+constexpr int kLLThreads = 512;  // LL protocol: threads per CTA
+constexpr int kLLUnroll = 2;     // LL: 8-byte units a thread handles per pass (loads in flight)
+constexpr int kLLMaxCtas = 64;   // LL: enough stores in flight to fill NVLink from one GPU
 
 struct Args {
   DevComm dev;
   int kind;
+  int proto;          // Proto
+  // LL (layout fixed per communicator, llLayout below): the call's flag and the area's place.
+  uint32_t llFlag;    // llFlagOf(seq)
+  size_t llBase;      // offset of the LL area in the workspace data region
+  size_t llLines;     // lines per (half, set, sender) region: streams of up to 8 * llLines bytes
   // Layout: identical on every rank (it depends only on the call's global arguments and the
   // workspace size), because senders write into the receivers' rings.
   int channels;       // C: chunk k of a stream belongs to channel (k + rot) % C
@@ -61,6 +75,43 @@ struct Args {
 };
 
 MKCCL_HD size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// ---- LL area --------------------------------------------------------------------------------
+// The last part of every rank's workspace data region (the rings of the simple protocol use the
+// rest, [0, base)). Receiver p's area holds, per half h (= call seq & 1), set (0: the streams;
+// 1: the reduced blocks of AllReduce two-shot) and sender q, a region of `lines` lines of 16 bytes;
+// line i carries bytes [8i, 8i + 8) of the stream. Its place depends only on the data region's
+// size and the rank count, so every call (of any kind) on a communicator agrees on it.
+constexpr size_t kLLLineBytes = 16;
+constexpr size_t kLLMaxStreamBytes = 512 << 10;  // per (sender, receiver) stream and call
+
+struct LLLayout {
+  size_t base = 0;   // start of the area in the data region (== dataBytes: no area)
+  size_t lines = 0;  // per region; 0: LL unavailable
+};
+
+// At most a quarter of the data region, at most kLLMaxStreamBytes per stream.
+MKCCL_HD LLLayout llLayout(size_t dataBytes, int nLocal) {
+  LLLayout l;
+  l.base = dataBytes;
+  if (nLocal < 2) return l;
+  const size_t regions = 4 * (size_t)(nLocal - 1);
+  size_t lines = dataBytes / 4 / (regions * kLLLineBytes);
+  if (lines > kLLMaxStreamBytes / 8) lines = kLLMaxStreamBytes / 8;
+  lines &= ~(size_t)15;
+  if (lines == 0) return l;
+  l.lines = lines;
+  l.base = (dataBytes - regions * lines * kLLLineBytes) & ~(size_t)255;
+  return l;
+}
+
+// The 32-bit flag of call seq's LL lines: never 0 (the value of memory no line was ever written
+// to), and distinct for calls less than 2^32 - 1 apart, so a line left from an earlier call of the
+// same half never passes for this call's.
+MKCCL_HD uint32_t llFlagOf(uint64_t seq) { return (uint32_t)(seq % 0xffffffffull) + 1u; }
+
+// 8-byte units of a stream of L bytes.
+MKCCL_HD size_t llUnits(size_t L) { return (L + 7) / 8; }
 
 // Chunks below this are not split further to pipeline a channel.
 constexpr size_t kPipeChunk = 32 << 10;

@@ -1,5 +1,7 @@
-// The NVLink collective kernel: AllGather, AllToAll(v), ReduceScatter and AllReduce (one-shot and
-// two-shot) as one persistent kernel whose CTAs push chunks into peers' symmetric workspaces.
+// The NVLink collective kernel of the "simple" protocol: AllGather, AllToAll(v), ReduceScatter and
+// AllReduce (one-shot and two-shot) as one persistent kernel whose CTAs push chunks into peers'
+// symmetric workspaces. It carries the large calls; small and medium ones take the LL protocol
+// (coll_ll.cuh), which shares the push structure and the streams (Args) but not the flags.
 //
 // ---- Why push ------------------------------------------------------------------------------
 // User buffers are not peer-mapped; only the symmetric workspace is. A sender reads its user
@@ -13,9 +15,10 @@
 // stream of L bytes is cut into chunks of E = chunkBytes(L, C, S, minChunk) (coll_args.h). Chunk k belongs to
 // channel c = (k + rot) % C and is carried by that channel's step t = (k + rot) / C (rot = 0 except
 // for AllToAll, where rot = (q + p) % C spreads small pairs over channels).
-// The receiver's workspace data region holds, per ring set (set 0: the main ring; set 1: the
-// reduced blocks of AllReduce two-shot), per channel c and per sender q, a ring of NB slots of S
-// bytes: step t of (q -> p, c) goes to slot t % NB of ring (set, c, q) in p's workspace.
+// The receiver's workspace data region holds (from its start; the LL area is at its end, see
+// llLayout), per ring set (set 0: the main ring; set 1: the reduced blocks of AllReduce two-shot),
+// per channel c and per sender q, a ring of NB slots of S bytes: step t of (q -> p, c) goes to
+// slot t % NB of ring (set, c, q) in p's workspace.
 //
 // ---- Flags (64-bit, in the flags region, never reset) --------------------------------------
 //   data   (set, c, q) in p's flags: the last step of (q -> p, c) whose data has landed in p

@@ -32,6 +32,10 @@ __device__ __forceinline__ uint64_t loadRelaxed(const uint64_t* p) {
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+// Raises *p to at least v (never lowers it): for flags whose writes may arrive late (devcomm.h).
+__device__ __forceinline__ void storeMaxRelease(uint64_t* p, uint64_t v) {
+  asm volatile("red.release.sys.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 // Adds v with release semantics (e.g. "one more chunk of mine has landed at your place").
 __device__ __forceinline__ void addRelease(uint64_t* p, uint64_t v) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");

@@ -103,5 +103,44 @@ __device__ __forceinline__ void blockCopyMulti16(char* const* dsts, int nd, cons
   }
 }
 
+// ---- one thread, up to 8 bytes (the LL protocol's unit) -------------------------------------
+
+// Widest width (8, 4, 2, 1) that divides both the address and the byte count.
+__device__ __forceinline__ int unitWidth(const void* p, size_t nb) {
+  const unsigned m = (unsigned)reinterpret_cast<uintptr_t>(p) | (unsigned)nb;
+  return (m & 7) == 0 ? 8 : (m & 3) == 0 ? 4 : (m & 1) == 0 ? 2 : 1;
+}
+
+// Bytes [0, nb) of p (nb in [1, 8]) as the low bytes of a little-endian word; the rest are 0.
+// Never reads past p + nb, whatever p's alignment.
+__device__ __forceinline__ uint64_t loadUnit(const char* p, size_t nb) {
+  const int w = unitWidth(p, nb);
+  if (w == 8) return *reinterpret_cast<const uint64_t*>(p);
+  uint64_t v = 0;
+  for (size_t b = 0; b < nb; b += w) {
+    uint64_t x;
+    if (w == 4) x = *reinterpret_cast<const uint32_t*>(p + b);
+    else if (w == 2) x = *reinterpret_cast<const uint16_t*>(p + b);
+    else x = *reinterpret_cast<const uint8_t*>(p + b);
+    v |= x << (8 * b);
+  }
+  return v;
+}
+
+// p[0, nb) = the low nb bytes of v.
+__device__ __forceinline__ void storeUnit(char* p, uint64_t v, size_t nb) {
+  const int w = unitWidth(p, nb);
+  if (w == 8) {
+    *reinterpret_cast<uint64_t*>(p) = v;
+    return;
+  }
+  for (size_t b = 0; b < nb; b += w) {
+    const uint64_t x = v >> (8 * b);
+    if (w == 4) *reinterpret_cast<uint32_t*>(p + b) = (uint32_t)x;
+    else if (w == 2) *reinterpret_cast<uint16_t*>(p + b) = (uint16_t)x;
+    else *reinterpret_cast<uint8_t*>(p + b) = (uint8_t)x;
+  }
+}
+
 }  // namespace dev
 }  // namespace mkccl

@@ -106,8 +106,10 @@ mkcclResult_t symWorkspaceCreate(mkcclComm* comm, size_t bytes, size_t flagsByte
   ARG_CHECK(flagsBytes < bytes, "workspace of %zu bytes cannot hold %zu bytes of flags", bytes, flagsBytes);
   MKCCL_CHECK(symRegionCreate(comm, bytes, &comm->ws));
   comm->ws.flagsBytes = flagsBytes;
-  // Flags start at 0 once; they are never reset afterwards (values grow with the call sequence).
-  CUDA_CHECK(cudaMemset(comm->ws.peer[comm->localRank], 0, flagsBytes));
+  // Zero once, all of it: flags are never reset afterwards (values grow with the call sequence),
+  // and data written with its flag inline (the collectives' LL lines) must not match a new
+  // communicator's sequence numbers from memory an earlier one used.
+  CUDA_CHECK(cudaMemset(comm->ws.peer[comm->localRank], 0, comm->ws.bytes));
   CUDA_CHECK(cudaDeviceSynchronize());
   return mkcclSuccess;
 }

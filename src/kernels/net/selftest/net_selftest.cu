@@ -54,7 +54,7 @@ __global__ void verifyKernel(DevComm c, int peer, uint64_t bytes, uint64_t dstBa
 }  // namespace
 
 mkcclResult_t harnessCreate(int rank, int nranks, uint64_t windowBytes, int flagsPerPeer, uint64_t fifoSlots,
-                            int timeoutMs, Harness* h) {
+                            int timeoutMs, Harness* h, bool hostWindow) {
   *h = Harness{};
   CUDA_CHECK(cudaHostAlloc((void**)&h->errHost, sizeof(DevError), cudaHostAllocMapped));
   memset(h->errHost, 0, sizeof(DevError));
@@ -66,13 +66,20 @@ mkcclResult_t harnessCreate(int rank, int nranks, uint64_t windowBytes, int flag
   memset(h->ctl, 0, sizeof(FifoCtl));
   CUDA_CHECK(cudaMalloc((void**)&h->counters, 2 * sizeof(uint64_t)));
   CUDA_CHECK(cudaMemset(h->counters, 0, 2 * sizeof(uint64_t)));
-  CUDA_CHECK(cudaMalloc((void**)&h->window, windowBytes));
-  CUDA_CHECK(cudaMemset(h->window, 0, windowBytes));
+  h->hostWindow = hostWindow;
+  if (hostWindow) {
+    CUDA_CHECK(cudaHostAlloc((void**)&h->window, windowBytes, cudaHostAllocMapped));
+    memset(h->window, 0, windowBytes);
+  } else {
+    CUDA_CHECK(cudaMalloc((void**)&h->window, windowBytes));
+    CUDA_CHECK(cudaMemset(h->window, 0, windowBytes));
+  }
   const size_t fb = (size_t)nranks * flagsPerPeer * sizeof(uint64_t);
   CUDA_CHECK(cudaHostAlloc((void**)&h->flags, fb, cudaHostAllocMapped));
   memset(h->flags, 0, fb);
   std::vector<int> nodes(nranks);
   for (int r = 0; r < nranks; ++r) nodes[r] = r;
+  // Every rank is its own node, so node m's counterpart is rank m: one array serves as both tables.
   CUDA_CHECK(cudaMalloc((void**)&h->rankNode, nranks * sizeof(int)));
   CUDA_CHECK(cudaMemcpy(h->rankNode, nodes.data(), nranks * sizeof(int), cudaMemcpyHostToDevice));
   NetDevComm n{};
@@ -81,12 +88,15 @@ mkcclResult_t harnessCreate(int rank, int nranks, uint64_t windowBytes, int flag
   n.fifo.head = h->counters;
   n.fifo.tailCache = h->counters + 1;
   n.fifo.size = fifoSlots;
-  n.window = h->window;
+  if (hostWindow) CUDA_CHECK(cudaHostGetDevicePointer((void**)&n.window, h->window, 0));
+  else n.window = h->window;
   n.windowBytes = windowBytes;
   CUDA_CHECK(cudaHostGetDevicePointer((void**)&n.flags, h->flags, 0));
   n.flagsPerPeer = flagsPerPeer;
   n.nranks = nranks;
   n.rankNode = h->rankNode;
+  n.nNodes = nranks;
+  n.nodePeer = h->rankNode;
   CUDA_CHECK(cudaMalloc((void**)&h->net, sizeof(NetDevComm)));
   CUDA_CHECK(cudaMemcpy(h->net, &n, sizeof(n), cudaMemcpyHostToDevice));
   h->windowBytes = windowBytes;
@@ -113,13 +123,24 @@ void harnessDestroy(Harness* h) {
   cudaFree(h->net);
   cudaFree(h->rankNode);
   cudaFreeHost(h->flags);
-  cudaFree(h->window);
+  if (h->hostWindow) cudaFreeHost(h->window);
+  else cudaFree(h->window);
   cudaFree(h->counters);
   cudaFreeHost(h->ctl);
   cudaFreeHost(h->slots);
   cudaFree(h->errWords);
   cudaFreeHost(h->errHost);
   *h = Harness{};
+}
+
+mkcclResult_t preloadKernels() {
+  const void* fns[] = {(const void*)fifoNopsKernel, (const void*)fillKernel, (const void*)exchangeKernel,
+                       (const void*)verifyKernel};
+  for (const void* f : fns) {
+    cudaFuncAttributes a;
+    CUDA_CHECK(cudaFuncGetAttributes(&a, f));
+  }
+  return mkcclSuccess;
 }
 
 mkcclResult_t launchFifoNops(const Harness& h, uint64_t seq, int ctas, int warps, int perPusher, cudaStream_t s) {

@@ -1,0 +1,73 @@
+// CPU tests of the collective layout arithmetic shared by host and device (coll_args.h): the LL
+// area fits the data region beside the rings, every rank computes the same layout, and LL flags
+// never match untouched memory or the flag of the previous call of the same half.
+#include <gtest/gtest.h>
+#include <random>
+#include "kernels/coll/coll_args.h"
+
+namespace mkccl {
+namespace coll {
+namespace {
+
+TEST(CollLayout, LLAreaFitsTheDataRegion) {
+  for (size_t data : {(size_t)0, (size_t)1000, (size_t)(3u << 20), (size_t)(255u << 20), (size_t)(4095ull << 20)})
+    for (int n = 1; n <= kMaxLocalRanks; ++n) {
+      const LLLayout l = llLayout(data, n);
+      SCOPED_TRACE("data " + std::to_string(data) + ", ranks " + std::to_string(n));
+      if (n == 1) {
+        EXPECT_EQ(0u, l.lines);
+        EXPECT_EQ(data, l.base);
+        continue;
+      }
+      const size_t area = 4 * (size_t)(n - 1) * l.lines * kLLLineBytes;
+      EXPECT_LE(l.base + area, data);
+      EXPECT_LE(area, data / 4);
+      EXPECT_EQ(0u, l.lines % 16);
+      EXPECT_LE(l.lines * 8, kLLMaxStreamBytes);
+      if (l.lines == 0) {
+        EXPECT_EQ(data, l.base);  // no area: the rings keep the whole region
+      } else {
+        EXPECT_EQ(0u, l.base % 256);
+      }
+    }
+  // The default workspace (256 MiB, 1 MiB of flags) on 4 and 8 ranks: the full LL stream size.
+  EXPECT_EQ(kLLMaxStreamBytes / 8, llLayout(255u << 20, 4).lines);
+  EXPECT_EQ(kLLMaxStreamBytes / 8, llLayout(255u << 20, 8).lines);
+}
+
+TEST(CollLayout, LLFlags) {
+  std::mt19937_64 rng(12345);
+  std::vector<uint64_t> seqs = {1, 2, 3, 0xfffffffeull, 0xffffffffull, 0x100000000ull, 0x1fffffffeull, 0x1ffffffffull};
+  for (int i = 0; i < 100000; ++i) seqs.push_back(rng() >> (rng() % 64));
+  for (uint64_t s : seqs) {
+    if (s < 2) continue;
+    EXPECT_NE(0u, llFlagOf(s)) << s;  // untouched memory reads 0
+    EXPECT_NE(llFlagOf(s), llFlagOf(s - 2)) << s;  // the last call of the same half
+    EXPECT_NE(llFlagOf(s), llFlagOf(s - 1)) << s;
+  }
+}
+
+TEST(CollLayout, ChunksAndSteps) {
+  for (size_t L : {(size_t)1, (size_t)15, (size_t)16, (size_t)1000, (size_t)(32u << 10) + 1, (size_t)(1u << 20),
+                   (size_t)(256u << 20) + 3})
+    for (size_t C : {(size_t)1, (size_t)3, (size_t)16, (size_t)64})
+      for (size_t S : {(size_t)1024, (size_t)(256u << 10)})
+        for (size_t minChunk : {(size_t)16, (size_t)4096}) {
+          const size_t E = chunkBytes(L, C, S, minChunk);
+          SCOPED_TRACE("L " + std::to_string(L) + " C " + std::to_string(C) + " S " + std::to_string(S));
+          EXPECT_LE(E, S);
+          EXPECT_GT(E, 0u);
+          EXPECT_EQ(0u, E % 16);
+          // Steps (t, c) cover the chunk numbers t*C + c - rot from -rot to chunks - 1, once each.
+          const size_t chunks = ceilDiv(L, E);
+          for (size_t rot : {(size_t)0, C - 1}) {
+            uint64_t total = 0;
+            for (size_t c = 0; c < C; ++c) total += channelSteps(chunks, (int)C, (int)c, (int)rot);
+            EXPECT_EQ(chunks + rot, total) << "rot " << rot;
+          }
+        }
+}
+
+}  // namespace
+}  // namespace coll
+}  // namespace mkccl
