@@ -4,7 +4,9 @@
 //   baseline    NCCL AllGather then cuBLAS ("nccl+cublas")
 //   extras      gemm_alone_us (cuBLAS on the gathered problem), comm_alone_us (NCCL AllGather),
 //               floor_us = the larger (what perfect overlap would give), floor_ratio = time / floor,
-//               fused_us / sequential_us (each plan forced, to tune the plan model), tflops, speedup
+//               fused_us / sequential_us (each plan forced, to tune the plan model), fused_side_us
+//               (the fused plan with the compute CTAs' idle warps pushing instead of comm CTAs:
+//               MKCCL_AG_GEMM_PLAN=fused:0), tflops, speedup
 // Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
 // Every number is the max over ranks of the ranks' medians (the row is then the same on all).
 #include <cublas_v2.h>
@@ -175,6 +177,7 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   // Ours: the library's plan, then each plan forced.
   const double oursUs = timeOurs(nullptr, ours, a, env, &failed);
   const double fusedUs = timeOurs("fused", ours, a, env, &failed);
+  const double sideUs = timeOurs("fused:0", ours, a, env, &failed);
   const double seqUs = timeOurs("sequential", ours, a, env, &failed);
   if (failed) {
     fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
@@ -202,11 +205,12 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     }
   }
 
-  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs};
+  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs};
   if (!maxOverRanks(&v)) return 1;
   r.timeUs = v[0];
   r.extra["fused_us"] = v[1];
   r.extra["sequential_us"] = v[2];
+  r.extra["fused_side_us"] = v[6];
   r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
   if (nccl) {
     r.baseline = "nccl+cublas";

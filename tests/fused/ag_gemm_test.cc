@@ -2,7 +2,8 @@
 // its seed (fillRandom is a function of seed and index) into one gathered A, then cuBLAS.
 //   - one process per GPU (mkccl-run -n 2 / 4; alone it is a world of 1): shapes with tails and
 //     small M, gathered A absent / separate / in place, both plans, 60 back-to-back calls with
-//     different inputs, argument errors;
+//     different inputs, a back-to-back sequence of changing shapes and plans (the issue-6
+//     failure), argument errors;
 //   - one process over 1, 2 and all GPUs (mkcclCommInitAll, a thread per rank: growing the
 //     symmetric region is a host collective), a rank that never joins (the wait times out, the
 //     kernel leaves), several nodes (refused).
@@ -163,7 +164,8 @@ const Shape kShapes[] = {
 
 // Every shape x gathered variant x plan on this rank's comm. Every rank of the comm runs it.
 void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
-  const char* plans[] = {"fused", "sequential", nullptr};
+  // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM.
+  const char* plans[] = {"fused", "fused:0", "fused:2", "sequential", nullptr};
   const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -224,6 +226,50 @@ void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const Plan
   expectNoAsyncError(comm);
   for (int i = 0; i < calls; ++i) {
     SCOPED_TRACE(testing::Message() << "call " << i << ", seed " << seed);
+    cs[i].check(rank, ws);
+    cs[i].release();
+  }
+  cudaStreamDestroy(stream);
+}
+
+// The sequence that failed in mkccl-perf ag_gemm (issue 6, 9.5M wrong elements): shapes changing on
+// one comm and plans alternating, everything queued back to back without a host sync. Every call
+// here moves the counters (they follow the gathered A, whose size shrinks with K) onto rows the
+// call before wrote, so until this rank's leader resets them they hold random data; there are
+// more tiles than SMs (no free comm CTA: with fused:0 the leader is a compute CTA's side team, as
+// in the failing run) and most of the first wave needs peers' rows, so producers wait at once.
+// Before the fix they could read a stale "complete" counter and load rows not yet pushed.
+void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const PlanSwitch& sw) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t m = 128;                                      // one M-block per rank
+  const size_t N = 256 * static_cast<size_t>((160 + ws - 1) / ws);  // >= 160 tiles of 128 x 256
+  const size_t Ks[] = {2560, 2048, 1536, 1024, 512};         // the first call is the largest: grows once
+  const char* plans[] = {"fused:0", "fused", "sequential", nullptr};
+  const int calls = 20;                                      // every (K, plan) pair once
+  std::vector<Call> cs(calls);
+  bool ok = true;  // no fatal assertion before the last plan switch: every rank must get there
+  for (int i = 0; i < calls; ++i) {
+    cs[i].alloc(rank, ws, Shape{m, N, Ks[i % 5]}, mkcclBfloat16, i % 7 == 3 ? Gathered::Separate : Gathered::None,
+                seed + 300 + i, stream);
+    ok = ok && cs[i].ok;
+  }
+  EXPECT_TRUE(ok) << "allocations";
+  ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
+  for (int i = 0; i < calls; ++i) {
+    sw(rank, plans[i % 4]);  // host-side only: the calls already queued keep running
+    if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
+      ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
+      ok = false;  // keep switching with the other ranks
+    }
+  }
+  sw(rank, nullptr);
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
+  expectNoAsyncError(comm);
+  for (int i = 0; i < calls; ++i) {
+    SCOPED_TRACE(testing::Message() << "call " << i << ": K=" << Ks[i % 5] << ", plan "
+                                    << (plans[i % 4] ? plans[i % 4] : "auto") << ", seed " << seed);
     cs[i].check(rank, ws);
     cs[i].release();
   }
@@ -320,6 +366,12 @@ TEST(AgGemmWorld, BackToBack) {
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
+TEST(AgGemmWorld, ShapeSequenceBackToBack) {
+  WORLD_COMM_OR_SKIP(comm);
+  runShapeSequence(comm, world().rank, world().nranks, worldSeed(), processPlanSwitch());
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
 TEST(AgGemmWorld, BadArguments) {
   WORLD_COMM_OR_SKIP(comm);
   runBadArguments(comm, world().rank, world().nranks);
@@ -329,10 +381,12 @@ TEST(AgGemmWorld, BadArguments) {
   ASSERT_EQ(cudaSuccess, cudaMalloc(&A, m * K * kEs));
   ASSERT_EQ(cudaSuccess, cudaMalloc(&W, N * K * kEs));
   ASSERT_EQ(cudaSuccess, cudaMalloc(&C, M * N * kEs));
-  setenv("MKCCL_AG_GEMM_PLAN", "fastest", 1);
-  EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0));
-  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_PLAN"))
-      << mkcclGetLastError(nullptr);
+  for (const char* bad : {"fastest", "fused:", "fused:x", "fused:-1", "fused:2000", "fused:4x"}) {
+    setenv("MKCCL_AG_GEMM_PLAN", bad, 1);
+    EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0)) << bad;
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_PLAN"))
+        << mkcclGetLastError(nullptr);
+  }
   unsetenv("MKCCL_AG_GEMM_PLAN");
   for (char* p : {A, W, C}) cudaFree(p);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
@@ -369,6 +423,7 @@ TEST(AgGemmInProcess, InitAllOneTwoAllGpus) {
     const PlanSwitch sw = threadsPlanSwitch(&barrier);
     onEveryRank(comms, [&](int r, mkcclComm_t c) { runShapes(c, r, ranks, seed, mkcclBfloat16, sw); });
     onEveryRank(comms, [&](int r, mkcclComm_t c) { runBackToBack(c, r, ranks, seed + 1, sw); });
+    onEveryRank(comms, [&](int r, mkcclComm_t c) { runShapeSequence(c, r, ranks, seed + 2, sw); });
     for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
   }
 }

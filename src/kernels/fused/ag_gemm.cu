@@ -1,15 +1,18 @@
 // mkccl::allGatherGemmOp (mkcclAllGatherGemm): C[M, N] = AllGather(A) . W^T in one node.
 // Arguments are checked by the API (api_fused.cc). Here: the plan (fused kernel, or our AllGather
-// then the GEMM engine), the symmetric region that holds the gathered A, and the launches.
+// then the GEMM engine; the model's guess checked by timing both on a shape's first calls), the
+// symmetric region that holds the gathered A, and the launches.
 // docs/AG_GEMM.md describes the design, the plans and their overrides.
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <mutex>
-#include <string>
+#include <vector>
 #include "kernels/device/wgmma.cuh"
 #include "kernels/fused/ag_gemm_host.cuh"
 #include "kernels/fused/ag_gemm_layout.cuh"
 #include "kernels/fused/ag_gemm_model.cuh"
+#include "kernels/fused/ag_gemm_tune.h"
 #include "runtime/check.h"
 #include "runtime/cudriver.h"
 #include "runtime/log.h"
@@ -25,54 +28,156 @@ enum class Plan { Auto, Fused, Sequential };
 
 const char* planName(Plan p) { return p == Plan::Fused ? "fused" : p == Plan::Sequential ? "sequential" : "auto"; }
 
-// MKCCL_AG_GEMM_PLAN=auto|fused|sequential (read on every call, like MKCCL_GEMM_VARIANT).
-mkcclResult_t planFromEnv(Plan* out) {
+// MKCCL_AG_GEMM_PLAN=auto|fused|fused:<n>|sequential (read on every call, like MKCCL_GEMM_VARIANT).
+// fused:<n> also sets the fused kernel's comm CTAs (0: the side teams), overriding MKCCL_COMM_CTAS.
+mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
   const char* s = getenv("MKCCL_AG_GEMM_PLAN");
   *out = Plan::Auto;
   if (s == nullptr || *s == '\0' || strcmp(s, "auto") == 0) return mkcclSuccess;
-  if (strcmp(s, "fused") == 0) *out = Plan::Fused;
-  else if (strcmp(s, "sequential") == 0) *out = Plan::Sequential;
-  else return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PLAN=%s: expected auto, fused or sequential", s);
+  if (strcmp(s, "fused") == 0) {
+    *out = Plan::Fused;
+  } else if (strcmp(s, "sequential") == 0) {
+    *out = Plan::Sequential;
+  } else if (strncmp(s, "fused:", 6) == 0) {
+    char* end = nullptr;
+    const long n = strtol(s + 6, &end, 10);
+    if (end == s + 6 || *end != '\0' || n < 0 || n > 1024)
+      return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PLAN=%s: expected fused:<comm CTAs 0..1024>", s);
+    *out = Plan::Fused;
+    *commCtas = static_cast<int>(n);
+  } else {
+    return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PLAN=%s: expected auto, fused, fused:<n> or sequential", s);
+  }
   return mkcclSuccess;
 }
 
-// Says which plan a shape got, once per change (INFO), not on every call of a training loop.
-void logChoice(int rank, size_t M, size_t N, size_t K, int ws, Plan plan, bool forced, const ag::Estimate& e,
-               const ag::FusedPlan& fp) {
-  if (logLevel() < LogLevel::Info) return;
-  static std::mutex mu;
-  static std::string last[kMaxLocalRanks];
-  char key[160];
-  snprintf(key, sizeof(key), "%zu %zu %zu %d %d %d", M, N, K, ws, static_cast<int>(plan), fp.commCtas);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    std::string& l = last[rank % kMaxLocalRanks];
-    if (l == key) return;
-    l = key;
+// What the op remembers per communicator and shape: the plans (planning walks the schedule, not
+// something to redo on every call) and the timing trial that picks between them.
+struct ShapeState {
+  const mkcclComm* comm = nullptr;
+  int dev = -1, ws = 0, me = 0, type = 0, commCtas = 0, variant = 0, smCount = 0;
+  int64_t M = 0, N = 0, K = 0;
+  bool gathered = false;
+  ag::FusedPlan fp;
+  double sequentialUs = 0;
+  ag::PlanTrial trial;
+  cudaEvent_t ev[2 * ag::PlanTrial::kCalls] = {};
+  bool pending[ag::PlanTrial::kCalls] = {};
+  uint64_t lastUse = 0;
+  int logged = 0;  // bits: the model's pick, the trial's decision, forced fused, forced sequential
+
+  void releaseEvents() {
+    for (cudaEvent_t& e : ev)
+      if (e != nullptr) {
+        cudaEventDestroy(e);
+        e = nullptr;
+      }
   }
+};
+
+std::mutex gShapesMu;
+std::vector<ShapeState>* gShapes = new std::vector<ShapeState>();  // never freed: used up to exit
+uint64_t gUse = 0;
+constexpr size_t kMaxShapes = 32;
+
+// The state of a call's shape (created and planned on first use), least recently used evicted.
+template <class In>
+mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, ShapeState** out) {
+  std::vector<ShapeState>& v = *gShapes;
+  const bool gathered = c.push.gathered != nullptr;
+  for (ShapeState& st : v)
+    if (st.comm == ctx.comm && st.dev == c.dev && st.ws == c.push.L.ws && st.me == c.push.L.me &&
+        st.type == static_cast<int>(c.type) && st.M == c.M &&
+        st.N == c.N && st.K == c.K && st.gathered == gathered && st.commCtas == c.commCtas &&
+        st.variant == static_cast<int>(c.variant) && st.smCount == c.smCount) {
+      st.lastUse = ++gUse;
+      *out = &st;
+      return mkcclSuccess;
+    }
+  ShapeState st;
+  st.comm = ctx.comm;
+  st.dev = c.dev;
+  st.ws = c.push.L.ws;
+  st.me = c.push.L.me;
+  st.type = static_cast<int>(c.type);
+  st.M = c.M;
+  st.N = c.N;
+  st.K = c.K;
+  st.gathered = gathered;
+  st.commCtas = c.commCtas;
+  st.variant = static_cast<int>(c.variant);
+  st.smCount = c.smCount;
+  MKCCL_CHECK(ag::fusedPlan<In>(c, &st.fp));
+  st.sequentialUs = ag::estimateSequential(c.push.L, st.fp.full, c.N, c.K, gathered);
+  st.trial = ag::PlanTrial(st.fp.est.fusedUs <= st.sequentialUs ? 0 : 1);
+  st.lastUse = ++gUse;
+  if (v.size() >= kMaxShapes) {
+    auto lru = std::min_element(v.begin(), v.end(),
+                                [](const ShapeState& a, const ShapeState& b) { return a.lastUse < b.lastUse; });
+    lru->releaseEvents();
+    *lru = st;
+    *out = &*lru;
+  } else {
+    v.push_back(st);
+    *out = &v.back();
+  }
+  return mkcclSuccess;
+}
+
+// Collects the times of finished trial calls (never waits). Returns whether `stream` is being
+// captured (a graph runs later: its timing would say nothing now).
+bool pollTrial(ShapeState& st, cudaStream_t stream) {
+  const cudaError_t before = cudaPeekAtLastError();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const bool capturing =
+      cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone;
+  for (int i = 0; i < ag::PlanTrial::kCalls && !capturing; ++i) {
+    if (!st.pending[i]) continue;
+    const cudaError_t q = cudaEventQuery(st.ev[2 * i + 1]);
+    if (q == cudaErrorNotReady) continue;
+    float ms = 0;
+    if (q == cudaSuccess && cudaEventElapsedTime(&ms, st.ev[2 * i], st.ev[2 * i + 1]) == cudaSuccess) {
+      st.trial.record(i, ms * 1000.0);
+    } else {
+      st.trial.giveUp();
+    }
+    st.pending[i] = false;
+  }
+  // A query that found work still running must not look like a launch error to opEnd.
+  if (before == cudaSuccess && cudaPeekAtLastError() != cudaSuccess) (void)cudaGetLastError();
+  if (st.trial.decided()) st.releaseEvents();
+  return capturing;
+}
+
+// Says which plan a shape got (INFO), once per shape and once more when the timing trial decided.
+void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan plan, bool forced) {
+  if (logLevel() < LogLevel::Info) return;
+  const bool decided = st.trial.decided();
+  const int bit = forced ? (plan == Plan::Fused ? 4 : 8) : (decided ? 2 : 1);
+  if (st.logged & bit) return;
+  st.logged |= bit;
+  const ag::FusedPlan& fp = st.fp;
   const GemmPlan& g = plan == Plan::Fused ? fp.gemm : fp.full;
-  char comm[96];
+  char comm[112];
   if (plan == Plan::Sequential)
     snprintf(comm, sizeof(comm), "AllGather first (%d CTAs)", ag::kGatherCtas);
   else
-    snprintf(comm, sizeof(comm), "%d comm CTAs%s%s", fp.commCtas, fp.commFromBudget ? " (MKCCL_COMM_CTAS)" : "",
+    snprintf(comm, sizeof(comm), "%d comm CTAs%s%s", fp.commCtas, fp.commFromBudget ? " (taken from the GEMM)" : "",
              fp.sideTeams ? " + the producer warpgroups' idle warps" : "");
-  MKCCL_INFO("%s %zux%zux%zu on %d ranks: %s plan%s (model: fused %.0f us = max(GEMM %.0f, push %.0f + a tile), "
+  char timed[160] = "";
+  if (!forced && decided && st.trial.best(0) < 1e30 && st.trial.best(1) < 1e30)
+    snprintf(timed, sizeof(timed), "; timed on its first calls: fused %.0f us, sequential %.0f us", st.trial.best(0),
+             st.trial.best(1));
+  MKCCL_INFO("%s %lldx%lldx%lld on %d ranks (rank %d): %s plan%s (model: fused %.0f us = GEMM %.0f us, push %.0f us; "
              "sequential %.0f us)%s; tile 128x%d, cluster %d, %d compute CTAs, %s",
-             kOp, M, N, K, ws, planName(plan), forced ? " (MKCCL_AG_GEMM_PLAN)" : "", e.fusedUs, e.gemmUs, e.commUs,
-             e.sequentialUs,
-             !forced && plan == Plan::Sequential ? ": fusion cannot pay at this shape, AllGather then GEMM is faster"
-                                                 : "",
-             g.bn, g.clusterSize, g.ctas, comm);
+             kOp, static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K),
+             ctx.comm->nranks, ctx.comm->rank, planName(plan), forced ? " (MKCCL_AG_GEMM_PLAN)" : "",
+             fp.est.fusedUs, fp.est.gemmUs, fp.est.commUs, st.sequentialUs, timed, g.bn, g.clusterSize, g.ctas, comm);
 }
 
 template <class In>
-mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced, const ag::Layout& L) {
-  ag::FusedPlan fp;
-  MKCCL_CHECK(ag::fusedPlan<In>(c, &fp));
-  const ag::Estimate e = ag::estimate(fp.gemm, fp.full, c.M, c.N, c.K, L.ws, fp.commCtas, fp.sideTeams != 0);
-  const Plan plan = forced != Plan::Auto ? forced : e.fusedUs <= e.sequentialUs ? Plan::Fused : Plan::Sequential;
-  logChoice(ctx.comm->rank, c.M, c.N, c.K, L.ws, plan, forced != Plan::Auto, e, fp);
+mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, Plan plan) {
+  const ag::Layout& L = c.push.L;
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
     MKCCL_CHECK(ag::gatherLaunch(c.push, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
@@ -82,6 +187,38 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced, const ag::La
   // boundary (m not a multiple of 128) reads the own rows from the region.
   c.push.ownToRegion = L.m % ag::kTileRows != 0;
   return ag::fusedLaunch<In>(c, fp, ctx.stream);
+}
+
+// The plan of this call (forced, decided, or a trial call, timed), then its launches. Under the
+// shapes' lock throughout: launches only enqueue, and no state outlives it.
+template <class In>
+mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
+  std::lock_guard<std::mutex> lock(gShapesMu);
+  ShapeState* st = nullptr;
+  MKCCL_CHECK(shapeState<In>(ctx, c, &st));
+  Plan plan = forced;
+  int trialIndex = -1;
+  if (forced == Plan::Auto) {
+    const bool capturing = pollTrial(*st, ctx.stream);
+    bool trial = false;
+    int p = st->trial.next(&trial, &trialIndex);
+    if (capturing) {
+      p = st->trial.choice();
+      trialIndex = -1;
+    }
+    plan = p == 0 ? Plan::Fused : Plan::Sequential;
+  }
+  logChoice(ctx, c, *st, plan, forced != Plan::Auto);
+  if (trialIndex < 0) return launchPlan<In>(ctx, c, st->fp, plan);
+  cudaEvent_t* ev = &st->ev[2 * trialIndex];
+  for (int k = 0; k < 2; ++k)
+    if (ev[k] == nullptr) CUDA_CHECK(cudaEventCreate(&ev[k]));
+  CUDA_CHECK(cudaEventRecord(ev[0], ctx.stream));
+  MKCCL_CHECK(launchPlan<In>(ctx, c, st->fp, plan));
+  CUDA_CHECK(cudaEventRecord(ev[1], ctx.stream));
+  st->trial.launched();
+  st->pending[trialIndex] = true;
+  return mkcclSuccess;
 }
 
 }  // namespace
@@ -97,7 +234,8 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   ARG_CHECK(t == mkcclBfloat16 || t == mkcclFloat16, "%s: datatype must be mkcclBfloat16 or mkcclFloat16", kOp);
   const size_t es = 2;
   Plan forced;
-  MKCCL_CHECK(planFromEnv(&forced));
+  int commCtas = comm->cfg.commCtas;
+  MKCCL_CHECK(planFromEnv(&forced, &commCtas));
   GemmVariant variant;
   MKCCL_CHECK(gemmVariantFromEnv(&variant));
   const int ws = comm->nranks, me = comm->rank;
@@ -149,11 +287,11 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   c.type = t;
   c.dev = comm->cudaDev;
   c.smCount = opMaxCtas(comm);
-  c.commCtas = comm->cfg.commCtas;
+  c.commCtas = commCtas;
   c.variant = variant;
   c.timeoutNs = ctx.dev.timeoutNs;
-  if (t == mkcclBfloat16) return planAndRun<dev::Bf16>(ctx, c, forced, L);
-  return planAndRun<dev::F16>(ctx, c, forced, L);
+  if (t == mkcclBfloat16) return planAndRun<dev::Bf16>(ctx, c, forced);
+  return planAndRun<dev::F16>(ctx, c, forced);
 }
 
 }  // namespace mkccl

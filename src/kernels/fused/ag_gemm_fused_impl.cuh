@@ -5,6 +5,7 @@
 #include <mutex>
 #include "kernels/fused/ag_gemm_host.cuh"
 #include "kernels/fused/ag_gemm_kernel.cuh"
+#include "kernels/fused/ag_gemm_model.cuh"
 #include "kernels/gemm/gemm_config.cuh"
 #include "runtime/check.h"
 
@@ -82,33 +83,29 @@ using Fused128 = FusedLauncher<GemmCfg<In, 128, EpilogueTmaStore>>;
 // a cluster is the closest.
 inline GemmVariant fusedVariant(GemmVariant v) { return v == GemmVariant::Simple ? GemmVariant::F128C1 : v; }
 
-// Comm CTAs: with MKCCL_COMM_CTAS = n > 0, n CTAs (even: whole clusters) taken from the GEMM do
-// all the communication; n = 0: only the side teams. The heuristic (-1): the side teams, plus up to
-// kMaxFreeCommCtas CTAs on the SMs (and cluster slots) that the GEMM's plan leaves idle.
+// Comm CTAs (blocks [0, n) of the launch, whole clusters): chooseFused (ag_gemm_model.cuh).
+// Clusters of 2 only when MKCCL_GEMM_VARIANT asks for them: the fused kernel's 2-CTA path has not
+// been timed on a GPU yet.
 template <class In>
 mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out) {
   int maxClusters2 = 0;
   MKCCL_CHECK(Fused256<In>::prepare(c.dev, c.smCount, 2, &maxClusters2));
   const GemmVariant v = fusedVariant(c.variant);
   out->full = gemmPlanFor(c.M, c.N, c.K, v, c.smCount, maxClusters2);
-  if (c.commCtas > 0) {
-    const int n = std::min((c.commCtas + 1) / 2 * 2, c.smCount / 2 / 2 * 2);
-    out->gemm = gemmPlanFor(c.M, c.N, c.K, v, c.smCount - n, maxClusters2 - n / 2);
-    out->commCtas = n;
-    out->sideTeams = 0;
-    out->commFromBudget = true;
-    return mkcclSuccess;
-  }
-  out->gemm = out->full;
-  out->sideTeams = 1;
-  out->commFromBudget = false;
-  out->commCtas = 0;
-  if (c.commCtas < 0) {
-    const GemmPlan& g = out->gemm;
-    int freeCtas = c.smCount - g.ctas;
-    if (g.clusterSize == 2) freeCtas = std::min(freeCtas, 2 * (maxClusters2 - g.ctas / 2));
-    out->commCtas = std::max(0, std::min(kMaxFreeCommCtas, freeCtas) / 2 * 2);
-  }
+  const bool clusters = v == GemmVariant::F256C2 || v == GemmVariant::F128C2;
+  const int clusters2 = clusters ? maxClusters2 : 0;
+  auto planFor = [&](int taken, GemmPlan* g) {
+    *g = gemmPlanFor(c.M, c.N, c.K, v, c.smCount - taken, std::max(0, clusters2 - taken / 2));
+    int idle = c.smCount - taken - g->ctas;
+    if (g->clusterSize == 2) idle = std::min(idle, 2 * (clusters2 - taken / 2 - g->ctas / 2));
+    return std::max(0, std::min(kMaxFreeCommCtas, idle) / 2 * 2);
+  };
+  const FusedChoice f = chooseFused(c.push.L, c.N, c.K, c.smCount, c.commCtas, c.push.gathered != nullptr, planFor);
+  out->gemm = f.gemm;
+  out->commCtas = f.commCtas;
+  out->sideTeams = f.side ? 1 : 0;
+  out->commFromBudget = f.fromBudget;
+  out->est = f.est;
   return mkcclSuccess;
 }
 

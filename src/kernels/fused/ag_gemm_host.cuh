@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include "kernels/fused/ag_gemm_model.cuh"
 #include "kernels/fused/ag_gemm_push.cuh"
 #include "kernels/gemm/gemm_plan.h"
 #include "mkccl.h"
@@ -18,7 +19,7 @@ struct FusedCall {
   int64_t M, N, K;
   mkcclDataType_t type;
   PushArgs push;        // layout, buffers, flags (ownToRegion / gatheredOwn set)
-  int commCtas;         // the config's comm CTAs (MKCCL_COMM_CTAS), -1: heuristic
+  int commCtas;         // comm CTAs asked for (MKCCL_COMM_CTAS, config, MKCCL_AG_GEMM_PLAN=fused:n), -1: the model
   GemmVariant variant;  // MKCCL_GEMM_VARIANT
   int dev, smCount;
   uint64_t timeoutNs;   // the communicator's bound on device waits
@@ -28,8 +29,9 @@ struct FusedPlan {
   GemmPlan gemm;        // tile, cluster and compute CTAs of the fused kernel
   GemmPlan full;        // the same GEMM on every SM (what the sequential plan's GEMM gets)
   int commCtas = 0;     // dedicated comm CTAs in the launch (whole clusters)
-  int sideTeams = 1;    // the compute CTAs' idle producer warps communicate too
+  int sideTeams = 0;    // the compute CTAs' idle producer warps communicate too
   bool commFromBudget = false;  // the comm CTAs took SMs from the GEMM (else they use spare SMs)
+  Estimate est;         // the model's fused time (fusedUs, gemmUs, commUs)
 };
 
 // Comm CTAs the heuristic adds on SMs the GEMM leaves idle (small problems have fewer tiles than

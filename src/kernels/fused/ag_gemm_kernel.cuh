@@ -48,14 +48,35 @@ constexpr uint32_t kTeamBarrier = 3;  // named barriers 1 and 2 are the epilogue
 constexpr uint32_t kProducerRegs = 72, kConsumerRegs = 216;
 
 // Thread 0 of a compute CTA: waits until every chunk that tile row block mb needs has landed.
-__device__ __forceinline__ bool waitTileRows(const PushArgs& p, int mb) {
+// Its first wait in a call is for this rank's own entry (entered: done): until the leader has
+// reset the counters they hold whatever the region held before, e.g. rows of another shape's
+// gathered A after the layout moved (a shape change) or the region was re-created (growth), and
+// such a stale word usually looks "complete". Peers add only after that entry too.
+// One waitGeq call site in the whole producer (ptxas hazard: see enterCall in ag_gemm_push.cuh).
+__device__ __forceinline__ bool waitTileRows(const PushArgs& p, int mb, bool* entered) {
   const Layout& L = p.L;
   if (static_cast<int64_t>(mb) * kTileRows >= L.M) return true;  // a cluster's padding block: zero-filled
   const int r0 = mb * kTileRows;
   const int r1 = static_cast<int>(minI64(static_cast<int64_t>(r0) + kTileRows, L.M));
-  for (int q = r0 / L.m; q <= (r1 - 1) / L.m; ++q) {
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t* mine = p.counters[L.me];
+  int q = r0 / L.m;
+  const int qLast = (r1 - 1) / L.m;
+  int c = L.chunkOfRow(r0 - q * L.m);
+  while (q <= qLast) {
+    const bool entry = !*entered;
+    const uint64_t* flag = entry ? p.flags[L.me] + kBarrierSlot + L.me : mine + L.chunkSlot(q, c);
+    const uint64_t want = entry ? F : F + static_cast<uint64_t>(L.slicesOfChunk(c));
+    if (!dev::waitGeq(p.dev, flag, want, entry ? L.me : q, entry ? kSiteBarrier : kSiteGemmChunk)) return false;
+    if (entry) {
+      *entered = true;
+      continue;
+    }
     const int base = q * L.m;
-    if (!waitRows(p, q, maxI(r0, base) - base, minI(r1 - base, L.m))) return false;
+    if (++c > L.chunkOfRow(minI(r1 - base, L.m) - 1)) {
+      ++q;  // the next shard's rows start at its row 0
+      c = 0;
+    }
   }
   dev::fenceProxyAsync();  // the counters (generic loads) before the TMA reads of the rows
   return true;
@@ -73,7 +94,7 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const FusedParams& p
   const int bRows = Cfg::BN / cs;
   const uint32_t bOffset = ctaRank * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
   const uint16_t mask = static_cast<uint16_t>((1u << cs) - 1u);
-  bool drain = false;
+  bool drain = false, entered = false;
   dev::TileCoord t;
   while (sched.next(t)) {
     const bool own = L.ownBlock(t.m);
@@ -82,11 +103,12 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const FusedParams& p
     const int32_t rowB = t.n * Cfg::BN + static_cast<int32_t>(ctaRank) * bRows;
     for (int kb = 0; kb < g.kBlocks; ++kb) {
       const uint32_t s = pipe.stage;
-      if (!dev::mbarWait<true>(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, flags)) {
+      // CTA-scope wait, as the engine's producer: only TMA follows it (mbarrier.cuh).
+      if (!dev::mbarWait(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, flags)) {
         gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultProducer);
         return false;
       }
-      if (kb == 0 && !own && !drain && !waitTileRows(p.push, t.m)) {
+      if (kb == 0 && !own && !drain && !waitTileRows(p.push, t.m, &entered)) {
         drain = true;  // the error is recorded; run the schedule out on whatever memory holds
         flags[1] = 1;
       }

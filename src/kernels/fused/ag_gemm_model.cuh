@@ -1,39 +1,41 @@
-// AllGather+GEMM: the cost model that picks the plan (fused or sequential). A few constants from
-// REFERENCE.md's measurements on H200, and guesses marked as such; docs/AG_GEMM.md says how to
-// recalibrate them from mkccl-perf ag_gemm (its fused_us / sequential_us extras). Host code (also
-// used by the CPU tests).
+// AllGather+GEMM: the cost model that picks the plan (fused or sequential) and the fused kernel's
+// comm CTAs. Host code (also used by the CPU tests). docs/AG_GEMM.md says how the constants were
+// fitted and how to refit them from mkccl-perf ag_gemm (fused_us, fused_side_us, sequential_us).
+// The op does not trust it blindly: on the first calls of a shape it times both plans and keeps
+// the faster (ag_gemm_tune.h); the model gives the first guess and the comm CTA count.
 #pragma once
 #include <stdint.h>
 #include <algorithm>
+#include "kernels/fused/ag_gemm_layout.cuh"
+#include "kernels/fused/ag_gemm_sched.cuh"
 #include "kernels/gemm/gemm_plan.h"
 
 namespace mkccl {
 namespace ag {
 
-constexpr double kSmTflops = 6.0;      // one SM's bf16 rate in the engine's best tile (256x1: 798 TFLOP/s / 132, H100)
-constexpr double kNvlinkGBps = 360;    // NVLink per GPU and direction (measured 354-376)
-// Shard bytes read per second by one team (each read is stored to every peer). Measured: 46 GB/s
-// per CTA of 512 threads x 8 loads in flight; ours keep 384 x 4 (a CTA) or 96 x 4 (a side team)
-// loads in flight: scaled by that (guesses until measured).
-constexpr double kCtaReadGBps = 17;
-constexpr double kSideReadGBps = 4.5;
-constexpr double kSideCost = 0.02;     // side teams' share of the compute CTAs' issue slots (a guess)
-constexpr double kLaunchUs = 4;        // one more kernel on the stream
-constexpr double kGatherStartUs = 10;  // the standalone AllGather's start and drain
-constexpr int kGatherCtas = 24;        // CTAs of the sequential plan's AllGather (512 threads each)
-constexpr double kGatherCtaReadGBps = 30;
+// Fitted on 4xH200 (mkccl-perf, 2026-11-22, commit 1e8d444) unless marked as a guess.
+constexpr double kSmTflops = 6.1;       // the engine's 128x256 tile: 807 TFLOP/s at 8192^3 over 132 SMs (88 us per tile at K = 8192)
+constexpr double kGatherGBps = 330;     // our AllGather, bytes each rank sends: sequential_us minus its GEMM (4096..8192 rows)
+constexpr double kGatherStartUs = 15;
+constexpr double kNvlinkGBps = 330;     // the most one rank's pushes reach
+constexpr double kCtaPushGBps = 30;     // stored to peers per second by one comm CTA of 384 threads (guess: REFERENCE.md's 46 GB/s per 512-thread CTA, derated for fewer threads and a fence per claim)
+constexpr double kSidePushGBps = 4;     // by one side team (guess)
+constexpr double kSideSlowdown = 1.4;   // the GEMM while side teams push: fused_us over the GEMM's time was 1.37 at 8192^3, 1.46 at 16384x8192x8192
+constexpr double kLocalCopyGBps = 1500; // the gather-out copy (region -> the user's gathered A): bytes per second, local HBM
+constexpr double kCtaCopyGBps = 80;     // ... by one comm CTA (guess)
+constexpr double kSideCopyGBps = 10;    // ... by one side team (guess)
+constexpr double kLaunchUs = 4;         // one more kernel on the stream
+constexpr double kEntryUs = 5;          // the call's entry handshake before the first push
+constexpr int kGatherCtas = 24;         // CTAs of the sequential plan's AllGather (512 threads each)
 
 struct Estimate {
   double fusedUs = 0, sequentialUs = 0;
-  double gemmUs = 0, commUs = 0;  // the fused kernel's GEMM on its CTAs; its push
+  double gemmUs = 0, commUs = 0;  // the fused kernel's GEMM alone on its CTAs; its push
 };
 
-// Relative efficiency of the engine's tile configurations (the numbers gemm_plan.cu plans with,
-// measured on H100: 256x1 798 TFLOP/s, 128x1 574, 256x2 446, 128x2 262).
-inline double tileEfficiency(const GemmPlan& p) {
-  if (p.bn == 256) return p.clusterSize == 2 ? 0.56 : 1.0;
-  return p.clusterSize == 2 ? 0.33 : 0.72;
-}
+// Relative rate of the engine's tile configurations (as gemm_plan_model.h, cluster variants
+// assumed as fast as without: the fused kernel only takes them when forced).
+inline double tileEfficiency(const GemmPlan& p) { return p.bn == 256 ? 1.0 : (p.clusterSize == 2 ? 0.9 : 0.72); }
 
 // One output tile on one SM.
 inline double tileUs(const GemmPlan& p, int64_t K) {
@@ -47,25 +49,139 @@ inline double gemmUs(const GemmPlan& p, int64_t M, int64_t N, int64_t K) {
   return static_cast<double>((units + parallel - 1) / parallel) * tileUs(p, K);
 }
 
-// A shard pushed to ws - 1 peers by teams that read readGBps in all: NVLink or the teams bound it.
-inline double pushUs(double shardBytes, int ws, double readGBps) {
-  const double out = shardBytes * (ws - 1);
-  return std::max(out / (kNvlinkGBps * 1e3), shardBytes / (std::max(readGBps, 1e-3) * 1e3));
+// From the kernel's start until every peer's shard has landed, pushed at storeGBps in all (bytes
+// stored to peers per second).
+inline double pushUs(const Layout& L, double storeGBps) {
+  const double out = static_cast<double>(L.shardBytes()) * (L.ws - 1);
+  return kEntryUs + out / (std::min(kNvlinkGBps, std::max(storeGBps, 1e-3)) * 1e3);
 }
 
-// fused: the GEMM on its CTAs, or the push plus the last chunk's tiles, whichever is later.
-// sequential: the AllGather, then the GEMM on every SM.
-inline Estimate estimate(const GemmPlan& fused, const GemmPlan& full, int64_t M, int64_t N, int64_t K, int ws,
-                         int commCtas, bool sideTeams) {
+// When the rows of M-block mb are here, pushUs after the start: every sender pushes its shard
+// front to back to all receivers at once, so chunk c of every shard lands after (c+1)/nChunks of
+// the push.
+inline double blockReadyUs(const Layout& L, int mb, double push) {
+  const int64_t r0 = static_cast<int64_t>(mb) * kTileRows;
+  if (r0 >= L.M || L.ownBlock(mb)) return 0;
+  const int64_t r1 = minI64(r0 + kTileRows, L.M);
+  double t = 0;
+  for (int64_t q = r0 / L.m; q <= (r1 - 1) / L.m; ++q) {
+    const int64_t last = minI64(r1 - q * L.m, L.m) - 1;
+    t = std::max(t, push * (L.chunkOfRow(static_cast<int>(last)) + 1) / L.nChunks);
+  }
+  return t;
+}
+
+// The fused kernel's GEMM: walks the static schedule of the clusters, each tile starting when its
+// CTA is free and its rows have landed (push: 0, nothing is waited for).
+inline double simulateFusedGemmUs(const Layout& L, const GemmPlan& g, int64_t N, int64_t K, double push,
+                                  double tile) {
+  const int cs = g.clusterSize;
+  dev::TileSchedParams sp;
+  sp.mBlocks = static_cast<int>((L.M + kTileRows - 1) / kTileRows);
+  sp.nBlocks = static_cast<int>((N + g.bn - 1) / g.bn);
+  sp.clusterM = cs;
+  sp.group = std::max(1, g.groupM / cs);
+  sp.rowRotate = 0;
+  const TileOrder o = tileOrderFor(L, cs);
+  const int clusters = std::max(1, g.ctas / cs);
+  // Every cluster, or for huge problems every 7th (7: coprime to the periods the tile order has
+  // in practice, peers and chunk rows; a regular sample could miss the latest cluster).
+  const int64_t tiles = static_cast<int64_t>((sp.mBlocks + cs - 1) / cs) * sp.nBlocks;
+  const int step = tiles <= 65536 ? 1 : 7;
+  double end = 0;
+  for (int cl = 0; cl < clusters; cl += step) {
+    TileScheduler s(sp, o, cl, clusters, 0);
+    dev::TileCoord t;
+    double now = 0;
+    while (s.next(t)) {
+      double ready = 0;
+      for (int r = 0; r < cs; ++r) ready = std::max(ready, blockReadyUs(L, t.m + r, push));
+      now = std::max(now, ready) + tile;
+    }
+    end = std::max(end, now);
+  }
+  return end;
+}
+
+// The fused kernel with commCtas dedicated comm CTAs next to the plan's compute CTAs, and/or the
+// side teams (the compute CTAs' idle producer warps). gathered: the user wants the gathered A too
+// (the comm teams copy the peers' rows out of the region once their own push is done).
+inline Estimate estimateFused(const Layout& L, const GemmPlan& g, int64_t N, int64_t K, int commCtas, bool side,
+                              bool gathered) {
   Estimate e;
-  const double shard = static_cast<double>(M / ws) * static_cast<double>(K) * 2.0;
-  e.gemmUs = gemmUs(fused, M, N, K) * (sideTeams ? 1.0 + kSideCost : 1.0);
-  const double read = commCtas * kCtaReadGBps + (sideTeams ? fused.ctas * kSideReadGBps : 0.0);
-  e.commUs = pushUs(shard, ws, read);
-  e.fusedUs = std::max(e.gemmUs, e.commUs + tileUs(fused, K)) + kLaunchUs;
-  e.sequentialUs = pushUs(shard, ws, kGatherCtas * kGatherCtaReadGBps) + kGatherStartUs + gemmUs(full, M, N, K) +
-                   2 * kLaunchUs;
+  const double sideTeams = side ? g.ctas : 0.0;
+  const double tile = tileUs(g, K) * (side ? kSideSlowdown : 1.0);
+  const double push = pushUs(L, commCtas * kCtaPushGBps + sideTeams * kSidePushGBps);
+  e.commUs = push;
+  if (gathered)
+    e.commUs += static_cast<double>(L.shardBytes()) * (L.ws - 1) /
+                (std::max(1e-3, std::min(kLocalCopyGBps, commCtas * kCtaCopyGBps + sideTeams * kSideCopyGBps)) * 1e3);
+  e.gemmUs = simulateFusedGemmUs(L, g, N, K, 0, tile);
+  e.fusedUs = std::max(simulateFusedGemmUs(L, g, N, K, push, tile), e.commUs) + kLaunchUs;
   return e;
+}
+
+// The fused kernel's communication for a call. commCtas asked for (MKCCL_COMM_CTAS,
+// config.commCtas, MKCCL_AG_GEMM_PLAN=fused:n):
+//   n > 0  n CTAs taken from the GEMM do all the communication (the classic SM split);
+//   0      the side teams (the compute CTAs' idle producer warps) push, plus the CTAs the GEMM
+//          leaves idle;
+//   -1     the model picks how many CTAs to take (0 to 24): enough that tiles do not wait for
+//          rows, few enough that the GEMM keeps its waves; CTAs the GEMM leaves idle come free.
+//          Side teams off: with them pushing, the GEMM ran ~1.4x slower (4xH200, 2026-11-22).
+// planFor(taken, &plan) plans the GEMM on the SMs `taken` comm CTAs leave and returns how many
+// more comm CTAs fit on SMs (cluster slots) the GEMM leaves idle.
+struct FusedChoice {
+  GemmPlan gemm;
+  int commCtas = 0;         // comm CTAs in the launch
+  bool side = false;        // side teams push too
+  bool fromBudget = false;  // some comm CTAs were taken from the GEMM
+  Estimate est;
+};
+
+template <class PlanFor>
+FusedChoice chooseFused(const Layout& L, int64_t N, int64_t K, int smCount, int commCtas, bool gathered,
+                        PlanFor planFor) {
+  FusedChoice best;
+  if (commCtas > 0) {
+    const int n = std::max(2, std::min((commCtas + 1) / 2 * 2, smCount / 2 / 2 * 2));
+    planFor(n, &best.gemm);
+    best.commCtas = n;
+    best.fromBudget = true;
+    best.est = estimateFused(L, best.gemm, N, K, n, false, gathered);
+    return best;
+  }
+  if (commCtas < 0) {
+    static const int kTaken[] = {0, 2, 4, 6, 8, 10, 12, 16, 20, 24};
+    bool found = false;
+    for (int taken : kTaken) {
+      if (taken > smCount / 4) break;
+      GemmPlan g;
+      const int n = taken + planFor(taken, &g);
+      if (n == 0) continue;  // nobody would push
+      const Estimate e = estimateFused(L, g, N, K, n, false, gathered);
+      if (!found || e.fusedUs < best.est.fusedUs * 0.99) {  // near-ties: fewer CTAs taken
+        found = true;
+        best.gemm = g;
+        best.commCtas = n;
+        best.fromBudget = taken > 0;
+        best.est = e;
+      }
+    }
+    if (found) return best;
+  }
+  // Side teams (asked for, or a GPU too small to give communication an SM).
+  best.commCtas = planFor(0, &best.gemm);
+  best.side = true;
+  best.est = estimateFused(L, best.gemm, N, K, best.commCtas, true, gathered);
+  return best;
+}
+
+// Our AllGather, then the GEMM engine on every SM.
+inline double estimateSequential(const Layout& L, const GemmPlan& full, int64_t N, int64_t K, bool gathered) {
+  double ag = kGatherStartUs + static_cast<double>(L.shardBytes()) * (L.ws - 1) / (kGatherGBps * 1e3);
+  if (gathered) ag += static_cast<double>(L.shardBytes()) * (L.ws - 1) / (kLocalCopyGBps * 1e3);
+  return ag + gemmUs(full, L.M, N, K) + 2 * kLaunchUs;
 }
 
 }  // namespace ag

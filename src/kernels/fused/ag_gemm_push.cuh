@@ -9,7 +9,9 @@
 //           own included. Every team waits for the entries of the ranks it will write to, and for
 //           its own rank's: a sender writes into rank p's region only after p has started this
 //           call (so p's earlier kernels, which read its region, are done, and p's counters are
-//           at F before the first add), and nobody claims work before the queues are reset.
+//           at F before the first add), and nobody claims work before the queues are reset. The
+//           fused kernel's producers also wait for their own rank's entry before they first read
+//           a counter: until the reset a counter word holds whatever the region held.
 //   push    teams claim slices of the own shard from a work queue (in order: the shard goes out
 //           front to back), copy each slice to every receiver (peers' regions; also this rank's
 //           region and the user's gathered A when asked), fence at system scope, then add to each

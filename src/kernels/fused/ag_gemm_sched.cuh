@@ -6,7 +6,9 @@
 // Same contract as dev::GroupedTileScheduler (persistent, "cluster tiles" of clusterM M-blocks,
 // bands of `group` cluster rows walked down the band first for L2 reuse, cluster c of numClusters
 // takes linear tiles c, c + numClusters, ...; both CTAs of a cluster see the same N-blocks in the
-// same order), with the cluster rows permuted by rowAt().
+// same order), with the cluster rows permuted by rowAt(). The own rows form bands of their own:
+// a band that mixed them with peers' rows would make the very first wave wait for peers' data
+// (its tiles walk down every row of the band at once).
 //
 // The arrival order needs shards made of whole cluster rows (m a multiple of 128 * clusterM); for
 // other shapes the rows are simply rotated to start at this rank's first row (correct either way:
@@ -46,16 +48,25 @@ class TileScheduler {
       : p_(p), o_(o), next_(cluster), stride_(numClusters), ctaRank_(ctaRank) {
     rows_ = (p.mBlocks + p.clusterM - 1) / p.clusterM;
     total_ = static_cast<int64_t>(rows_) * p.nBlocks;
+    own_ = o.rowsPerRank < rows_ ? o.rowsPerRank : rows_;
   }
 
   MKCCL_AG_HD bool next(dev::TileCoord& t) {
     if (next_ >= total_) return false;
-    const int64_t linear = next_;
+    int64_t linear = next_;
     next_ += stride_;
+    // Positions [0, own_) (this rank's rows), then [own_, rows_), each cut into bands.
+    int first = 0, end = own_;
+    const int64_t ownTiles = static_cast<int64_t>(own_) * p_.nBlocks;
+    if (linear >= ownTiles) {
+      linear -= ownTiles;
+      first = own_;
+      end = rows_;
+    }
     const int64_t band = static_cast<int64_t>(p_.group) * p_.nBlocks;
-    const int firstPos = static_cast<int>(linear / band) * p_.group;
+    const int firstPos = first + static_cast<int>(linear / band) * p_.group;
     const int inBand = static_cast<int>(linear - (linear / band) * band);
-    const int bandRows = p_.group < rows_ - firstPos ? p_.group : rows_ - firstPos;
+    const int bandRows = p_.group < end - firstPos ? p_.group : end - firstPos;
     t.n = inBand / bandRows;
     t.m = rowAt(firstPos + inBand % bandRows) * p_.clusterM + ctaRank_;
     return true;
@@ -81,7 +92,7 @@ class TileScheduler {
   dev::TileSchedParams p_;
   TileOrder o_;
   int64_t next_, stride_, total_;
-  int rows_, ctaRank_;
+  int rows_, own_, ctaRank_;
 };
 
 }  // namespace ag
