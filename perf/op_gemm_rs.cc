@@ -5,7 +5,8 @@
 //   baseline         cuBLAS (bf16 out) then NCCL ReduceScatter / AllReduce
 //   gemm_alone_us    cuBLAS alone;  comm_alone_us: the NCCL collective alone (the same buffer)
 //   floor_us         the larger of the two; floor_ratio = ours / floor
-//   seq_us           our sequential plan (GEMM engine, then our collective), for the model
+//   seq_us           our sequential plan (GEMM engine, then our collective), forced
+//   fused_us         our fused plan, forced (the two show what the auto plan chose from)
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
 // AllReduce (NCCL's if loaded, else ours), tolerance 1e-2 of the largest magnitude.
@@ -189,23 +190,23 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       r.wrong = wrong;
     }
 
-    // Ours, as configured.
+    // Ours, as configured; then each plan forced (for the model, and to show what auto left out).
     mkcclResult_t firstErr = mkcclSuccess;
-    double v[5] = {-1, -1, -1, -1, -1};  // ours, baseline, gemm alone, comm alone, our sequential plan
-    v[0] = timeMedianUs(
-        [&](int i) {
-          const mkcclResult_t e = ours(i);
-          if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
-        },
-        a.warmup, a.iters, env.stream);
-    // Our sequential plan, for the model.
+    // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan
+    double v[6] = {-1, -1, -1, -1, -1, -1};
+    auto timeOurs = [&]() {
+      return timeMedianUs(
+          [&](int i) {
+            const mkcclResult_t e = ours(i);
+            if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
+          },
+          a.warmup, a.iters, env.stream);
+    };
+    v[0] = timeOurs();
     setenv(planVar, "sequential", 1);
-    v[4] = timeMedianUs(
-        [&](int i) {
-          const mkcclResult_t e = ours(i);
-          if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
-        },
-        a.warmup, a.iters, env.stream);
+    v[4] = timeOurs();
+    setenv(planVar, "fused", 1);
+    v[5] = timeOurs();
     if (planEnv) setenv(planVar, planEnv, 1);
     else unsetenv(planVar);
     mkcclResult_t async = mkcclSuccess;
@@ -249,11 +250,12 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       fprintf(stderr, "%s: rank %d: the baseline failed\n", name, env.rank);
       return 1;
     }
-    if (!maxOverRanks(v, 5)) return 1;
+    if (!maxOverRanks(v, 6)) return 1;
     r.timeUs = v[0];
     r.baselineTimeUs = v[1];
     r.extra["gemm_alone_us"] = v[2];
     r.extra["seq_us"] = v[4];
+    r.extra["fused_us"] = v[5];
     r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
     if (v[3] > 0) {
       const double floorUs = std::max(v[2], v[3]);

@@ -4,7 +4,8 @@
 #   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."]
 # Environment: MKCCL_TEST_TIMEOUT (s per test, default 600), MKCCL_TESTS_STAGE_TIMEOUT (s for all
 # tests, default 3600), MKCCL_BENCH_TIMEOUT (s per benchmark run, default 900), MKCCL_BENCH_WS (world sizes, default
-# "2 4 8" where they fit), MKCCL_BENCH_OPS (default: every op).
+# "2 4 8" where they fit), MKCCL_BENCH_OPS (default: every op), MKCCL_BENCH_EMULATED=0 to skip the
+# collectives on 2 emulated nodes (MKCCL_BENCH_EMULATED_OPS).
 # Logs and a tarball of the results also go to $OUT when it is set (the lent-GPU tool's folder).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,17 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
       tail -25 "$logs/bench-${op}-ws${g}.log"
       echo "== bench $op ws=$g: $(( $(date +%s) - t0 )) s"
     done
+  done
+fi
+# The inter-node path on emulated nodes (MKCCL_RANKS_PER_NODE splits this host; the wire is libfabric
+# tcp through the proxy): correctness and speed of the hierarchical collectives, not a NIC's.
+if [ $bench = 1 ] && [ "${MKCCL_BENCH_EMULATED:-1}" = 1 ] && [ "$ngpu" -ge 2 ] && [ -x "$build/perf/mkccl-perf" ]; then
+  for op in ${MKCCL_BENCH_EMULATED_OPS:-allreduce allgather reducescatter}; do
+    t0=$(date +%s)
+    MKCCL_RANKS_PER_NODE=$((ngpu / 2)) timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$build/perf/mkccl-perf" "$op" -g "$ngpu" \
+      -b 8 -e 64M -f 8 --json "$resdir/${op}-ws${ngpu}-2nodes-tcp.json" > "$logs/bench-${op}-2nodes.log" 2>&1 || status=1
+    tail -12 "$logs/bench-${op}-2nodes.log"
+    echo "== bench $op ws=$ngpu as 2 emulated nodes: $(( $(date +%s) - t0 )) s"
   done
 fi
 tar czf "$out/results.tgz" "$resdir" 2>/dev/null

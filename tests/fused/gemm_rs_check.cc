@@ -219,6 +219,37 @@ void worldBackToBack(bool allReduce) {
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
+// The auto plan times both plans on the first calls of a shape, then every rank keeps the same
+// one (decided from every rank's times): calls before, at and after the decision are all right,
+// and none fails or leaves an error (ranks that disagreed would time out).
+void worldAutoTrial(bool allReduce) {
+  MKCCL_REQUIRE_GPUS(1);
+  const auto& w = world();
+  if (gpuCount() < w.localRanks) GTEST_SKIP() << "fewer GPUs than processes on this host";
+  mkcclComm_t comm = worldComm();
+  ASSERT_NE(nullptr, comm);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Large enough for the model to estimate well over the trial's 30 us threshold.
+  const ReduceShape s{size_t(w.nranks) * 1024, 2048, 1024};
+  const mkcclDataType_t t = mkcclBfloat16;
+  const uint64_t seed = worldSeed();
+  ReduceBuffers b;
+  makeRankBuffers(&b, s, t, seed, w.rank, w.nranks, allReduce);
+  setPlan(allReduce, "auto");
+  constexpr int kCalls = 10;  // 6 trial calls, the deciding one, 3 more
+  for (int i = 0; i < kCalls; ++i) {
+    SCOPED_TRACE(testing::Message() << "auto call " << i);
+    poison(b.C, b.cRows * s.N * 2, stream);
+    ASSERT_EQ(mkcclSuccess, runReduceOp(allReduce, b, s, t, comm, stream)) << mkcclGetLastError(comm);
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
+    expectNoAsyncError(comm);
+    if (i == 0 || i == 1 || i == 6 || i == kCalls - 1) expectMatches(b, s, t, seed, w.rank, w.nranks, allReduce);
+  }
+  cudaStreamDestroy(stream);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
 void worldBadArguments(bool allReduce) {
   MKCCL_REQUIRE_GPUS(1);
   const auto& w = world();

@@ -1,5 +1,5 @@
-// mkccl::gemmAllReduceOp: the GEMM+ReduceScatter ring (gemm_rs_op.cu) followed, in the same
-// kernel, by the finished tiles travelling the ring once more; or the sequential plan (GEMM, then
+// mkccl::gemmAllReduceOp: the GEMM+ReduceScatter kernel (gemm_rs_op.cu) whose owners then push each
+// finished tile to every other rank, in the same kernel; or the sequential plan (GEMM, then
 // our AllReduce, which itself goes one-shot for small sizes).
 #include "kernels/fused/gemm_rs_host.cuh"
 #include "runtime/ops.h"

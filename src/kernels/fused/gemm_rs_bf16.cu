@@ -3,7 +3,7 @@
 
 namespace mkccl {
 namespace rs {
-template mkcclResult_t ringOccupancy<dev::Bf16>(int, int, Occupancy*);
-template mkcclResult_t ringLaunch<dev::Bf16>(const FusedLaunch&, cudaStream_t);
+template mkcclResult_t reduceOccupancy<dev::Bf16>(int, int, Occupancy*);
+template mkcclResult_t reduceLaunch<dev::Bf16>(const FusedLaunch&, cudaStream_t);
 }  // namespace rs
 }  // namespace mkccl

@@ -1,19 +1,21 @@
-// GEMM+RS/AR communication, run by the three idle warps of every compute CTA's producer warpgroup
-// (its thread 0 issues the TMA loads): the sends cost no SM, and a congested NVLink stalls only
-// these warps, never the tensor cores (the epilogues store locally and move on).
+// GEMM+RS/AR communication, run by the idle warps of every compute CTA (the producer warpgroup's
+// warps 1..3; for AR also the consumers once their last tile is done): the sends cost no SM, and a
+// congested NVLink stalls only these warps, never the tensor cores (the epilogues store locally
+// and move on).
 //
-// Teams (a warp or a few warps with a named barrier) walk the CTA's own schedule, the same tiles in
-// the same order as its consumers, and wait for the consumers' per-warpgroup counters
-// (shared memory: tiles whose output is in global memory) before touching a tile:
-//   pushTeam  for a tile of step j < ws-1: copy the staged sum to rank r-1's rx slot, fence,
-//             raise its flag there. Before that, for a tile that adds an incoming sum, wait for
-//             the sum's flag and prefetch it into L2, so the epilogue reads it from L2.
-//   agTeam    (AR) for a final tile: copy the finished tile from C to rank r-1's ag slot, then
-//             receive the ws-1 other chunks' tile u in ring order, copy each into C and forward it
-//             to rank r-1 (all but the last).
-// Before its first write into rank r-1's memory a team waits for r-1's entry into this call (r-1 is
-// then done with every earlier call's use of that memory). A failed wait (recorded by
-// dev::waitGeq) puts the CTA in drain mode: nothing more is sent, the GEMM runs out.
+//   pushTeam  walks the CTA's own schedule, the same tiles in the same order as its consumers.
+//             A tile of phase j < ws-1: once the consumers' counters say it is staged, copy it to
+//             its owner's rx slot (j, u), fence, raise the owner's flag. A tile of the final
+//             phase: once the consumers started it, wait for its ws-1 partials' flags and
+//             prefetch them into L2, then tell the consumers (their epilogue reads them).
+//   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
+//             (k, 0) copies our k-th finished tile from C to every other rank's ag slot and raises
+//             their flags; item (k, s) copies the tile of chunk (r + s) mod ws that its owner sent
+//             us from our ag slot into C.
+// Before its first write into rank q's memory a warp waits for q's entry into this call (q is then
+// done with every earlier call's use of that memory). A failed wait (recorded as dev::waitGeq does)
+// puts the CTA in drain mode: nothing more is sent, missing partials are skipped, the GEMM runs
+// out and the kernel ends; the host reports the error.
 #pragma once
 #include <stdint.h>
 #include "kernels/device/signal.cuh"
@@ -24,31 +26,38 @@
 namespace mkccl {
 namespace rs {
 
-// What the kernel's communication needs (by value in kernel parameters).
-struct RingParams {
+// What the kernel's communication needs (by value in kernel parameters). Indexed by rank: the
+// communicator is one node, so every rank is a local peer.
+struct ReduceParams {
   DevComm comm;
   Layout L;
-  int rank;              // this rank: its position in the ring
-  int srcLocal;          // local index of rank+1 (sends to us), for error reports
-  int dstLocal;          // local index of rank-1 (we send to it)
-  char* scratch;         // our share of the scratch region
-  char* scratchDst;      // rank-1's share, mapped here
-  uint64_t* flags;       // our flags, from kOpFlagSlot
-  uint64_t* flagsDst;    // rank-1's
-  uint64_t* entryPost;   // rank+1's barrier slot [us]: we have entered this call
-  uint64_t* entryWait;   // our barrier slot [rank-1]: it has entered this call
-  char* C;               // the user's output (AR: [M, N]; RS: [M/ws, N])
+  int rank;
+  int localOf[kMaxLocalRanks];      // rank -> local index (error reports, barrier slots)
+  char* scratchOf[kMaxLocalRanks];  // each rank's share of the scratch region, mapped here
+  uint64_t* wsOf[kMaxLocalRanks];   // each rank's workspace flags, mapped here
+  char* C;                          // the user's output (AR: [M, N]; RS: [M/ws, N])
+
+  __device__ __forceinline__ uint64_t* opFlags(int q) const { return wsOf[q] + kOpFlagSlot; }
+  // Our barrier slot that rank q posts its entry into, and q's slot we post ours into.
+  __device__ __forceinline__ const uint64_t* entryOf(int q) const { return wsOf[rank] + kBarrierSlot + localOf[q]; }
+  __device__ __forceinline__ uint64_t* entrySlotAt(int q) const { return wsOf[q] + kBarrierSlot + localOf[rank]; }
 };
 
 // Shared-memory words of a compute CTA (SmemLayout::flags(), after the engine's two).
 struct CtaWords {
   static constexpr uint32_t kAbort = 0, kDrain = 1;  // the engine's
   static constexpr uint32_t kDone0 = 2;              // + consumer: tiles of its sequence in global memory
-  static constexpr uint32_t kOk0 = 4;                // + consumer: its incoming sum arrived (this tile)
-  static constexpr uint32_t kPushOk = 6, kAgOk = 7;  // team verdicts (this tile)
-  static constexpr uint32_t kInReady = 8;            // the push team saw the incoming sum of tile #n
-  static constexpr uint32_t kCount = 9;
+  static constexpr uint32_t kOk0 = 4;                // + consumer: its partials arrived (this tile)
+  static constexpr uint32_t kPushOk = 6;             // push team verdict (this tile)
+  static constexpr uint32_t kInReady = 7;            // the push team saw the partials of tile #n arrive
+  static constexpr uint32_t kStarted = 8;            // the consumers started tile #n (pacing only)
+  static constexpr uint32_t kArNext = 9;             // AR: next item to claim
+  static constexpr uint32_t kCount = 10;
 };
+
+// How many of a final tile's partials the push team prefetches into L2 (ws - 1 of them arrive;
+// more than 3 x 64 KiB per SM would crowd the GEMM's operands out of L2).
+constexpr int kPrefetchInputs = 3;
 
 __device__ __forceinline__ void stReleaseCtaShared(uint32_t addr, uint32_t v) {
   asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
@@ -57,6 +66,9 @@ __device__ __forceinline__ uint32_t ldAcquireCtaShared(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
   return v;
+}
+__device__ __forceinline__ volatile uint32_t* wordPtr(uint32_t words, uint32_t slot) {
+  return reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(words)) + slot;
 }
 
 // Pulls `bytes` (a multiple of 16) at p into L2: a hint, the data is read later by ordinary loads.
@@ -68,8 +80,10 @@ __device__ __forceinline__ void prefetchL2(const char* p, uint32_t bytes) {
   }
 }
 
-// dev::waitGeq, inlined: for the consumer warpgroups, whose 128 live accumulator registers a call
-// would have to save around it.
+// dev::waitGeq, inlined. Nothing in this kernel calls out of line: a call from the consumers would
+// save their 128 live accumulators around it, and with calls from both register regions (the
+// producer warpgroup's 72 and the consumers' 216) ptxas fails to allocate the kernel at all
+// (C7600, nvcc 13.0).
 __device__ __forceinline__ bool waitGeqInline(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
                                               int site) {
   uint64_t v = dev::loadAcquire(flag);
@@ -101,21 +115,30 @@ struct Team {
   }
 };
 
-// Until both consumer warpgroups have published `tiles` tiles. Bounded (a consumer that gave up
-// sets the CTA's abort word); false on failure (recorded as an internal error: a bug).
-static __device__ __noinline__ bool waitConsumers(const RingParams& p, uint32_t words, uint32_t tiles, uint64_t timeoutNs) {
-  const volatile uint32_t* w = reinterpret_cast<const volatile uint32_t*>(__cvta_shared_to_generic(words));
+__device__ __forceinline__ bool draining(uint32_t words) { return *wordPtr(words, CtaWords::kDrain) != 0; }
+__device__ __forceinline__ void setDrain(uint32_t words) { *wordPtr(words, CtaWords::kDrain) = 1; }
+
+// Until both consumer warpgroups have published `tiles` tiles (kDone0/1), or, `started`, until
+// they started tile `tiles`. Bounded (a consumer that gave up sets the CTA's abort word); false
+// on failure (recorded as an internal error: a bug).
+__device__ __forceinline__ bool waitConsumers(const DevComm& comm, uint32_t words, uint32_t tiles, uint64_t timeoutNs,
+                                              bool started) {
   uint64_t start = 0;
   unsigned backoff = 32;
   while (true) {
-    const uint32_t a = ldAcquireCtaShared(words + 4 * CtaWords::kDone0);
-    const uint32_t b = ldAcquireCtaShared(words + 4 * (CtaWords::kDone0 + 1));
+    uint32_t a, b;
+    if (started) {
+      a = b = *wordPtr(words, CtaWords::kStarted);
+    } else {
+      a = ldAcquireCtaShared(words + 4 * CtaWords::kDone0);
+      b = ldAcquireCtaShared(words + 4 * (CtaWords::kDone0 + 1));
+    }
     if (a >= tiles && b >= tiles) return true;
-    if (w[CtaWords::kAbort] != 0) return false;
+    if (*wordPtr(words, CtaWords::kAbort) != 0) return false;
     const uint64_t now = dev::globalTimerNs();
     if (start == 0) start = now;
     if (now - start > timeoutNs) {
-      dev::recordError(p.comm, /*mkcclInternalError*/ 3, -1, kSiteFusedTile, a < b ? a : b, tiles);
+      dev::recordError(comm, /*mkcclInternalError*/ 3, -1, kSiteFusedTile, a < b ? a : b, tiles);
       return false;
     }
     __nanosleep(backoff);
@@ -124,163 +147,187 @@ static __device__ __noinline__ bool waitConsumers(const RingParams& p, uint32_t 
 }
 
 // dst[0, nvec) = src[0, nvec) (16-byte vectors), every thread of the team; kUnroll loads in flight
-// per thread (6: a one-warp team moves a 64 KiB tile in ~22 load latencies; 8 spills at the producer
-// warpgroup's 72 registers).
-template <int kUnroll = 6>
-__device__ __forceinline__ void teamCopy(const Team& t, uint4* dst, const uint4* src, int64_t nvec) {
-  int64_t i = t.tid;
-  for (; i + (kUnroll - 1) * int64_t(t.n) < nvec; i += kUnroll * int64_t(t.n)) {
+// per thread.
+template <int kUnroll>
+__device__ __forceinline__ void teamCopy(uint32_t tid, uint32_t n, uint4* dst, const uint4* src, int64_t nvec) {
+  int64_t i = tid;
+  for (; i + (kUnroll - 1) * int64_t(n) < nvec; i += kUnroll * int64_t(n)) {
     uint4 r[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) r[u] = __ldcg(src + i + u * t.n);
+    for (int u = 0; u < kUnroll; ++u) r[u] = __ldcg(src + i + u * n);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) dst[i + u * t.n] = r[u];
+    for (int u = 0; u < kUnroll; ++u) dst[i + u * n] = r[u];
   }
-  for (; i < nvec; i += t.n) dst[i] = __ldcg(src + i);
-}
-
-// A rows x (vpr vectors) block: src row pitch sp, destinations d0 (pitch p0) and, if not null,
-// d1 (pitch p1); pitches in 16-byte vectors. vpr <= kMaxVpr (a power of two).
-template <int kMaxVpr, int kUnroll = 4>
-__device__ __forceinline__ void teamCopy2d(const Team& t, uint4* d0, int64_t p0, uint4* d1, int64_t p1,
-                                           const uint4* src, int64_t sp, int rows, int vpr) {
-  static_assert((kMaxVpr & (kMaxVpr - 1)) == 0, "power of two");
-  const int64_t total = int64_t(rows) * kMaxVpr;
-  for (int64_t e0 = t.tid; e0 < total; e0 += kUnroll * int64_t(t.n)) {
-    uint4 r[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e = e0 + int64_t(u) * t.n;
-      const int64_t row = e / kMaxVpr;
-      const int col = int(e % kMaxVpr);
-      if (e < total && col < vpr) r[u] = __ldcg(src + row * sp + col);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e = e0 + int64_t(u) * t.n;
-      const int64_t row = e / kMaxVpr;
-      const int col = int(e % kMaxVpr);
-      if (e < total && col < vpr) {
-        d0[row * p0 + col] = r[u];
-        if (d1 != nullptr) d1[row * p1 + col] = r[u];
-      }
-    }
-  }
+  for (; i < nvec; i += n) dst[i] = __ldcg(src + i);
 }
 
 // Thread 0 decided; every thread of the team gets the verdict (the word is rewritten only after
 // the team's next sync, so reading it between the two syncs of an iteration is safe).
 __device__ __forceinline__ bool teamVerdict(const Team& t, uint32_t words, uint32_t slot, bool mine) {
-  volatile uint32_t* w = reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(words));
-  if (t.tid == 0) w[slot] = mine ? 1u : 0u;
+  if (t.tid == 0) *wordPtr(words, slot) = mine ? 1u : 0u;
   t.sync();
-  return w[slot] != 0;
-}
-
-__device__ __forceinline__ bool draining(uint32_t words) {
-  return reinterpret_cast<const volatile uint32_t*>(__cvta_shared_to_generic(words))[CtaWords::kDrain] != 0;
-}
-__device__ __forceinline__ void setDrain(uint32_t words) {
-  reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(words))[CtaWords::kDrain] = 1;
+  return *wordPtr(words, slot) != 0;
 }
 
 template <int kBN>
-__device__ void pushTeam(const RingParams& p, const Team& t, uint32_t words, int cluster, int numClusters,
-                         int ctaRank, uint64_t timeoutNs) {
+__device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, uint64_t timeoutNs) {
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
-  Schedule sched(L, p.rank, cluster, numClusters, ctaRank);
   Tile tile;
-  uint32_t index = 0;
-  bool ready = false;
+  uint32_t index = 0, entered = 0;  // entered: ranks whose entry thread 0 has seen
   while (sched.next(tile)) {
     ++index;
-    const bool send = tile.step < L.ws - 1, incoming = tile.step > 0;
+    if (tile.step == L.ws - 1) {
+      // Final phase (the rest of the sequence): thread 0 alone, no team syncs any more.
+      if (t.tid != 0) break;
+      if (draining(words)) continue;
+      bool ok = waitConsumers(p.comm, words, index, timeoutNs, /*started=*/true);
+      for (int j = 0; ok && j < L.ws - 1; ++j) {
+        const int q = L.senderOf(p.rank, j);
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxSlot(j, tile.u), want, p.localOf[q], kSiteFusedTile);
+      }
+      if (!ok) {
+        setDrain(words);
+        continue;
+      }
+      for (int j = 0; j < L.ws - 1 && j < kPrefetchInputs; ++j)
+        prefetchL2(p.scratchOf[p.rank] + L.rxOffset(j, tile.u), uint32_t(L.tileBytes()));
+      // The consumers then skip their own (system-scope) polls: these acquires, passed on at CTA scope.
+      stReleaseCtaShared(words + 4 * CtaWords::kInReady, index);
+      continue;
+    }
+    const int dst = tile.chunk;
     bool ok = false;
     if (t.tid == 0) {
-      ok = !draining(words);
-      if (ok && incoming) {
-        ok = dev::waitGeq(p.comm, p.flags + L.rxSlot(tile.step - 1, tile.u), want, p.srcLocal, kSiteFusedTile);
-        if (ok) {
-          prefetchL2(p.scratch + L.rxOffset(tile.step - 1, tile.u), uint32_t(L.tileBytes()));
-          // The consumers then skip their own (system-scope) poll: this acquire, passed on at CTA scope.
-          stReleaseCtaShared(words + 4 * CtaWords::kInReady, index);
-        }
+      ok = !draining(words) && waitConsumers(p.comm, words, index, timeoutNs, false);
+      if (ok && !((entered >> dst) & 1u)) {
+        ok = waitGeqInline(p.comm, p.entryOf(dst), want, p.localOf[dst], kSiteFusedTile);
+        if (ok) entered |= 1u << dst;
       }
-      if (ok && send) ok = waitConsumers(p, words, index, timeoutNs);
-      if (ok && send && !ready)
-        ok = ready = dev::waitGeq(p.comm, p.entryWait, want, p.dstLocal, kSiteFusedTile);
       if (!ok) setDrain(words);
     }
-    const bool go = teamVerdict(t, words, CtaWords::kPushOk, ok) && send;
+    const bool go = teamVerdict(t, words, CtaWords::kPushOk, ok);
     if (go) {
-      teamCopy(t, reinterpret_cast<uint4*>(p.scratchDst + L.rxOffset(tile.step, tile.u)),
-               reinterpret_cast<const uint4*>(p.scratch + L.stagingOffset(tile.step, tile.u)), L.tileBytes() / 16);
-      dev::fenceSys();  // our stores to rank r-1 before the flag (cumulative through the sync)
+      teamCopy<6>(t.tid, t.n, reinterpret_cast<uint4*>(p.scratchOf[dst] + L.rxOffset(tile.step, tile.u)),
+                  reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.stagingOffset(tile.step, tile.u)),
+                  L.tileBytes() / 16);
+      dev::fenceSys();  // our stores to the owner before the flag (cumulative through the sync)
     }
     t.sync();
-    if (go && t.tid == 0) dev::storeRelease(p.flagsDst + L.rxSlot(tile.step, tile.u), want);
+    if (go && t.tid == 0) dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want);
   }
 }
 
-// AR: the finished tiles travel the ring (see the file comment).
-template <int kBN>
-__device__ void agTeam(const RingParams& p, const Team& t, uint32_t words, int cluster, int numClusters, int ctaRank,
-                       uint64_t timeoutNs) {
+// Rows of tile (mb, nb) of chunk c that lie in the output, and its first row (AR chunks are whole
+// tiles: only M clips).
+__device__ __forceinline__ int tileRows(const Layout& L, int c, int mb, int64_t* r0) {
+  *r0 = L.chunkBegin(c) + int64_t(mb) * kTileRows;
+  return int(max64(0, min64(kTileRows, L.chunkEnd(c) - *r0)));
+}
+
+// AR item (k, 0), one warp: our finished tile (rows x vpr vectors of C from `src`, row pitch ldc
+// vectors) to the ag slot (row-major, pitch kVpr) of every other rank, kUnroll loads in flight per
+// lane, each stored to every destination. 32-bit indices: a tile has at most 128 x 32 vectors.
+template <int kVpr, int kUnroll>
+__device__ __forceinline__ void sendFinished(const ReduceParams& p, uint32_t lane, const uint4* src, int64_t ldc,
+                                             int rows, int vpr, int64_t dstOffset) {
+  const int ws = p.L.ws;
+  const int total = rows * kVpr;
+  for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
+    uint4 r[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * 32;
+      if (e < total && e % kVpr < vpr) r[u] = __ldcg(src + (e / kVpr) * ldc + e % kVpr);
+    }
+    for (int d = 1; d < ws; ++d) {
+      uint4* dst = reinterpret_cast<uint4*>(p.scratchOf[(p.rank + d) % ws] + dstOffset) + e0;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int e = e0 + u * 32;
+        if (e < total && e % kVpr < vpr) dst[u * 32] = r[u];
+      }
+    }
+  }
+}
+
+// AR item (k, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr) into C.
+template <int kVpr, int kUnroll>
+__device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t ldc, const uint4* src, int rows,
+                                             int vpr) {
+  const int total = rows * kVpr;
+  for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
+    uint4 r[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * 32;
+      if (e < total && e % kVpr < vpr) r[u] = __ldcg(src + e);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * 32;
+      if (e < total && e % kVpr < vpr) dst[(e / kVpr) * ldc + e % kVpr] = r[u];
+    }
+  }
+}
+
+// One warp (see the file comment). Items are claimed in order, so an item (k, 0) is always taken
+// before any (k, s > 0): every rank's sends of tile k are under way before anyone waits for them.
+template <int kBN, int kUnroll>
+__device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, uint32_t words, const Schedule& sched,
+                                         uint64_t timeoutNs) {
   constexpr int kVpr = kBN / 8;  // 16-byte vectors per tile row
   const Layout& L = p.L;
+  const int ws = L.ws;
   const uint64_t want = dev::flagValue(p.comm.seq);
   const int64_t ldc = L.N / 8;  // C's row pitch in vectors (N is a multiple of 8)
-  Schedule sched(L, p.rank, cluster, numClusters, ctaRank);
-  Tile tile;
-  uint32_t index = 0;
-  bool ready = false;
-  while (sched.next(tile)) {
-    ++index;
-    if (tile.step != L.ws - 1) continue;
+  const int64_t first = sched.firstFinal();
+  const int64_t items = sched.finalCount() * ws;
+  unsigned* next = reinterpret_cast<unsigned*>(__cvta_shared_to_generic(words + 4 * CtaWords::kArNext));
+  while (true) {
+    unsigned item = 0;
+    if (lane == 0) item = atomicAdd(next, 1u);
+    item = __shfl_sync(0xffffffffu, item, 0);
+    if (int64_t(item) >= items) break;
+    const int64_t k = int64_t(item) / ws;
+    const int s = int(int64_t(item) - k * ws);
+    Tile tile;
+    sched.at(first + k, tile);
+    const uint32_t index = uint32_t(first + k + 1);
+    const int c = (p.rank + s) % ws;  // s == 0: our own chunk
     const int64_t col0 = int64_t(tile.nb) * kBN;
     const int vpr = int(min64(kBN, L.N - col0) / 8);
-    // Rows of tile u in chunk c that lie in C (AR chunks are whole tiles: only M clips).
-    auto rowsOf = [&](int c, int64_t* r0) {
-      *r0 = L.chunkBegin(c) + int64_t(tile.mb) * kTileRows;
-      return int(max64(0, min64(kTileRows, L.chunkEnd(c) - *r0)));
-    };
-    // Our own finished tile, from C to rank r-1.
+    int64_t r0 = 0;
+    const int rows = tileRows(L, c, tile.mb, &r0);
+    if (rows == 0) continue;  // a padding tile past M: neither side sends or waits
     bool ok = false;
-    if (t.tid == 0) {
-      ok = !draining(words) && waitConsumers(p, words, index, timeoutNs);
-      if (ok && !ready) ok = ready = dev::waitGeq(p.comm, p.entryWait, want, p.dstLocal, kSiteFusedTile);
+    if (lane == 0) {
+      ok = !draining(words);
+      if (s == 0) {
+        // Our tile is in C (its TMA stores completed), and every other rank has entered.
+        if (ok) ok = waitConsumers(p.comm, words, index, timeoutNs, false);
+        for (int d = 1; ok && d < ws; ++d) {
+          const int q = (p.rank + d) % ws;
+          ok = waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
+        }
+      } else if (ok) {
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.agSlot(c, tile.u), want, p.localOf[c], kSiteFusedTile);
+      }
       if (!ok) setDrain(words);
     }
-    bool go = teamVerdict(t, words, CtaWords::kAgOk, ok);
-    int64_t r0 = 0;
-    int rows = rowsOf(p.rank, &r0);
-    if (go) {
-      teamCopy2d<kVpr>(t, reinterpret_cast<uint4*>(p.scratchDst + L.agOffset(p.rank, tile.u)), kVpr, nullptr, 0,
-                       reinterpret_cast<const uint4*>(p.C + (r0 * L.N + col0) * 2), ldc, rows, vpr);
+    __syncwarp();  // lane 0's acquires before every lane's reads
+    if (__shfl_sync(0xffffffffu, ok ? 1 : 0, 0) == 0) continue;
+    if (s == 0) {
+      sendFinished<kVpr, kUnroll>(p, lane, reinterpret_cast<const uint4*>(p.C + (r0 * L.N + col0) * 2), ldc, rows,
+                                  vpr, L.agOffset(p.rank, tile.u));
       dev::fenceSys();
-    }
-    t.sync();
-    if (go && t.tid == 0) dev::storeRelease(p.flagsDst + L.agSlot(p.rank, tile.u), want);
-    // The other chunks' tile u: from rank r+1 (its own first, then what it forwards).
-    for (int k = 1; k < L.ws; ++k) {
-      const int c = (p.rank + k) % L.ws;
-      const bool forward = k < L.ws - 1;
-      if (t.tid == 0) {
-        ok = !draining(words) &&
-             dev::waitGeq(p.comm, p.flags + L.agSlot(c, tile.u), want, p.srcLocal, kSiteFusedTile);
-        if (!ok) setDrain(words);
-      }
-      go = teamVerdict(t, words, CtaWords::kAgOk, ok);
-      rows = rowsOf(c, &r0);
-      if (go) {
-        teamCopy2d<kVpr>(t, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
-                         forward ? reinterpret_cast<uint4*>(p.scratchDst + L.agOffset(c, tile.u)) : nullptr, kVpr,
-                         reinterpret_cast<const uint4*>(p.scratch + L.agOffset(c, tile.u)), kVpr, rows, vpr);
-        if (forward) dev::fenceSys();
-      }
-      t.sync();
-      if (go && forward && t.tid == 0) dev::storeRelease(p.flagsDst + L.agSlot(c, tile.u), want);
+      __syncwarp();
+      if (lane == 0)
+        for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want);
+    } else {
+      copyReceived<kVpr, kUnroll>(lane, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
+                                  reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u)), rows,
+                                  vpr);
     }
   }
 }

@@ -1,11 +1,12 @@
-// GEMM+RS/AR epilogues of one consumer warpgroup (64 x BN of a tile): add the running sum that
-// arrived from the previous rank (if any) to the fp32 accumulators, round once to the input type,
-// and either
-//   stageTile  store the sum in fragment order (gemm_rs_layout.cuh) into a local staging slot,
-//              for the copy warps to send on (16-byte coalesced stores, no shared memory), or
-//   storeFinal write it to C through swizzled shared memory and TMA stores (the final step).
+// GEMM+RS/AR epilogues of one consumer warpgroup (64 x BN of a tile):
+//   stageTile  a partial of another rank's chunk: round the fp32 accumulators once to the input
+//              type and store them in fragment order (gemm_rs_layout.cuh) into a local staging
+//              slot, for the copy warps to send on (16-byte coalesced stores, no shared memory);
+//   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment
+//              order, in our rx slots) to the accumulators, round once, write C through swizzled
+//              shared memory and TMA stores.
 // The accumulators are only read: an epilogue that wrote them would make ptxas serialise the
-// next tile's wgmma chain (C7515), so the incoming sum is added on the way out.
+// next tile's wgmma chain (C7515), so the partials are summed into a copy on the way out.
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -41,58 +42,20 @@ struct Pair<dev::F16> {
   }
 };
 
-// Accumulator pair q (0..3) of this thread's fragment vector i, plus word q of `in` when kIn.
-template <class In, bool kIn, int kAcc>
-__device__ __forceinline__ uint32_t sumPair(const float (&acc)[kAcc], int i, int q, const uint4& in) {
-  float lo = acc[8 * i + 2 * q], hi = acc[8 * i + 2 * q + 1];
-  if constexpr (kIn) {
-    const uint32_t w = q == 0 ? in.x : q == 1 ? in.y : q == 2 ? in.z : in.w;
-    const float2 f = Pair<In>::unpack(w);
-    lo += f.x;
-    hi += f.y;
-  }
-  return Pair<In>::pack(lo, hi);
-}
-
-// The incoming sum is read in groups of 4 vectors (one 64-column chunk), the next group's loads in
-// flight while the current one is used: 32 registers on top of the 128 accumulators.
-constexpr int kGroup = 4;
-
-// This thread's vectors [first, first + kGroup) of a fragment-order half-tile slot (L2 only: a
-// peer wrote them during the kernel).
-__device__ __forceinline__ void loadGroup(uint4 (&in)[kGroup], const char* half, uint32_t tid, int first) {
-  const uint4* p = reinterpret_cast<const uint4*>(half) + tid + first * kThreadsPerHalf;
-#pragma unroll
-  for (int i = 0; i < kGroup; ++i) in[i] = __ldcg(p + i * kThreadsPerHalf);
-}
-
-// acc (+ in) -> fragment-order slot `outHalf` (this warpgroup's 64 rows). Every thread stores;
-// the caller synchronises the warpgroup before publishing.
-template <class Cfg, bool kIn>
-__device__ __forceinline__ void stageTile(const float (&acc)[Cfg::kAcc], const char* inHalf, char* outHalf,
-                                          uint32_t tid) {
+// acc -> fragment-order slot `outHalf` (this warpgroup's 64 rows). Every thread stores; the
+// caller synchronises the warpgroup before publishing.
+template <class Cfg>
+__device__ __forceinline__ void stageTile(const float (&acc)[Cfg::kAcc], char* outHalf, uint32_t tid) {
   using In = typename Cfg::In;
-  constexpr int kGroups = Cfg::BN / 16 / kGroup;
-  uint4 cur[kGroup], nxt[kGroup];
-  if constexpr (kIn) loadGroup(nxt, inHalf, tid, 0);
   uint4* out = reinterpret_cast<uint4*>(outHalf) + tid;
 #pragma unroll
-  for (int gi = 0; gi < kGroups; ++gi) {
-    if constexpr (kIn) {
-#pragma unroll
-      for (int k = 0; k < kGroup; ++k) cur[k] = nxt[k];
-      if (gi + 1 < kGroups) loadGroup(nxt, inHalf, tid, (gi + 1) * kGroup);
-    }
-#pragma unroll
-    for (int k = 0; k < kGroup; ++k) {
-      const int i = gi * kGroup + k;
-      uint4 r;
-      r.x = sumPair<In, kIn>(acc, i, 0, cur[k]);
-      r.y = sumPair<In, kIn>(acc, i, 1, cur[k]);
-      r.z = sumPair<In, kIn>(acc, i, 2, cur[k]);
-      r.w = sumPair<In, kIn>(acc, i, 3, cur[k]);
-      out[i * kThreadsPerHalf] = r;
-    }
+  for (int i = 0; i < Cfg::BN / 16; ++i) {
+    uint4 r;
+    r.x = Pair<In>::pack(acc[8 * i + 0], acc[8 * i + 1]);
+    r.y = Pair<In>::pack(acc[8 * i + 2], acc[8 * i + 3]);
+    r.z = Pair<In>::pack(acc[8 * i + 4], acc[8 * i + 5]);
+    r.w = Pair<In>::pack(acc[8 * i + 6], acc[8 * i + 7]);
+    out[i * kThreadsPerHalf] = r;
   }
 }
 
@@ -105,24 +68,57 @@ struct FinalCtx {
   uint32_t chunks;     // chunks stored so far (picks the buffer)
 };
 
-// acc (+ in) -> C at (row0, col0) (64 rows x BN, clipped by the map), 64 columns per chunk:
-// stmatrix into a 128B-swizzled chunk, TMA store. Double-buffered like EpilogueTmaStore: a
-// buffer is rewritten once the store issued from it two chunks ago has read it.
-template <class Cfg, bool kIn>
-__device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const char* inHalf, FinalCtx& c,
-                                           int32_t row0, int32_t col0) {
+// One 64-column chunk = 4 fragment vectors per thread. Partials are read kBatch at a time (all
+// their vectors of the chunk in flight at once: one L2 latency per batch, not per partial):
+// 128 accumulators + 32 sums + 48 loaded words fit the consumers' 216 registers.
+constexpr int kVecsPerChunk = 4;
+constexpr int kBatch = 2;
+
+// f[8k + e] += partial vector k of the chunk (unpacked pairs).
+template <class In>
+__device__ __forceinline__ void addVec(float* f, const uint4& v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 x = Pair<In>::unpack(w[q]);
+    f[2 * q] += x.x;
+    f[2 * q + 1] += x.y;
+  }
+}
+
+// (acc + sum of nIn partials) -> C at (row0, col0) (64 rows x BN, clipped by the map), 64 columns
+// per chunk: stmatrix into a 128B-swizzled chunk, TMA store. Partial s of this half is at
+// in0 + s * stride (fragment order; L2 hits when the push team prefetched them). Double-buffered
+// like EpilogueTmaStore: a buffer is rewritten once the store issued from it two chunks ago has
+// read it.
+template <class Cfg>
+__device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const char* in0, int nIn, int64_t stride,
+                                           FinalCtx& c, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
   constexpr uint32_t kChunkBytes = 64 * 128;
-  static_assert(kGroup == 4, "one group of fragment vectors per 64-column chunk");
-  uint4 cur[kGroup], nxt[kGroup];
-  if constexpr (kIn) loadGroup(nxt, inHalf, c.tid, 0);
   const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
+  const uint4* base = reinterpret_cast<const uint4*>(in0) + c.tid;
 #pragma unroll
   for (int ch = 0; ch < Cfg::BN / 64; ++ch) {
-    if constexpr (kIn) {
+    float f[8 * kVecsPerChunk];
 #pragma unroll
-      for (int k = 0; k < kGroup; ++k) cur[k] = nxt[k];
-      if (ch + 1 < Cfg::BN / 64) loadGroup(nxt, inHalf, c.tid, (ch + 1) * kGroup);
+    for (int e = 0; e < 8 * kVecsPerChunk; ++e) f[e] = acc[8 * kVecsPerChunk * ch + e];
+    for (int s0 = 0; s0 < nIn; s0 += kBatch) {
+      uint4 v[kBatch][kVecsPerChunk];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (s0 + b < nIn) {
+          const uint4* src = base + (int64_t(s0 + b) * stride) / 16 + ch * kVecsPerChunk * kThreadsPerHalf;
+#pragma unroll
+          for (int k = 0; k < kVecsPerChunk; ++k) v[b][k] = __ldcg(src + k * kThreadsPerHalf);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (s0 + b < nIn) {
+#pragma unroll
+          for (int k = 0; k < kVecsPerChunk; ++k) addVec<In>(f + 8 * k, v[b][k]);
+        }
     }
     if (c.tid == 0) dev::bulkWaitRead<1>();
     dev::namedBarrierSync(c.barrierId, 128);
@@ -130,11 +126,10 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
 #pragma unroll
     for (int jj = 0; jj < 8; jj += 2) {
       // Column groups jj, jj+1 of the chunk: accumulator pairs 2j..2j+3 (j = 8ch + jj), i.e.
-      // fragment vector i = j / 2, in stmatrix's matrix order.
-      const int k = jj / 2, i = ch * kGroup + k;
-      dev::stmatrixX4(buf + stmatrixOffset(warp, lane, static_cast<uint32_t>(jj)), sumPair<In, kIn>(acc, i, 0, cur[k]),
-                      sumPair<In, kIn>(acc, i, 1, cur[k]), sumPair<In, kIn>(acc, i, 2, cur[k]),
-                      sumPair<In, kIn>(acc, i, 3, cur[k]));
+      // fragment vector k = jj / 2 of the chunk, in stmatrix's matrix order.
+      const float* g = f + 4 * jj;
+      dev::stmatrixX4(buf + stmatrixOffset(warp, lane, static_cast<uint32_t>(jj)), Pair<In>::pack(g[0], g[1]),
+                      Pair<In>::pack(g[2], g[3]), Pair<In>::pack(g[4], g[5]), Pair<In>::pack(g[6], g[7]));
     }
     dev::fenceProxyAsyncSmem();
     dev::namedBarrierSync(c.barrierId, 128);

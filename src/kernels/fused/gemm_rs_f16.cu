@@ -3,7 +3,7 @@
 
 namespace mkccl {
 namespace rs {
-template mkcclResult_t ringOccupancy<dev::F16>(int, int, Occupancy*);
-template mkcclResult_t ringLaunch<dev::F16>(const FusedLaunch&, cudaStream_t);
+template mkcclResult_t reduceOccupancy<dev::F16>(int, int, Occupancy*);
+template mkcclResult_t reduceLaunch<dev::F16>(const FusedLaunch&, cudaStream_t);
 }  // namespace rs
 }  // namespace mkccl

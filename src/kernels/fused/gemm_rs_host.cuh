@@ -26,14 +26,14 @@ struct FusedLaunch {
   mkcclDataType_t type;
   int ctas;              // compute CTAs, a multiple of the cluster size
   uint64_t waitTimeoutNs;
-  RingParams params;     // layout, buffers, flags (params.C is C)
+  ReduceParams params;   // layout, buffers, flags (params.C is C)
 };
 
 // Per input type (dev::Bf16 in gemm_rs_bf16.cu, dev::F16 in gemm_rs_f16.cu).
 template <class In>
-mkcclResult_t ringOccupancy(int dev, int smCount, Occupancy* out);
+mkcclResult_t reduceOccupancy(int dev, int smCount, Occupancy* out);
 template <class In>
-mkcclResult_t ringLaunch(const FusedLaunch& f, cudaStream_t stream);
+mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream);
 
 enum class PlanKind : int { Auto = 0, Fused = 1, Sequential = 2 };
 
@@ -60,6 +60,21 @@ struct PlanInputs {
 FusedPlan planFused(const PlanInputs& in);
 // The model's estimate of the sequential plan (GEMM on every SM, then the collective).
 double estimateSequentialUs(const PlanInputs& in);
+
+// The auto plan of one call (gemm_rs_auto.cu): the model's choice or, on the first calls of a shape,
+// a timed trial of both plans, then the faster one (decided alike on every rank).
+struct AutoCall {
+  bool fused = false;
+  void* trial = nullptr;  // set when this call is a timed trial call
+  int index = -1;
+};
+// Before the launch (records the trial call's start event; may wait for earlier trial calls and
+// exchange their times over the bootstrap). modelUs: the model's estimate of its choice.
+mkcclResult_t autoPlanBegin(mkcclComm* comm, cudaStream_t stream, const char* name, int mode, int64_t M, int64_t N,
+                            int64_t K, mkcclDataType_t t, bool modelFused, double modelUs, AutoCall* call);
+// After the launch, whatever its result (every rank must count the same calls).
+void autoPlanEnd(const AutoCall& call, cudaStream_t stream);
+
 // MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN: fused | sequential | auto (unset).
 mkcclResult_t planFromEnv(const char* var, PlanKind* out);
 

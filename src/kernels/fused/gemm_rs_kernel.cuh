@@ -1,18 +1,22 @@
-// The fused GEMM+ReduceScatter / GEMM+AllReduce kernel: one persistent launch per call (the ring
-// of gemm_rs_layout.cuh).
+// The fused GEMM+ReduceScatter / GEMM+AllReduce kernel: one persistent launch per call (the
+// direct reduction of gemm_rs_layout.cuh).
 //
 // It is the GEMM engine's persistent kernel (src/kernels/gemm: the same tile configuration,
 // barriers, mainloop and failure behaviour) with what its hooks cannot express yet:
-//   - the tile order and the A rows of a tile come from the ring schedule (rank-dependent, rows
+//   - the tile order and the A rows of a tile come from the fused schedule (rank-dependent, rows
 //     counted per chunk, so not multiples of 128 globally);
-//   - the epilogue adds the incoming running sum and writes either a local staging slot or C,
-//     and publishes per-warpgroup counters in shared memory instead of a per-tile hook (a hook
-//     that waited for its stores would stall the tensor cores for every NVLink transfer);
+//   - the epilogue either stages a partial locally or adds the other ranks' partials on the way
+//     to C, and publishes per-warpgroup counters in shared memory instead of a per-tile hook (a
+//     hook that waited for its stores would stall the tensor cores for every NVLink transfer);
 //   - the three idle warps of the producer warpgroup send (gemm_rs_copy.cuh).
 // Roles of a compute CTA (384 threads, one per SM, clusters of 1 or 2 along M):
-//   warp 0, thread 0      TMA producer (the engine's loop, rows from the ring tile)
-//   warps 1..3            RS: one push team of 96 threads; AR: warp 1 pushes, warps 2-3 gather
-//   warpgroups 1, 2       consumers: mainloop, then the ring epilogue of their 64 rows
+//   warp 0, thread 0      TMA producer (the engine's loop, rows from the fused tile)
+//   warps 1..3            RS: the push team (96 threads). AR: warps 1-2 push, then claim AR
+//                         items; warp 3 claims AR items from the start
+//   warpgroups 1, 2       consumers: mainloop, then the epilogue of their 64 rows; AR: then they
+//                         claim AR items too (the kernel's tail is the finished tiles' exchange)
+// No role waits on another rank inside the GEMM: only final-phase epilogues wait for partials,
+// which were sent about one phase earlier.
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
@@ -30,19 +34,19 @@
 namespace mkccl {
 namespace rs {
 
-constexpr uint32_t kPushBarrier = 3, kAgBarrier = 4;  // named barriers 1, 2 are the consumers'
+constexpr uint32_t kPushBarrier = 3;  // named barriers 1, 2 are the consumers'
 
-// Registers per thread after setmaxnreg (BN = 256): the copy teams of the producer warpgroup need
-// more than the engine's 56, the consumers fewer than its 224 (no call in their path).
+// Registers per thread after setmaxnreg (BN = 256): the copy warps of the producer warpgroup need
+// more than the engine's 56, the consumers fewer than its 224 (no call in their tile path).
 // 128 * 72 + 256 * 216 = 64512 = the launch allocation (168 x 384).
 constexpr uint32_t kProducerRegs = 72, kConsumerRegs = 216;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 168 * 384, "register budget of a 384-thread CTA");
 
-// The engine's producer loop with the ring's tiles (one thread). False if it gave up.
+// The engine's producer loop with the fused schedule's tiles (one thread). False if it gave up.
 template <class Cfg>
-__device__ __forceinline__ bool producer(const GemmArgs& g, const RingParams& p, const CUtensorMap* mapA,
-                                         const CUtensorMap* mapB, const SmemLayout<Cfg>& sm, int cluster,
-                                         int numClusters, uint32_t ctaRank) {
+__device__ __forceinline__ bool producer(const GemmArgs& g, const ReduceParams& p, const CUtensorMap* mapA,
+                                         const CUtensorMap* mapB, const SmemLayout<Cfg>& sm, Schedule sched,
+                                         uint32_t ctaRank) {
   const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
   const Layout& L = p.L;
   dev::PipeState<Cfg::kStages> pipe;
@@ -50,7 +54,6 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const RingParams& p,
   const int bRows = Cfg::BN / cs;
   const uint32_t bOffset = ctaRank * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
   const uint16_t mask = static_cast<uint16_t>((1u << cs) - 1u);
-  Schedule sched(L, p.rank, cluster, numClusters, static_cast<int>(ctaRank));
   Tile t;
   while (sched.next(t)) {
     // Rows past the chunk (padding M-blocks) load the next chunk's rows or TMA's zero fill.
@@ -58,7 +61,8 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const RingParams& p,
     const int32_t rowB = t.nb * Cfg::BN + static_cast<int32_t>(ctaRank) * bRows;
     for (int kb = 0; kb < g.kBlocks; ++kb) {
       const uint32_t s = pipe.stage;
-      if (!dev::mbarWait<true>(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, abortFlag)) {
+      // CTA-scope wait even with remote arrivals: only TMA follows (mbarrier.cuh).
+      if (!dev::mbarWait(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, abortFlag)) {
         gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultProducer);
         return false;
       }
@@ -75,30 +79,29 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const RingParams& p,
   return true;
 }
 
-// One consumer warpgroup: mainloop, then the ring epilogue of its half of every tile.
+// One consumer warpgroup: mainloop, then the epilogue of its half of every tile.
 template <class Cfg>
-__device__ __forceinline__ void consumer(const GemmArgs& g, const RingParams& p, const CUtensorMap* mapC,
-                                         const SmemLayout<Cfg>& sm, int half, int cluster, int numClusters,
-                                         uint32_t ctaRank) {
+__device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& p, const CUtensorMap* mapC,
+                                         const SmemLayout<Cfg>& sm, int half, Schedule sched, uint32_t ctaRank) {
   const Layout& L = p.L;
   const uint32_t tid = threadIdx.x % 128u;
   const uint32_t words = sm.flags();
-  volatile uint32_t* w = reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(words));
   const uint32_t doneAddr = words + 4u * (CtaWords::kDone0 + half);
   FinalCtx fc{mapC, sm.epi(half), 1u + static_cast<uint32_t>(half), tid, 0};
   const uint64_t want = dev::flagValue(p.comm.seq);
   const int64_t halfOff = half * L.halfBytes();
+  char* const scratch = p.scratchOf[p.rank];
   float acc[Cfg::kAcc];
   dev::PipeState<Cfg::kStages> pipe;
-  Schedule sched(L, p.rank, cluster, numClusters, static_cast<int>(ctaRank));
   uint32_t done = 0;
   bool pending = false;  // AR: the last final tile's TMA stores are not known to be complete
   Tile t;
   uint32_t index = 0;  // this tile's number in the CTA's sequence, from 1
   while (sched.next(t)) {
     ++index;
+    if (half == 0 && tid == 0) *wordPtr(words, CtaWords::kStarted) = index;
     if (!consumerMainloop<Cfg>(acc, pipe, g, sm, half, tid & 31u, ctaRank)) break;
-    // The previous final tile's stores had a whole mainloop to land: tell the gather team.
+    // The previous final tile's stores had a whole mainloop to land: tell the AR workers.
     if (pending) {
       if (tid == 0) {
         dev::bulkWait<0>();
@@ -108,40 +111,37 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const RingParams& p,
       ++done;
       pending = false;
     }
-    bool in = false;
-    if (t.step > 0) {
-      if (tid == 0) {
-        bool ok = w[CtaWords::kDrain] == 0;
-        // Usually the push team has already seen the sum arrive (it prefetched it into L2).
-        if (ok && ldAcquireCtaShared(words + 4 * CtaWords::kInReady) < index)
-          ok = waitGeqInline(p.comm, p.flags + L.rxSlot(t.step - 1, t.u), want, p.srcLocal, kSiteFusedTile);
-        if (!ok) w[CtaWords::kDrain] = 1;
-        w[CtaWords::kOk0 + half] = ok ? 1u : 0u;
-      }
-      dev::namedBarrierSync(fc.barrierId, 128);
-      in = w[CtaWords::kOk0 + half] != 0;
-    }
-    const char* inHalf = in ? p.scratch + L.rxOffset(t.step - 1, t.u) + halfOff : nullptr;
     if (t.step < L.ws - 1) {
-      char* out = p.scratch + L.stagingOffset(t.step, t.u) + halfOff;
-      if (in) stageTile<Cfg, true>(acc, inHalf, out, tid);
-      else stageTile<Cfg, false>(acc, nullptr, out, tid);
+      stageTile<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, tid);
       dev::namedBarrierSync(fc.barrierId, 128);  // every thread's stores before the count
       if (tid == 0) stReleaseCtaShared(doneAddr, done + 1);
       ++done;
-    } else {
-      // RS: C is this rank's rows, counted from the chunk; AR: C is [M, N].
-      const int64_t base = L.allReduce() ? L.chunkBegin(t.chunk) : 0;
-      const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
-      const int32_t col0 = t.nb * Cfg::BN;
-      if (in) storeFinal<Cfg, true>(acc, inHalf, fc, row0, col0);
-      else storeFinal<Cfg, false>(acc, nullptr, fc, row0, col0);
-      if (L.allReduce()) {
-        pending = true;
-      } else {
-        if (tid == 0) stReleaseCtaShared(doneAddr, done + 1);
-        ++done;
+      continue;
+    }
+    // Our own chunk: the other ranks' partials of this tile (usually the push team has seen them
+    // all arrive and prefetched them).
+    if (tid == 0) {
+      bool ok = !draining(words);
+      if (ok && ldAcquireCtaShared(words + 4 * CtaWords::kInReady) < index) {
+        for (int j = 0; ok && j < L.ws - 1; ++j)
+          ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxSlot(j, t.u), want, p.localOf[L.senderOf(p.rank, j)],
+                             kSiteFusedTile);
       }
+      if (!ok) setDrain(words);
+      *wordPtr(words, CtaWords::kOk0 + half) = ok ? 1u : 0u;
+    }
+    dev::namedBarrierSync(fc.barrierId, 128);
+    const int nIn = *wordPtr(words, CtaWords::kOk0 + half) != 0 ? L.ws - 1 : 0;
+    // RS: C is this rank's rows, counted from the chunk; AR: C is [M, N].
+    const int64_t base = L.allReduce() ? L.chunkBegin(t.chunk) : 0;
+    const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
+    const int32_t col0 = t.nb * Cfg::BN;
+    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0);
+    if (L.allReduce()) {
+      pending = true;
+    } else {
+      if (tid == 0) stReleaseCtaShared(doneAddr, done + 1);
+      ++done;
     }
   }
   if (tid == 0) {
@@ -155,9 +155,9 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const RingParams& p,
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    ringGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
-                   const __grid_constant__ CUtensorMap mapC, const __grid_constant__ GemmArgs g,
-                   const __grid_constant__ RingParams p) {
+    reduceGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+                     const __grid_constant__ CUtensorMap mapC, const __grid_constant__ GemmArgs g,
+                     const __grid_constant__ ReduceParams p) {
   static_assert(SmemLayout<Cfg>::kOffFlags + 4 * CtaWords::kCount <= Cfg::kOffBar + Cfg::kBarrierBytes,
                 "the CTA's shared words must fit the barrier area");
   extern __shared__ __align__(1024) uint8_t smemRaw[];
@@ -171,37 +171,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       dev::mbarInit(sm.full(s), 1);
       dev::mbarInit(sm.empty(s), Cfg::kConsumerWarps * cs);
     }
-    volatile uint32_t* w = reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(sm.flags()));
-    for (uint32_t i = 0; i < CtaWords::kCount; ++i) w[i] = 0;
+    for (uint32_t i = 0; i < CtaWords::kCount; ++i) *wordPtr(sm.flags(), i) = 0;
     dev::fenceBarrierInit();
-    // This call has started here, so our earlier kernels are done with our areas: rank+1 may send.
-    if (blockIdx.x == 0) dev::storeRelease(p.entryPost, dev::flagValue(p.comm.seq));
+    // This call has started here, so our earlier kernels are done with our areas: others may send.
+    if (blockIdx.x == 0)
+      for (int q = 0; q < p.L.ws; ++q)
+        if (q != p.rank) dev::storeRelease(p.entrySlotAt(q), dev::flagValue(p.comm.seq));
   }
   if (cs > 1) dev::clusterSync(); else __syncthreads();
 
   const int cluster = static_cast<int>(blockIdx.x) / cs;
   const int numClusters = static_cast<int>(gridDim.x) / cs;
+  const Schedule sched(p.L, p.rank, cluster, numClusters, static_cast<int>(ctaRank));
   const int wg = static_cast<int>(threadIdx.x / 128u);
+  const uint64_t bound = g.waitTimeoutNs;
   if (wg == 0) {
     if constexpr (Cfg::kRegRealloc) dev::warpgroupRegDealloc<kProducerRegs>();
     if (threadIdx.x == 0) {
       dev::tmaPrefetchMap(&mapA);
       dev::tmaPrefetchMap(&mapB);
-      producer<Cfg>(g, p, &mapA, &mapB, sm, cluster, numClusters, ctaRank);
+      producer<Cfg>(g, p, &mapA, &mapB, sm, sched, ctaRank);
     } else if (threadIdx.x >= 32) {
       const uint32_t q = threadIdx.x - 32u;  // 0..95
-      const uint64_t bound = g.waitTimeoutNs;
       if (!p.L.allReduce()) {
-        pushTeam<Cfg::BN>(p, Team{q, 96u, kPushBarrier}, sm.flags(), cluster, numClusters, int(ctaRank), bound);
-      } else if (q < 32) {
-        pushTeam<Cfg::BN>(p, Team{q, 32u, 0u}, sm.flags(), cluster, numClusters, int(ctaRank), bound);
+        pushTeam<Cfg::BN>(p, Team{q, 96u, kPushBarrier}, sm.flags(), sched, bound);
       } else {
-        agTeam<Cfg::BN>(p, Team{q - 32u, 64u, kAgBarrier}, sm.flags(), cluster, numClusters, int(ctaRank), bound);
+        if (q < 64) pushTeam<Cfg::BN>(p, Team{q, 64u, kPushBarrier}, sm.flags(), sched, bound);
+        arWorker<Cfg::BN, 4>(p, q & 31u, sm.flags(), sched, bound);
       }
     }
   } else {
     if constexpr (Cfg::kRegRealloc) dev::warpgroupRegAlloc<kConsumerRegs>();
-    consumer<Cfg>(g, p, &mapC, sm, wg - 1, cluster, numClusters, ctaRank);
+    consumer<Cfg>(g, p, &mapC, sm, wg - 1, sched, ctaRank);
+    if (p.L.allReduce()) arWorker<Cfg::BN, 8>(p, threadIdx.x & 31u, sm.flags(), sched, bound);
   }
   // No CTA of a cluster may exit while its peer can still arrive on its barriers or multicast
   // into its shared memory.

@@ -1,4 +1,4 @@
-// Launch of the fused GEMM+RS/AR kernel (ringOccupancy / ringLaunch of gemm_rs_host.cuh), included
+// Launch of the fused GEMM+RS/AR kernel (reduceOccupancy / reduceLaunch of gemm_rs_host.cuh), included
 // once per input type by gemm_rs_bf16.cu and gemm_rs_f16.cu.
 #pragma once
 #include <cuda.h>
@@ -15,11 +15,11 @@ namespace mkccl {
 namespace rs {
 
 template <class In, int kBN>
-using RingCfg = GemmCfg<In, kBN, EpilogueTmaStore>;  // TMA-store staging for the final step
+using ReduceCfg = GemmCfg<In, kBN, EpilogueTmaStore>;  // TMA-store staging for the final step
 
 template <class Cfg>
-struct RingLauncher {
-  static constexpr auto kernel() { return &ringGemmKernel<Cfg>; }
+struct ReduceLauncher {
+  static constexpr auto kernel() { return &reduceGemmKernel<Cfg>; }
 
   // Opts the kernel into its shared memory on `dev` (once) and returns how many clusters of 2 fit.
   static mkcclResult_t prepare(int dev, int smCount, int* clusters2) {
@@ -53,7 +53,7 @@ struct RingLauncher {
   }
 
   static mkcclResult_t launch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
-                              const GemmArgs& g, const RingParams& p, int ctas, cudaStream_t stream) {
+                              const GemmArgs& g, const ReduceParams& p, int ctas, cudaStream_t stream) {
     if (ctas < g.clusterSize || ctas % g.clusterSize != 0)
       return setError(mkcclInternalError, "gemm+reduce launch: %d CTAs, cluster %d", ctas, g.clusterSize);
     cudaLaunchConfig_t cfg = {};
@@ -76,16 +76,16 @@ struct RingLauncher {
 };
 
 template <class In>
-mkcclResult_t ringOccupancy(int dev, int smCount, Occupancy* out) {
-  using Wide = RingLauncher<RingCfg<In, 256>>;
-  using Narrow = RingLauncher<RingCfg<In, 128>>;
+mkcclResult_t reduceOccupancy(int dev, int smCount, Occupancy* out) {
+  using Wide = ReduceLauncher<ReduceCfg<In, 256>>;
+  using Narrow = ReduceLauncher<ReduceCfg<In, 128>>;
   MKCCL_CHECK(Wide::prepare(dev, smCount, &out->clusters256));
   MKCCL_CHECK(Narrow::prepare(dev, smCount, &out->clusters128));
   return mkcclSuccess;
 }
 
 template <class In>
-mkcclResult_t ringLaunch(const FusedLaunch& f, cudaStream_t stream) {
+mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream) {
   const Layout& L = f.params.L;
   GemmArgs g;
   memset(&g, 0, sizeof(g));
@@ -105,8 +105,8 @@ mkcclResult_t ringLaunch(const FusedLaunch& f, cudaStream_t stream) {
   MKCCL_CHECK(encodeTileMap(&mapA, f.A, f.type, f.M, f.K, f.K, kTileRows));
   MKCCL_CHECK(encodeTileMap(&mapB, f.W, f.type, f.N, f.K, f.K, static_cast<uint32_t>(L.bn / L.cs)));
   MKCCL_CHECK(encodeTileMap(&mapC, f.params.C, f.type, f.cRows, f.N, f.N, 64));
-  using Wide = RingLauncher<RingCfg<In, 256>>;
-  using Narrow = RingLauncher<RingCfg<In, 128>>;
+  using Wide = ReduceLauncher<ReduceCfg<In, 256>>;
+  using Narrow = ReduceLauncher<ReduceCfg<In, 128>>;
   if (L.bn == 256) return Wide::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
   if (L.bn == 128) return Narrow::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
   return setError(mkcclInternalError, "gemm+reduce: no kernel for tile width %d", L.bn);

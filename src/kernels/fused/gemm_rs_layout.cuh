@@ -1,44 +1,47 @@
-// GEMM+ReduceScatter / GEMM+AllReduce over NVLink: the ring, its tiles, and where a call's data and
-// flags live. Everything derives from the call's global arguments (M, N, world size) and the plan
-// (tile width, cluster, skew), which every rank computes alike, so a receiver knows what a sender
-// writes without asking. Host- and device-callable (the CPU test walks schedules).
+// GEMM+ReduceScatter / GEMM+AllReduce over NVLink: who computes what, in which order, and where a
+// call's data and flags live. Everything derives from the call's global arguments (M, N, world
+// size) and the plan (tile width, cluster), which every rank computes alike, so a receiver knows
+// what a sender writes without asking. Host- and device-callable (the CPU test walks schedules).
 //
-// The ring. The output rows are cut into ws chunks; chunk c belongs to rank c (RS: rows
-// c*M/ws..., the user's C; AR: every rank ends with all of them). Rank r computes, at step
-// j = 0..ws-1, its partial product of chunk c(r, j) = (r + j + 1) mod ws, adds the running sum that
-// rank r+1 computed for the same chunk at step j-1 (it arrived in r's receive area), and sends
-// the sum on to rank r-1 — except at the last step, whose chunk is r's own: the sum is then
-// complete and goes to C. Each rank sends (ws-1)/ws of a full C once, always to the same peer,
-// and every sum is reduced in a GEMM epilogue (no reduction kernel, no SMs taken from the GEMM).
-// AR then passes every finished tile around the same ring (ws-1 hops, forwarded by copy warps).
+// Direct reduction. The output rows are cut into ws chunks; chunk c belongs to rank c (RS: rows
+// c*M/ws..., the user's C; AR: every rank ends with all of them). Every rank computes its partial
+// product of every chunk, one phase per chunk: at phase j = 0..ws-1 rank r computes chunk
+// c(r, j) = (r + j + 1) mod ws, and each finished tile of phases j < ws-1 goes straight to its
+// owner's receive slot (j, u) — slot j is unique per sender, since sender q reaches chunk c at
+// phase (c - q - 1) mod ws. The last phase is r's own chunk: its epilogue adds the ws-1 partials
+// that arrived meanwhile and writes C. No tile waits for another rank's tile of the same phase,
+// so the GEMM runs at its own rate; at any phase every rank sends to a different owner, so each
+// link carries one sender. AR: each finished tile is then pushed to every other rank (its ag slot)
+// and copied into C there.
 //
 // Tiles. A chunk is tiled on its own (128-row M-blocks counted from the chunk's first row), so no
 // tile straddles two owners; M-blocks per chunk are padded to the cluster size (padding rows are
 // computed on whatever A holds there and clipped when C is written). Tile u of a chunk is
-// (mb, nb) -> u = mb * nBlocks + nb: every chunk has the same tiles, so (step, u) names a sum.
+// (mb, nb) -> u = mb * nBlocks + nb: every chunk has the same tiles, so (slot, u) names a partial.
 //
-// Order. A CTA's tiles come from one linear order of "cluster tiles" (step j, index v in the
-// chunk), sorted by the key j*skew + v (ties: lower step first): step j starts `skew` cluster
-// tiles after step j-1, so the sum a tile needs was produced skew positions (about skew/G waves)
-// earlier, and steps overlap: sends spread over the whole GEMM and the final (send-free) tiles
-// end the kernel. Inside a chunk, v walks bands of `group` cluster rows down, then across N.
+// Order. Position p of one linear order of cluster tiles is phase p / Vc, cluster tile p % Vc of
+// that phase's chunk (Vc cluster tiles per chunk); cluster k of G takes positions k, k + G, ...
+// Inside a chunk, cluster tiles walk bands of `group` cluster rows down, then across N (L2 reuse).
+// Every rank walks its own tiles in the same order in which the senders produce them, so the
+// partials of an own tile were sent about one phase before it is needed.
 //
 // Scratch (this rank's share of the symmetric region kScratchGemmReduce), in tile slots of
 // 128 x bn elements (tileBytes):
-//   staging [(ws-1) x U]     partial sums of steps 0..ws-2, written by our epilogues (local)
-//   rx      [(ws-1) x U]     sums of steps 0..ws-2 received from rank r+1
-//   ag      [ws x U]         AR only: finished tiles of chunk c received from rank r+1
+//   staging [(ws-1) x U]     our partials of phases 0..ws-2, written by our epilogues (local),
+//                            sent on by the copy warps
+//   rx      [(ws-1) x U]     partials of our chunk: slot j from rank (r - j - 1) mod ws
+//   ag      [ws x U]         AR only: finished tiles of chunk c received from its owner
 // A staging / rx slot holds a tile in "fragment order": half h (64 rows, one consumer
 // warpgroup), then 16-byte vector i of thread t at ((h * nVec + i) * 128 + t) * 16, the vector
 // holding the thread's accumulator pairs 4i..4i+3 (wgmma's register order): every epilogue load
 // and store is a coalesced 16-byte access. An ag slot holds the tile row-major, [128][bn].
 //
 // Flags (64-bit slots of each rank's workspace flags; values flagValue(seq, 0), never reset):
-//   barrier slot [r-1]        entry: rank r-1 has started this call (the convention of
+//   barrier slot [q]          entry: rank q has started this call (the convention of
 //                             signal.cuh's barrier slots, shared by every op): it is done with
 //                             our earlier data, so we may write into its areas
-//   kOpFlagSlot + j*U + u     rx (j, u) has landed (written by rank r+1)
-//   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed (written by rank r+1)
+//   kOpFlagSlot + j*U + u     rx (j, u) has landed
+//   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
 #pragma once
 #include <stdint.h>
 
@@ -61,7 +64,7 @@ MKCCL_RS_HD int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 MKCCL_RS_HD int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 struct Layout {
-  int ws = 1;               // ranks in the ring (one node)
+  int ws = 1;               // ranks (one node)
   int mode = kModeReduceScatter;
   int64_t M = 0, N = 0;
   int64_t chunkRows = 0;    // chunk c: rows [c * chunkRows, min((c + 1) * chunkRows, M))
@@ -70,7 +73,6 @@ struct Layout {
   int nBlocks = 0;
   int tiles = 0;            // U: tiles per chunk
   int clusterTiles = 0;     // Vc = tiles / cs
-  int skew = 1;             // in cluster tiles
   int group = 1;            // raster band height, in cluster rows
 
   MKCCL_RS_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
@@ -80,14 +82,14 @@ struct Layout {
 
   MKCCL_RS_HD int64_t chunkBegin(int c) const { return min64(int64_t(c) * chunkRows, M); }
   MKCCL_RS_HD int64_t chunkEnd(int c) const { return min64(int64_t(c + 1) * chunkRows, M); }
-  // The chunk rank r computes at step j.
+  // The chunk rank r computes at phase j, and the rank whose partial lands in our rx slot j.
   MKCCL_RS_HD int chunkAt(int r, int j) const { return (r + j + 1) % ws; }
+  MKCCL_RS_HD int senderOf(int r, int j) const { return ((r - j - 1) % ws + ws) % ws; }
 
   // Scratch byte offsets (this rank's share).
+  MKCCL_RS_HD int64_t slotStride() const { return int64_t(tiles) * tileBytes(); }  // slot j -> j+1
   MKCCL_RS_HD int64_t stagingOffset(int j, int u) const { return (int64_t(j) * tiles + u) * tileBytes(); }
-  MKCCL_RS_HD int64_t rxOffset(int j, int u) const {
-    return (int64_t(ws - 1 + j) * tiles + u) * tileBytes();
-  }
+  MKCCL_RS_HD int64_t rxOffset(int j, int u) const { return (int64_t(ws - 1 + j) * tiles + u) * tileBytes(); }
   MKCCL_RS_HD int64_t agOffset(int c, int u) const {
     return (int64_t(2 * (ws - 1) + c) * tiles + u) * tileBytes();
   }
@@ -100,13 +102,14 @@ struct Layout {
   MKCCL_RS_HD int64_t agSlot(int c, int u) const { return int64_t(ws - 1) * tiles + int64_t(c) * tiles + u; }
   MKCCL_RS_HD int64_t flagSlots() const { return int64_t(ws - 1) * tiles + (allReduce() ? int64_t(ws) * tiles : 0); }
 
-  // Cluster tiles in the whole order (every step).
+  // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:
+  // flag slots bound them.
   MKCCL_RS_HD int64_t orderLength() const { return int64_t(ws) * clusterTiles; }
 };
 
 // The layout of a call: chunks (RS: M / ws rows each, the user's split; AR: ours, rounded to whole
-// cluster tiles so that no tile reaches into the next chunk), tiles, skew in cluster tiles.
-MKCCL_RS_HD Layout makeLayout(int mode, int ws, int64_t M, int64_t N, int bn, int cs, int skew, int group) {
+// cluster tiles so that no tile reaches into the next chunk), tiles, raster band.
+MKCCL_RS_HD Layout makeLayout(int mode, int ws, int64_t M, int64_t N, int bn, int cs, int group) {
   Layout L;
   L.ws = ws;
   L.mode = mode;
@@ -123,81 +126,71 @@ MKCCL_RS_HD Layout makeLayout(int mode, int ws, int64_t M, int64_t N, int bn, in
   L.nBlocks = int(ceilDiv(N, bn));
   L.tiles = L.mbc * L.nBlocks;
   L.clusterTiles = L.tiles / cs;
-  L.skew = int(max64(1, min64(skew, L.clusterTiles)));
   L.group = group < 1 ? 1 : group;
   return L;
 }
 
 // One CTA tile of the order.
 struct Tile {
-  int step;   // 0..ws-1 (ws-1: the final step, this rank's own chunk)
+  int step;   // phase 0..ws-1 (ws-1: the final phase, this rank's own chunk)
   int chunk;  // whose rows
   int mb;     // M-block inside the chunk
   int nb;     // N-block
   int u;      // tile index in the chunk: mb * nBlocks + nb
 };
 
-// Cluster tiles with key < k: sum over steps j of clamp(k - j*skew, 0, Vc).
-MKCCL_RS_HD int64_t keysBelow(const Layout& L, int64_t k) {
-  int64_t n = 0;
-  for (int j = 0; j < L.ws; ++j) n += min64(max64(k - int64_t(j) * L.skew, 0), L.clusterTiles);
-  return n;
-}
-
-// Position p of the order -> (step, cluster tile index v in the chunk).
-MKCCL_RS_HD void decodeOrder(const Layout& L, int64_t p, int* step, int* v) {
-  int64_t lo = 0, hi = int64_t(L.ws - 1) * L.skew + L.clusterTiles;  // keysBelow(lo) <= p < keysBelow(hi)
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    if (keysBelow(L, mid) <= p) lo = mid;
-    else hi = mid;
-  }
-  const int64_t k = lo;
-  const int64_t first = k - L.clusterTiles + 1;  // steps with k - j*skew < Vc
-  const int64_t jlo = first > 0 ? ceilDiv(first, L.skew) : 0;
-  const int64_t j = jlo + (p - keysBelow(L, k));
-  *step = int(j);
-  *v = int(k - j * L.skew);
-}
-
 // Cluster tile v of a chunk -> (cluster row, N-block): bands of `group` cluster rows, walked down
 // the band first, then across N.
 MKCCL_RS_HD void rasterTile(const Layout& L, int v, int* clusterRow, int* nb) {
   const int rows = L.mbc / L.cs;
-  const int64_t band = int64_t(L.group) * L.nBlocks;
-  const int firstRow = int(v / band) * L.group;
-  const int inBand = int(v - (v / band) * band);
+  const int band = L.group * L.nBlocks;
+  const int firstRow = (v / band) * L.group;
+  const int inBand = v - (v / band) * band;
   const int bandRows = L.group < rows - firstRow ? L.group : rows - firstRow;
   *clusterRow = firstRow + inBand % bandRows;
   *nb = inBand / bandRows;
 }
 
 // The tiles of one CTA: cluster `cluster` of `numClusters` takes positions cluster,
-// cluster + numClusters, ...; both CTAs of a cluster see the same steps and N-blocks.
+// cluster + numClusters, ...; both CTAs of a cluster see the same phases and N-blocks. Tiles are
+// numbered from 1 in the CTA's sequence (the consumers' and copy warps' counters count them).
 class Schedule {
  public:
   // L must outlive the schedule (on the device: the kernel's parameter, read in place).
   MKCCL_RS_HD Schedule(const Layout& L, int rank, int cluster, int numClusters, int ctaRank)
-      : L_(&L), rank_(rank), next_(cluster), stride_(numClusters), ctaRank_(ctaRank) {}
+      : L_(&L), rank_(rank), cluster_(cluster), stride_(numClusters), ctaRank_(ctaRank), n_(0) {}
 
-  MKCCL_RS_HD bool next(Tile& t) {
+  // Tiles of this CTA, and the first one (0-based) of the final phase.
+  MKCCL_RS_HD int count() const { return countBelow(L_->ws * L_->clusterTiles); }
+  MKCCL_RS_HD int firstFinal() const { return countBelow((L_->ws - 1) * L_->clusterTiles); }
+  MKCCL_RS_HD int finalCount() const { return count() - firstFinal(); }
+
+  // The CTA's n-th tile (0-based); n < count().
+  MKCCL_RS_HD void at(int n, Tile& t) const {
     const Layout& L = *L_;
-    if (next_ >= L.orderLength()) return false;
-    int v = 0, cr = 0;
-    decodeOrder(L, next_, &t.step, &v);
-    next_ += stride_;
+    const int p = cluster_ + n * stride_;
+    t.step = p / L.clusterTiles;
+    const int v = p - t.step * L.clusterTiles;
+    int cr = 0;
     rasterTile(L, v, &cr, &t.nb);
     t.mb = cr * L.cs + ctaRank_;
     t.chunk = L.chunkAt(rank_, t.step);
     t.u = t.mb * L.nBlocks + t.nb;
+  }
+
+  MKCCL_RS_HD bool next(Tile& t) {
+    if (n_ >= count()) return false;
+    at(n_++, t);
     return true;
   }
 
  private:
+  // Positions < p that belong to this cluster (32-bit: a 64-bit division is a subroutine call,
+  // which the consumers' register budget cannot afford around their accumulators).
+  MKCCL_RS_HD int countBelow(int p) const { return p > cluster_ ? (p - cluster_ + stride_ - 1) / stride_ : 0; }
+
   const Layout* L_;
-  int rank_;
-  int64_t next_, stride_;
-  int ctaRank_;
+  int rank_, cluster_, stride_, ctaRank_, n_;
 };
 
 }  // namespace rs

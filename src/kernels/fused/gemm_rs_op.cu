@@ -1,7 +1,10 @@
 // mkccl::gemmReduceScatterOp, and the driver it shares with gemmAllReduceOp (gemm_ar_op.cu):
-// world size 1 is a plain GEMM; otherwise the fused ring kernel or, where the model says fusion
-// cannot win (or MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN says so), the GEMM engine followed by our
-// ReduceScatter / AllReduce. Arguments were checked by the API (api_fused.cc).
+// world size 1 is a plain GEMM; otherwise the fused kernel (gemm_rs_kernel.cuh) or the GEMM engine
+// followed by our ReduceScatter / AllReduce, as MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN says, else
+// as the model guesses and a timed trial of both plans confirms (gemm_rs_auto.cu). Arguments were
+// checked by the API (api_fused.cc).
+#include <string.h>
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -35,8 +38,9 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   const Layout& L = plan.L;
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
-  const int ws = L.ws, me = comm->rank;
-  const int src = (me + 1) % ws, dst = (me + ws - 1) % ws;
+  const int ws = L.ws;
+  if (ws > kMaxLocalRanks)
+    return setError(mkcclInternalError, "%s: %d ranks in one node (at most %d)", opName(L.mode), ws, kMaxLocalRanks);
   FusedLaunch f;
   f.A = A;
   f.W = W;
@@ -46,23 +50,22 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   f.cRows = L.allReduce() ? M : M / ws;
   f.type = t;
   f.ctas = plan.ctas;
-  // Intra-CTA waits must outlast any wait on a peer (a consumer may wait that long for a sum).
+  // Intra-CTA waits must outlast any wait on a peer (a consumer may wait that long for a partial).
   f.waitTimeoutNs = ctx.dev.timeoutNs + kGemmWaitTimeoutNs;
-  RingParams& p = f.params;
+  ReduceParams& p = f.params;
+  memset(&p, 0, sizeof(p));
   p.comm = ctx.dev;
   p.L = L;
-  p.rank = me;
-  p.srcLocal = comm->rankLocal[src];
-  p.dstLocal = comm->rankLocal[dst];
-  p.scratch = region->peer[comm->localRank];
-  p.scratchDst = region->peer[p.dstLocal];
-  p.flags = reinterpret_cast<uint64_t*>(comm->ws.peer[comm->localRank]) + kOpFlagSlot;
-  p.flagsDst = reinterpret_cast<uint64_t*>(comm->ws.peer[p.dstLocal]) + kOpFlagSlot;
-  p.entryPost = reinterpret_cast<uint64_t*>(comm->ws.peer[p.srcLocal]) + kBarrierSlot + comm->localRank;
-  p.entryWait = reinterpret_cast<uint64_t*>(comm->ws.peer[comm->localRank]) + kBarrierSlot + p.dstLocal;
+  p.rank = comm->rank;
+  for (int q = 0; q < ws; ++q) {
+    const int local = comm->rankLocal[q];
+    p.localOf[q] = local;
+    p.scratchOf[q] = region->peer[local];
+    p.wsOf[q] = reinterpret_cast<uint64_t*>(comm->ws.peer[local]);
+  }
   p.C = static_cast<char*>(C);
-  if (t == mkcclBfloat16) return ringLaunch<dev::Bf16>(f, ctx.stream);
-  return ringLaunch<dev::F16>(f, ctx.stream);
+  if (t == mkcclBfloat16) return reduceLaunch<dev::Bf16>(f, ctx.stream);
+  return reduceLaunch<dev::F16>(f, ctx.stream);
 }
 
 mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
@@ -108,31 +111,41 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   in.flagSlots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());
-  if (t == mkcclBfloat16) MKCCL_CHECK(ringOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &in.occ));
-  else MKCCL_CHECK(ringOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &in.occ));
+  if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &in.occ));
+  else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &in.occ));
 
   const FusedPlan plan = planFused(in);
   const double seqUs = estimateSequentialUs(in);
-  bool fused = plan.ok && plan.estUs < seqUs;
-  if (forced == PlanKind::Fused) fused = plan.ok;
-  if (forced == PlanKind::Sequential) fused = false;
+  const bool modelFused = plan.ok && plan.estUs < seqUs;
+  AutoCall call;
+  call.fused = modelFused;
+  if (forced == PlanKind::Fused) call.fused = plan.ok;
+  if (forced == PlanKind::Sequential) call.fused = false;
   if (forced == PlanKind::Fused && !plan.ok)
     MKCCL_WARN("%s: the fused plan cannot run %zux%zux%zu on %d ranks (flags or scratch would not fit): sequential",
                name, M, N, K, comm->nranks);
+  if (forced == PlanKind::Auto && plan.ok)
+    MKCCL_CHECK(autoPlanBegin(comm, ctx.stream, name, mode, in.M, in.N, in.K, t, modelFused,
+                              std::min(plan.estUs, seqUs), &call));
+  const bool fused = call.fused;
   if (firstTimeFor(mode, in.M, in.N, in.K, in.ws, fused)) {
     if (fused)
-      MKCCL_INFO("%s %zux%zux%zu, %d ranks: fused ring, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk, skew %d "
+      MKCCL_INFO("%s %zux%zux%zu, %d ranks: fused, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk "
                  "(model: fused %.0f us, sequential %.0f us)%s",
-                 name, M, N, K, in.ws, plan.bn, plan.cs, plan.ctas, plan.L.tiles, plan.L.skew, plan.estUs, seqUs,
-                 forced == PlanKind::Fused ? ", forced" : "");
+                 name, M, N, K, in.ws, plan.bn, plan.cs, plan.ctas, plan.L.tiles, plan.estUs, seqUs,
+                 forced == PlanKind::Fused ? ", forced" : call.trial ? ", timed trial" : "");
     else
       MKCCL_INFO("%s %zux%zux%zu, %d ranks: sequential (GEMM, then %s) (model: fused %s%.0f us, sequential %.0f us)%s",
                  name, M, N, K, in.ws, mode == kModeAllReduce ? "AllReduce" : "ReduceScatter",
-                 plan.ok ? "" : "n/a ", plan.estUs, seqUs, forced == PlanKind::Sequential ? ", forced" : "");
+                 plan.ok ? "" : "n/a ", plan.estUs, seqUs,
+                 forced == PlanKind::Sequential ? ", forced" : call.trial ? ", timed trial" : "");
   }
-  MKCCL_TRACE("%s call #%llu: %s", name, (unsigned long long)ctx.dev.seq, fused ? "fused" : "sequential");
-  if (fused) return launchFused(ctx, plan, A, W, C, in.M, in.N, in.K, t);
-  return runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode);
+  MKCCL_TRACE("%s call #%llu: %s%s", name, (unsigned long long)ctx.dev.seq, fused ? "fused" : "sequential",
+              call.trial ? " (timed trial)" : "");
+  const mkcclResult_t res = fused ? launchFused(ctx, plan, A, W, C, in.M, in.N, in.K, t)
+                                  : runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode);
+  autoPlanEnd(call, ctx.stream);
+  return res;
 }
 
 }  // namespace rs
