@@ -1,7 +1,7 @@
 // mkccl-perf gemm_rs / gemm_ar: C = sum over ranks of A_r . W_r^T, K split over the ranks
 // (-k is the whole K), ReduceScatter'd (C: M/ws rows per rank) or AllReduce'd. In the same run:
 //   ours             mkcclGemmReduceScatter / mkcclGemmAllReduce (the plan MKCCL_GEMM_*_PLAN or
-//                    the model picks)
+//                    the auto plan's rule picks, src/kernels/fused/gemm_rs_rule.h)
 //   baseline         cuBLAS (bf16 out) then NCCL ReduceScatter / AllReduce
 //   gemm_alone_us    cuBLAS alone;  comm_alone_us: the NCCL collective alone (the same buffer)
 //   floor_us         the larger of the two; floor_ratio = ours / floor

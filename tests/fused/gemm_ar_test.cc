@@ -1,7 +1,7 @@
 // mkcclGemmAllReduce on GPUs: odd shapes (M need not split evenly), both plans, bf16 and fp16
-// against a cuBLAS reference of the whole product; 64 calls back to back; the auto plan's timed
-// trial; bad arguments; one process over 1, 2 and all GPUs; a rank that never joins. Run alone
-// and under mkccl-run.
+// against a cuBLAS reference of the whole product; 64 calls back to back; bad arguments; one
+// process over 1, 2 and all GPUs, also every rank driven from one thread; a rank that never
+// joins. Run alone and under mkccl-run.
 // The bodies are shared with gemm_rs_test.cc (gemm_rs_check.cc).
 #include "gemm_rs_check.h"
 
@@ -9,7 +9,7 @@ using namespace mkccl::test;
 
 TEST(GemmAllReduce, OddShapesBothPlans) { worldShapes(true); }
 TEST(GemmAllReduce, BackToBackCalls) { worldBackToBack(true); }
-TEST(GemmAllReduce, AutoPlanTrial) { worldAutoTrial(true); }
 TEST(GemmAllReduce, BadArguments) { worldBadArguments(true); }
 TEST(GemmAllReduceInProcess, OneTwoAllGpus) { inProcessWorlds(true); }
+TEST(GemmAllReduceInProcess, AllRanksFromOneThread) { inProcessOneThread(true); }
 TEST(GemmAllReduceInProcess, RankThatNeverJoinsTimesOut) { inProcessTimeout(true); }

@@ -53,12 +53,12 @@ void setPlan(bool allReduce, const char* plan);
 // The test bodies shared by gemm_rs_test.cc (allReduce = false) and gemm_ar_test.cc (true).
 // World tests run on one communicator over the process world (alone: a world of 1); in-process
 // tests skip under a launcher.
-void worldShapes(bool allReduce);       // odd shapes x plans x types against the reference
-void worldBackToBack(bool allReduce);   // >= 50 calls queued back to back, plans interleaved
-void worldAutoTrial(bool allReduce);    // the auto plan's timed trial and collective decision
-void worldBadArguments(bool allReduce); // argument errors, then a valid call still works
-void inProcessWorlds(bool allReduce);   // mkcclCommInitAll over 1, 2 and all GPUs
-void inProcessTimeout(bool allReduce);  // a rank that never joins: bounded wait, clean exit, error
+void worldShapes(bool allReduce);        // odd shapes x plans x types against the reference
+void worldBackToBack(bool allReduce);    // >= 50 calls queued back to back, plans interleaved
+void worldBadArguments(bool allReduce);  // argument errors, then a valid call still works
+void inProcessWorlds(bool allReduce);    // mkcclCommInitAll over 1, 2 and all GPUs
+void inProcessOneThread(bool allReduce);  // every rank's calls from one thread, auto plan
+void inProcessTimeout(bool allReduce);    // a rank that never joins: bounded wait, clean exit, error
 
 // Relative-error tolerance of a bf16/fp16 result (partials are rounded to the input type once
 // before they are summed; see docs/GEMM_RS_AR.md).

@@ -3,16 +3,17 @@
 // of a cluster see the same phases and N-blocks, the final-tile bookkeeping the AR workers use
 // agrees with the schedule, every partial goes to the rank that owns its rows into a slot no other
 // sender uses, chunks cover M, scratch and flag slots do not overlap. The cost model against the
-// measurements it was calibrated on, and the timed trial's rule (ranks must agree).
+// measurements it was calibrated on, and the auto plan's rule (gemm_rs_rule.h): every measured
+// case picks the plan that was faster, no fused AllReduce beyond 2 ranks, and the choice is a
+// function of the shape alone (ranks must agree without talking).
 #include <gtest/gtest.h>
+#include <cmath>
 #include <set>
 #include <tuple>
 #include <vector>
-#include <cmath>
-#include <limits>
 #include "kernels/fused/gemm_rs_layout.cuh"
 #include "kernels/fused/gemm_rs_model.h"
-#include "kernels/fused/gemm_rs_trial.h"
+#include "kernels/fused/gemm_rs_rule.h"
 
 using namespace mkccl::rs;
 
@@ -164,98 +165,190 @@ TEST(GemmRsLayout, PartialsGoToTheirOwnerIntoADistinctSlot) {
   }
 }
 
-// The sequential plan's estimate against seq_us of the 4xH200 run it was calibrated on (ws = 4,
-// 132 SMs, K split over the ranks), and the fused estimate below the sequential one at the three
-// figure shapes (what the direct kernel is built for; the timed trial has the last word).
-TEST(GemmRsModel, MatchesTheCalibrationRunAndPrefersFusedOnFigureShapes) {
-  struct Point {
-    int mode;
-    int64_t M, N, K;
-    double seqUs;
-    bool figure;
-  };
-  const Point pts[] = {{kModeReduceScatter, 8192, 8192, 8192, 776.4, true},
-                       {kModeReduceScatter, 16384, 8192, 8192, 1506, true},
-                       {kModeReduceScatter, 4096, 8192, 8192, 408.3, true},
-                       {kModeReduceScatter, 8192, 8192, 4096, 613.1, false},
-                       {kModeAllReduce, 8192, 8192, 8192, 1062, true},
-                       {kModeAllReduce, 16384, 8192, 8192, 2093, true},
-                       {kModeAllReduce, 4096, 8192, 8192, 546.2, true},
-                       {kModeAllReduce, 8192, 8192, 4096, 900, false}};
-  const int ws = 4, sms = 132;
-  for (const Point& p : pts) {
-    SCOPED_TRACE(testing::Message() << (p.mode == kModeAllReduce ? "AR " : "RS ") << p.M << "x" << p.N << "x" << p.K);
-    const double seq = model::sequentialUs(p.mode, ws, p.M, p.N, p.K / ws, sms);
-    EXPECT_NEAR(seq, p.seqUs, 0.05 * p.seqUs);
-    const Layout L = makeLayout(p.mode, ws, p.M, p.N, 256, 1, 16);
-    const double fused = model::fusedUs(L, int(std::min<int64_t>(sms, L.orderLength())), p.K / ws);
-    EXPECT_GT(fused, 0);
-    if (p.figure) EXPECT_LT(fused, seq);
-  }
-  // A GEMM with no communication to hide is no faster fused: the estimate never drops below the
-  // sequential plan's GEMM part.
-  const Layout L = makeLayout(kModeReduceScatter, ws, 8192, 8192, 256, 1, 16);
-  EXPECT_GE(model::fusedUs(L, sms, 2048), model::sequentialUs(kModeReduceScatter, ws, 8192, 8192, 2048, sms) -
-                                              model::kCollLatencyUs - 8192.0 * 8192 * 2 * 3 / 4 /
-                                                                          model::kRsBusBytesPerUs);
+// 4xH200, 2026-11-22, commit f9ffa77 (perf/results/20261122-130330-4xNVIDIA_H200/gemm_{rs,ar}-ws
+// {2,4}.json): each plan forced, µs; K is the whole inner dimension (split over the ranks).
+struct Measured {
+  int mode, ws;
+  int64_t M, N, K;
+  double fusedUs, seqUs;
+};
+const Measured kRun[] = {
+    {kModeReduceScatter, 4, 8192, 8192, 8192, 506.5, 771.7},   {kModeReduceScatter, 4, 16384, 8192, 8192, 980.3, 1522},
+    {kModeReduceScatter, 4, 4096, 8192, 8192, 280.2, 407.9},   {kModeReduceScatter, 4, 8192, 8192, 4096, 385.6, 607.1},
+    {kModeReduceScatter, 2, 8192, 8192, 8192, 806.8, 1048},    {kModeReduceScatter, 2, 16384, 8192, 8192, 1609, 2186},
+    {kModeReduceScatter, 2, 4096, 8192, 8192, 411.6, 532.9},   {kModeReduceScatter, 2, 8192, 8192, 4096, 455.6, 707.7},
+    {kModeAllReduce, 4, 8192, 8192, 8192, 4421, 1084},         {kModeAllReduce, 4, 16384, 8192, 8192, 10830, 2117},
+    {kModeAllReduce, 4, 4096, 8192, 8192, 1309, 566.6},        {kModeAllReduce, 4, 8192, 8192, 4096, 3403, 926},
+    {kModeAllReduce, 2, 8192, 8192, 8192, 912.1, 1224},        {kModeAllReduce, 2, 16384, 8192, 8192, 1721, 2448},
+    {kModeAllReduce, 2, 4096, 8192, 8192, 449.4, 616.1},       {kModeAllReduce, 2, 8192, 8192, 4096, 525.5, 854}};
+constexpr int kH200Sms = 132;
+// The op's flag slots: the library's 1 MiB flag area (runtime/init.cc) from kOpFlagSlot (64).
+constexpr int64_t kFlagSlots = (1 << 20) / 8 - 64;
+
+RuleInputs ruleInputs(int mode, int ws, int64_t M, int64_t N, int64_t kPerRank, int budget = kH200Sms,
+                      int64_t flagSlots = kFlagSlots) {
+  RuleInputs in;
+  in.mode = mode;
+  in.ws = ws;
+  in.M = M;
+  in.N = N;
+  in.K = kPerRank;
+  in.ctaBudget = budget;
+  in.flagSlots = flagSlots;
+  return in;
 }
 
-TEST(GemmRsTrial, AlternatesPlansThenDecidesAlikeEverywhere) {
-  for (bool modelFused : {false, true}) {
-    PlanTrial t(modelFused);
-    int index = -1;
-    for (int i = 0; i < PlanTrial::kCalls; ++i) {
-      EXPECT_FALSE(t.readyToDecide());
-      const bool f = t.next(&index);
-      EXPECT_EQ(i, index);
-      EXPECT_EQ(i % 2 == 0 ? modelFused : !modelFused, f) << "call " << i;
-      t.launched();
+RuleInputs ruleInputs(const Measured& m) { return ruleInputs(m.mode, m.ws, m.M, m.N, m.K / m.ws); }
+
+testing::Message describe(const RuleInputs& in) {
+  return testing::Message() << (in.mode == kModeAllReduce ? "AR" : "RS") << " ws " << in.ws << " " << in.M << "x"
+                            << in.N << "x" << in.K << "/rank, " << in.ctaBudget << " SMs";
+}
+
+bool same(const PlanChoice& a, const PlanChoice& b) {
+  return a.fused == b.fused && a.why == b.why && a.plan.ok == b.plan.ok && a.plan.bn == b.plan.bn &&
+         a.plan.cs == b.plan.cs && a.plan.ctas == b.plan.ctas && a.plan.estUs == b.plan.estUs && a.seqUs == b.seqUs;
+}
+
+// Shapes around the measured ones and far from them: tiny, odd, narrow, wide, deep, shallow.
+std::vector<RuleInputs> sweep() {
+  std::vector<RuleInputs> v;
+  for (int mode : {kModeReduceScatter, kModeAllReduce})
+    for (int ws : {2, 3, 4, 5, 8})
+      for (int64_t rows : {1, 8, 200, 1000, 2048, 4096})
+        for (int64_t N : {8, 264, 1032, 8192, 28672})
+          for (int64_t K : {8, 72, 1024, 4096})
+            for (int budget : {1, 16, 132}) v.push_back(ruleInputs(mode, ws, rows * ws + (mode ? 3 : 0), N, K, budget));
+  return v;
+}
+
+// The sequential estimate against seq_us (every case) and the fused one against fused_us (where
+// the fused kernel works: RS at 2 and 4 ranks, AR at 2).
+TEST(GemmRsModel, MatchesTheCalibrationRun) {
+  for (const Measured& m : kRun) {
+    const RuleInputs in = ruleInputs(m);
+    SCOPED_TRACE(describe(in));
+    const PlanChoice c = choosePlan(in);
+    EXPECT_NEAR(c.seqUs, m.seqUs, 0.06 * m.seqUs);
+    ASSERT_TRUE(c.plan.ok);
+    EXPECT_EQ(256, c.plan.bn);
+    EXPECT_EQ(1, c.plan.cs);
+    EXPECT_EQ(kH200Sms, c.plan.ctas);
+    if (m.mode == kModeReduceScatter || m.ws <= kMaxFusedAllReduceRanks) {
+      EXPECT_NEAR(c.plan.estUs, m.fusedUs, 0.08 * m.fusedUs);
     }
-    EXPECT_TRUE(t.readyToDecide());
-    EXPECT_EQ(modelFused, t.next(&index));  // undecided past the trial: the model's plan
-    EXPECT_EQ(-1, index);
-    // Fused 500 us at best, sequential 700 (a first call of 2000: module load).
-    for (int i = 0; i < PlanTrial::kCalls; ++i) t.record(i, t.fusedAt(i) ? (i < 2 ? 2000 : 500) : 700);
-    double mine[2];
-    t.local(mine);
-    EXPECT_EQ(700, mine[0]);
-    EXPECT_EQ(500, mine[1]);
-    // Two ranks: the other one's fused best is 760 -> the slowest rank says sequential is faster.
-    const double all[4] = {mine[0], mine[1], 690, 760};
-    PlanTrial a = t, b = t;
-    a.decide(all, 2);
-    b.decide(all, 2);
-    EXPECT_TRUE(a.decided());
-    EXPECT_FALSE(a.choice());
-    EXPECT_EQ(a.choice(), b.choice());
-    EXPECT_EQ(760, a.worst(true));
-    EXPECT_EQ(700, a.worst(false));
-    EXPECT_FALSE(a.next(&index));
-    EXPECT_EQ(-1, index);
-    // Within the margin the model's plan stays.
-    const double close[4] = {700, 690, 700, 695};
-    PlanTrial c = t;
-    c.decide(close, 2);
-    EXPECT_EQ(modelFused, c.choice());
-    // A rank without a time (its events failed): the model's plan, on every rank.
-    const double missing[4] = {700, 500, std::numeric_limits<double>::infinity(), 500};
-    PlanTrial d = t;
-    d.decide(missing, 2);
-    EXPECT_EQ(modelFused, d.choice());
-    PlanTrial e = t;
-    e.giveUp();
-    EXPECT_EQ(modelFused, e.choice());
   }
 }
 
-TEST(GemmRsTrial, IgnoresBadTimes) {
-  PlanTrial t(true);
-  t.record(0, -1);
-  t.record(0, std::nan(""));
-  t.record(7, 10);
-  double mine[2];
-  t.local(mine);
-  EXPECT_TRUE(std::isinf(mine[0]) && std::isinf(mine[1]));
+// A GEMM with no communication to hide is no faster fused: the estimate never drops below the
+// same GEMM (its tile width, its CTAs) alone.
+TEST(GemmRsModel, FusedNeverBelowItsGemm) {
+  for (const RuleInputs& in : sweep()) {
+    SCOPED_TRACE(describe(in));
+    const PlanChoice c = choosePlan(in);
+    ASSERT_TRUE(c.plan.ok);
+    const FusedPlan& p = c.plan;
+    const int64_t tiles = ceilDiv(in.M, kTileRows) * ceilDiv(in.N, p.bn);
+    const double gemmAlone = double(ceilDiv(tiles, p.ctas)) * model::tileUs(p.bn, p.cs, in.K);
+    EXPECT_GE(p.estUs, gemmAlone);
+    EXPECT_TRUE(std::isfinite(p.estUs));
+    EXPECT_TRUE(std::isfinite(c.seqUs) && c.seqUs > model::kCollLatencyUs);
+  }
+}
+
+TEST(GemmRsRule, EveryMeasuredCasePicksTheFasterPlan) {
+  for (const Measured& m : kRun) {
+    const RuleInputs in = ruleInputs(m);
+    SCOPED_TRACE(describe(in) << ": fused " << m.fusedUs << " us, sequential " << m.seqUs << " us");
+    const PlanChoice c = choosePlan(in);
+    EXPECT_EQ(m.fusedUs < m.seqUs, c.fused);
+  }
+}
+
+// At 4 ranks the model alone would take the fused AllReduce (its estimate misses the broadcast
+// phase's slowness); the rule must not, at any world size past 2, for any shape.
+TEST(GemmRsRule, NoFusedAllReduceBeyondTwoRanks) {
+  const PlanChoice at4 = choosePlan(ruleInputs(kModeAllReduce, 4, 8192, 8192, 2048));
+  ASSERT_TRUE(at4.plan.ok);
+  EXPECT_LT(at4.plan.estUs, kFusedMargin * at4.seqUs) << "the model alone prefers fused here";
+  EXPECT_FALSE(at4.fused);
+  EXPECT_EQ(RuleReason::AllReduceWorldSize, at4.why);
+  int fusedRs = 0, fusedAr2 = 0;
+  for (const RuleInputs& in : sweep()) {
+    SCOPED_TRACE(describe(in));
+    const PlanChoice c = choosePlan(in);
+    if (in.mode == kModeAllReduce && in.ws > 2) {
+      EXPECT_FALSE(c.fused);
+      EXPECT_EQ(RuleReason::AllReduceWorldSize, c.why);
+    }
+    if (c.fused) {
+      EXPECT_TRUE(c.plan.ok);
+      EXPECT_LT(c.plan.estUs, c.seqUs);
+      (in.mode == kModeAllReduce ? fusedAr2 : fusedRs)++;
+    }
+  }
+  EXPECT_GT(fusedRs, 0);
+  EXPECT_GT(fusedAr2, 0);
+}
+
+// What every rank computes alike: the same inputs give the same choice whatever was asked before
+// (no state: the removed trial's first calls of a shape differed from its later ones), and the
+// fused configuration stays within the SM budget.
+TEST(GemmRsRule, ChoiceIsAFunctionOfTheShapeAlone) {
+  const std::vector<RuleInputs> v = sweep();
+  std::vector<PlanChoice> first;
+  for (const RuleInputs& in : v) first.push_back(choosePlan(in));
+  for (size_t i = v.size(); i-- > 0;) {
+    SCOPED_TRACE(describe(v[i]));
+    EXPECT_TRUE(same(first[i], choosePlan(v[i])));
+    EXPECT_TRUE(same(first[i], choosePlan(v[i])));
+    const FusedPlan& p = first[i].plan;
+    if (p.ok) {
+      EXPECT_GE(p.ctas, 1);
+      EXPECT_LE(p.ctas, v[i].ctaBudget);
+      EXPECT_LE(int64_t(p.ctas), p.L.orderLength()) << "no idle CTA";
+      EXPECT_EQ(1, p.cs) << "auto takes no cluster";
+    }
+  }
+}
+
+// A smaller SM budget never speeds a plan up (a link-bound fused estimate stays); on a share of the
+// GPU the fused kernel still fits.
+TEST(GemmRsRule, SmBudget) {
+  for (const Measured& m : kRun) {
+    const RuleInputs all = ruleInputs(m);
+    RuleInputs half = all;
+    half.ctaBudget = kH200Sms / 2;
+    SCOPED_TRACE(describe(half));
+    const PlanChoice a = choosePlan(all), h = choosePlan(half);
+    ASSERT_TRUE(h.plan.ok);
+    EXPECT_EQ(kH200Sms / 2, h.plan.ctas);
+    EXPECT_GE(h.plan.estUs, a.plan.estUs);
+    EXPECT_GT(h.seqUs, a.seqUs);
+  }
+}
+
+// Flags or scratch that would not fit: sequential, whatever the model says.
+TEST(GemmRsRule, FusedThatCannotFitRunsSequential) {
+  for (int mode : {kModeReduceScatter, kModeAllReduce}) {
+    const RuleInputs noFlags = ruleInputs(mode, 2, 8192, 8192, 4096, kH200Sms, 100);
+    const PlanChoice c = choosePlan(noFlags);
+    EXPECT_FALSE(c.plan.ok);
+    EXPECT_FALSE(c.fused);
+    EXPECT_EQ(RuleReason::FusedCannotRun, c.why);
+    // 2 ranks, 65536 x 131072: 16 GiB of scratch per rank and more tiles than flag slots.
+    const PlanChoice big = choosePlan(ruleInputs(mode, 2, 65536, 131072, 4096));
+    EXPECT_FALSE(big.plan.ok);
+    EXPECT_FALSE(big.fused);
+    // One flag slot short of what the fused kernel needs.
+    const PlanChoice fits = choosePlan(ruleInputs(mode, 2, 8192, 8192, 4096));
+    ASSERT_TRUE(fits.plan.ok);
+    // (The 128-wide tile needs twice the slots, so nothing fits.)
+    const int64_t slots = fits.plan.L.flagSlots() - 1;
+    const PlanChoice shortOne = choosePlan(ruleInputs(mode, 2, 8192, 8192, 4096, kH200Sms, slots));
+    EXPECT_FALSE(shortOne.plan.ok);
+    EXPECT_FALSE(shortOne.fused);
+  }
 }
 
 }  // namespace

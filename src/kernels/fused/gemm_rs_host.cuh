@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include "kernels/device/wgmma.cuh"
 #include "kernels/fused/gemm_rs_copy.cuh"
+#include "kernels/fused/gemm_rs_rule.h"
 #include "kernels/gemm/gemm_plan.h"
 #include "mkccl.h"
 #include "runtime/enqueue.h"
@@ -37,43 +38,16 @@ mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream);
 
 enum class PlanKind : int { Auto = 0, Fused = 1, Sequential = 2 };
 
-// The fused plan of a call: tile configuration, CTAs, layout. ok = false when the fused kernel
-// cannot run this shape (flags or scratch would not fit).
-struct FusedPlan {
-  bool ok = false;
-  int bn = 256, cs = 2, ctas = 0;
-  Layout L;
-  double estUs = 0;  // the model's estimate
-};
-
-struct PlanInputs {
-  int mode;                 // kModeReduceScatter / kModeAllReduce
-  int ws;
-  int64_t M, N, K;
-  int ctaBudget;            // SMs a kernel of the comm may use
+// What the op knows when it plans a call: the rule's inputs (gemm_rs_rule.h), and what only a
+// forced tile configuration uses.
+struct PlanInputs : RuleInputs {
   Occupancy occ;
-  GemmVariant variant;      // MKCCL_GEMM_VARIANT (forces the tile configuration)
-  int64_t flagSlots;        // 64-bit slots from kOpFlagSlot in the flags region
+  GemmVariant variant = GemmVariant::Auto;  // MKCCL_GEMM_VARIANT (forces the fused kernel's tiles)
 };
 
-// The best fused configuration by the model (ok = false: none can run this shape).
+// The fused configuration of a call: MKCCL_GEMM_VARIANT's if forced, else the rule's
+// (autoFusedPlan). ok = false: it cannot run this shape.
 FusedPlan planFused(const PlanInputs& in);
-// The model's estimate of the sequential plan (GEMM on every SM, then the collective).
-double estimateSequentialUs(const PlanInputs& in);
-
-// The auto plan of one call (gemm_rs_auto.cu): the model's choice or, on the first calls of a shape,
-// a timed trial of both plans, then the faster one (decided alike on every rank).
-struct AutoCall {
-  bool fused = false;
-  void* trial = nullptr;  // set when this call is a timed trial call
-  int index = -1;
-};
-// Before the launch (records the trial call's start event; may wait for earlier trial calls and
-// exchange their times over the bootstrap). modelUs: the model's estimate of its choice.
-mkcclResult_t autoPlanBegin(mkcclComm* comm, cudaStream_t stream, const char* name, int mode, int64_t M, int64_t N,
-                            int64_t K, mkcclDataType_t t, bool modelFused, double modelUs, AutoCall* call);
-// After the launch, whatever its result (every rank must count the same calls).
-void autoPlanEnd(const AutoCall& call, cudaStream_t stream);
 
 // MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN: fused | sequential | auto (unset).
 mkcclResult_t planFromEnv(const char* var, PlanKind* out);

@@ -1,10 +1,9 @@
 // mkccl::gemmReduceScatterOp, and the driver it shares with gemmAllReduceOp (gemm_ar_op.cu):
 // world size 1 is a plain GEMM; otherwise the fused kernel (gemm_rs_kernel.cuh) or the GEMM engine
 // followed by our ReduceScatter / AllReduce, as MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN says, else
-// as the model guesses and a timed trial of both plans confirms (gemm_rs_auto.cu). Arguments were
-// checked by the API (api_fused.cc).
+// as the rule decides from the shape (gemm_rs_rule.h): the same plan on every rank, no host wait.
+// Arguments were checked by the API (api_fused.cc).
 #include <string.h>
-#include <algorithm>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -107,45 +106,40 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   in.N = int64_t(N);
   in.K = int64_t(K);
   in.ctaBudget = opMaxCtas(comm);
-  MKCCL_CHECK(gemmVariantFromEnv(&in.variant));
   in.flagSlots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
+  MKCCL_CHECK(gemmVariantFromEnv(&in.variant));
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());
   if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &in.occ));
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &in.occ));
 
-  const FusedPlan plan = planFused(in);
-  const double seqUs = estimateSequentialUs(in);
-  const bool modelFused = plan.ok && plan.estUs < seqUs;
-  AutoCall call;
-  call.fused = modelFused;
-  if (forced == PlanKind::Fused) call.fused = plan.ok;
-  if (forced == PlanKind::Sequential) call.fused = false;
-  if (forced == PlanKind::Fused && !plan.ok)
-    MKCCL_WARN("%s: the fused plan cannot run %zux%zux%zu on %d ranks (flags or scratch would not fit): sequential",
-               name, M, N, K, comm->nranks);
-  if (forced == PlanKind::Auto && plan.ok)
-    MKCCL_CHECK(autoPlanBegin(comm, ctx.stream, name, mode, in.M, in.N, in.K, t, modelFused,
-                              std::min(plan.estUs, seqUs), &call));
-  const bool fused = call.fused;
+  const PlanChoice rule = choosePlan(in);
+  bool fused = forced == PlanKind::Auto ? rule.fused : forced == PlanKind::Fused;
+  FusedPlan plan;
+  if (fused) {
+    plan = planFused(in);
+    if (!plan.ok) {
+      MKCCL_WARN("%s: the fused plan (tiles: %s) cannot run %zux%zux%zu on %d ranks (flags or scratch would not fit): "
+                 "sequential",
+                 name, gemmVariantName(in.variant), M, N, K, comm->nranks);
+      fused = false;
+    }
+  }
+  const char* how = forced == PlanKind::Auto ? ruleReasonName(rule.why) : "forced";
   if (firstTimeFor(mode, in.M, in.N, in.K, in.ws, fused)) {
     if (fused)
-      MKCCL_INFO("%s %zux%zux%zu, %d ranks: fused, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk "
-                 "(model: fused %.0f us, sequential %.0f us)%s",
-                 name, M, N, K, in.ws, plan.bn, plan.cs, plan.ctas, plan.L.tiles, plan.estUs, seqUs,
-                 forced == PlanKind::Fused ? ", forced" : call.trial ? ", timed trial" : "");
+      MKCCL_INFO("%s %zux%zux%zu, %d ranks: fused, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk (%s; model: "
+                 "fused %.0f us, sequential %.0f us)",
+                 name, M, N, K, in.ws, plan.bn, plan.cs, plan.ctas, plan.L.tiles, how, plan.estUs, rule.seqUs);
     else
-      MKCCL_INFO("%s %zux%zux%zu, %d ranks: sequential (GEMM, then %s) (model: fused %s%.0f us, sequential %.0f us)%s",
-                 name, M, N, K, in.ws, mode == kModeAllReduce ? "AllReduce" : "ReduceScatter",
-                 plan.ok ? "" : "n/a ", plan.estUs, seqUs,
-                 forced == PlanKind::Sequential ? ", forced" : call.trial ? ", timed trial" : "");
+      MKCCL_INFO("%s %zux%zux%zu, %d ranks: sequential (GEMM, then %s) (%s; model: fused %s%.0f us, sequential "
+                 "%.0f us)",
+                 name, M, N, K, in.ws, mode == kModeAllReduce ? "AllReduce" : "ReduceScatter", how,
+                 rule.plan.ok ? "" : "n/a ", rule.plan.estUs, rule.seqUs);
   }
-  MKCCL_TRACE("%s call #%llu: %s%s", name, (unsigned long long)ctx.dev.seq, fused ? "fused" : "sequential",
-              call.trial ? " (timed trial)" : "");
-  const mkcclResult_t res = fused ? launchFused(ctx, plan, A, W, C, in.M, in.N, in.K, t)
-                                  : runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode);
-  autoPlanEnd(call, ctx.stream);
-  return res;
+  MKCCL_TRACE("%s call #%llu: %s", name, (unsigned long long)ctx.dev.seq, fused ? "fused" : "sequential");
+  return fused ? launchFused(ctx, plan, A, W, C, in.M, in.N, in.K, t)
+               : runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode);
 }
 
 }  // namespace rs

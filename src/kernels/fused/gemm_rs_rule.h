@@ -1,0 +1,102 @@
+// GEMM+RS/AR: the auto plan, decided by a rule on the call's shape alone. Every rank must run the
+// same plan (the fused kernel waits for flags the sequential plan never raises), and a call that
+// takes a stream must return once its work is enqueued: so the rule looks only at what every rank
+// of the call knows alike — mode, world size, M, N, K, the SM budget (and the flag area, a
+// library constant) — and times nothing, waits for nothing, remembers nothing. Host arithmetic,
+// checked on the CPU against every measured case (tests/fused/gemm_rs_layout_test.cc).
+#pragma once
+#include <stdint.h>
+#include <algorithm>
+#include "kernels/fused/gemm_rs_layout.cuh"
+#include "kernels/fused/gemm_rs_model.h"
+
+namespace mkccl {
+namespace rs {
+
+struct RuleInputs {
+  int mode = kModeReduceScatter;  // kModeReduceScatter / kModeAllReduce
+  int ws = 1;
+  int64_t M = 0, N = 0, K = 0;    // A [M, K], W [N, K]; K: each rank's share
+  int ctaBudget = 0;              // SMs a kernel of the communicator may use
+  int64_t flagSlots = 0;          // 64-bit slots from kOpFlagSlot in the flags region
+};
+
+// A fused configuration: tiles 128 x bn, clusters of cs, on ctas CTAs. ok = false: it cannot run
+// this shape (flags or scratch would not fit, or no CTA).
+struct FusedPlan {
+  bool ok = false;
+  int bn = 256, cs = 1, ctas = 0;
+  Layout L;
+  double estUs = 0;  // the model's estimate
+};
+
+// The scratch the fused kernel may ask for, per rank.
+constexpr int64_t kMaxFusedScratchBytes = 8ll << 30;
+// The fused AllReduce runs at these world sizes only. At 4 ranks its broadcast phase (each owner
+// pushing its finished tiles to every other rank) makes it 4-8x slower than the sequential plan
+// (4xH200, 2026-11-22, commit f9ffa77, µs fused / sequential: 8192³ 4421 / 1084, 16384x8192x8192
+// 10830 / 2117, 4096x8192x8192 1309 / 567, 8192x8192x4096 3403 / 926), far beyond what the
+// model's link time explains; at 2 ranks it takes 62-75% of the sequential plan's time. 3 ranks
+// are not measured, and one more receiver per tile may well trip the same cause: sequential there
+// too until the broadcast phase is fixed.
+constexpr int kMaxFusedAllReduceRanks = 2;
+// The fused plan must beat the sequential one by more than the model's error (its fused side is
+// within 8% of the runs it was fitted to); otherwise the sequential plan, the simpler one with
+// less scratch.
+constexpr double kFusedMargin = 0.95;
+// A narrower tile replaces the 256-wide one only when the model says it is clearly faster.
+constexpr double kClearWin = 0.95;
+
+inline FusedPlan fusedConfig(const RuleInputs& in, int bn, int cs, int ctas) {
+  FusedPlan p;
+  if (ctas < cs || in.ws < 2) return p;
+  const Layout L = makeLayout(in.mode, in.ws, in.M, in.N, bn, cs, std::max(1, 16 / cs));
+  if (L.flagSlots() > in.flagSlots || L.scratchBytes() > kMaxFusedScratchBytes) return p;
+  const int grid = int(std::min<int64_t>(ctas / cs, L.orderLength()));
+  p.ok = true;
+  p.bn = bn;
+  p.cs = cs;
+  p.ctas = grid * cs;
+  p.L = L;
+  p.estUs = model::fusedUs(L, grid, in.K);
+  return p;
+}
+
+// The auto configuration: no cluster (the cluster path of this kernel is not measured since the
+// engine's fence fix), 128 x 256 tiles unless 128 x 128 is clearly faster (link-bound shapes).
+inline FusedPlan autoFusedPlan(const RuleInputs& in) {
+  FusedPlan best = fusedConfig(in, 256, 1, in.ctaBudget);
+  const FusedPlan narrow = fusedConfig(in, 128, 1, in.ctaBudget);
+  if (narrow.ok && (!best.ok || narrow.estUs < best.estUs * kClearWin)) best = narrow;
+  return best;
+}
+
+enum class RuleReason : int { Model, FusedCannotRun, AllReduceWorldSize };
+
+struct PlanChoice {
+  bool fused = false;
+  RuleReason why = RuleReason::Model;
+  FusedPlan plan;     // the auto fused configuration (plan.ok = false: it cannot run)
+  double seqUs = 0;   // the model's estimate of the sequential plan
+};
+
+inline PlanChoice choosePlan(const RuleInputs& in) {
+  PlanChoice c;
+  c.plan = autoFusedPlan(in);
+  c.seqUs = model::sequentialUs(in.mode, in.ws, in.M, in.N, in.K, in.ctaBudget);
+  if (!c.plan.ok) c.why = RuleReason::FusedCannotRun;
+  else if (in.mode == kModeAllReduce && in.ws > kMaxFusedAllReduceRanks) c.why = RuleReason::AllReduceWorldSize;
+  else c.fused = c.plan.estUs < kFusedMargin * c.seqUs;
+  return c;
+}
+
+inline const char* ruleReasonName(RuleReason r) {
+  switch (r) {
+    case RuleReason::FusedCannotRun: return "the fused kernel's flags or scratch would not fit";
+    case RuleReason::AllReduceWorldSize: return "no fused AllReduce beyond 2 ranks (its broadcast phase is slow)";
+    default: return "the model";
+  }
+}
+
+}  // namespace rs
+}  // namespace mkccl
