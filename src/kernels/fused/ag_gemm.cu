@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 #include "kernels/device/wgmma.cuh"
@@ -75,22 +77,38 @@ struct ShapeState {
   }
 };
 
-std::mutex gShapesMu;
-std::vector<ShapeState>* gShapes = new std::vector<ShapeState>();  // never freed: used up to exit
-uint64_t gUse = 0;
+// Per communicator, not per process: the ranks of one process (mkcclCommInitAll, a thread each)
+// plan and launch at once, and a driver call made under a process-wide lock (a lazily loaded kernel
+// waits for its device to go idle) would make one rank's launch wait for another rank's kernel.
+struct CommShapes {
+  std::mutex mu;
+  std::vector<ShapeState> shapes;
+  uint64_t use = 0;
+};
+std::mutex gCommsMu;
+// Keyed by the comm and its bootstrap token (a later comm may reuse a freed comm's address).
+// Never freed: used up to exit; an entry is a few shapes.
+auto* gComms = new std::map<std::pair<const mkcclComm*, uint64_t>, std::unique_ptr<CommShapes>>();
 constexpr size_t kMaxShapes = 32;
+
+CommShapes& commShapes(const mkcclComm* comm) {
+  std::lock_guard<std::mutex> lock(gCommsMu);
+  std::unique_ptr<CommShapes>& p = (*gComms)[{comm, comm->bootstrap->token()}];
+  if (!p) p.reset(new CommShapes());
+  return *p;
+}
 
 // The state of a call's shape (created and planned on first use), least recently used evicted.
 template <class In>
-mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, ShapeState** out) {
-  std::vector<ShapeState>& v = *gShapes;
+mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& cs, ShapeState** out) {
+  std::vector<ShapeState>& v = cs.shapes;
   const bool gathered = c.push.gathered != nullptr;
   for (ShapeState& st : v)
     if (st.comm == ctx.comm && st.dev == c.dev && st.ws == c.push.L.ws && st.me == c.push.L.me &&
         st.type == static_cast<int>(c.type) && st.M == c.M &&
         st.N == c.N && st.K == c.K && st.gathered == gathered && st.commCtas == c.commCtas &&
         st.variant == static_cast<int>(c.variant) && st.smCount == c.smCount) {
-      st.lastUse = ++gUse;
+      st.lastUse = ++cs.use;
       *out = &st;
       return mkcclSuccess;
     }
@@ -110,7 +128,7 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, ShapeState** 
   MKCCL_CHECK(ag::fusedPlan<In>(c, &st.fp));
   st.sequentialUs = ag::estimateSequential(c.push.L, st.fp.full, c.N, c.K, gathered);
   st.trial = ag::PlanTrial(st.fp.est.fusedUs <= st.sequentialUs ? 0 : 1);
-  st.lastUse = ++gUse;
+  st.lastUse = ++cs.use;
   if (v.size() >= kMaxShapes) {
     auto lru = std::min_element(v.begin(), v.end(),
                                 [](const ShapeState& a, const ShapeState& b) { return a.lastUse < b.lastUse; });
@@ -190,12 +208,13 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
 }
 
 // The plan of this call (forced, decided, or a trial call, timed), then its launches. Under the
-// shapes' lock throughout: launches only enqueue, and no state outlives it.
+// communicator's shapes lock throughout: launches only enqueue, and no state outlives it.
 template <class In>
 mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
-  std::lock_guard<std::mutex> lock(gShapesMu);
+  CommShapes& cs = commShapes(ctx.comm);
+  std::lock_guard<std::mutex> lock(cs.mu);
   ShapeState* st = nullptr;
-  MKCCL_CHECK(shapeState<In>(ctx, c, &st));
+  MKCCL_CHECK(shapeState<In>(ctx, c, cs, &st));
   Plan plan = forced;
   int trialIndex = -1;
   if (forced == Plan::Auto) {

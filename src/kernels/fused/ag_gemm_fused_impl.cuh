@@ -18,11 +18,13 @@ struct FusedLauncher {
   static constexpr auto kernel() { return &fusedKernel<Cfg>; }
 
   static mkcclResult_t prepare(int dev, int smCount, int clusterSize, int* maxClusters) {
-    static std::mutex mu;
+    // One lock per device: a driver call here may load the kernel lazily, which waits for the
+    // device to go idle; ranks on other devices of this process must not queue behind it.
+    static std::mutex mu[64];
     static int cache[64][3];  // [dev][cs]: 0 unknown, else count + 1
     if (dev < 0 || dev >= 64 || clusterSize < 1 || clusterSize > 2)
       return setError(mkcclInternalError, "AllGather+GEMM launch: device %d / cluster %d", dev, clusterSize);
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(mu[dev]);
     if (cache[dev][0] == 0) {
       CUDA_CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(Cfg::kSmemBytes)));

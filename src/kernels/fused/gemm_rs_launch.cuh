@@ -23,10 +23,12 @@ struct ReduceLauncher {
 
   // Opts the kernel into its shared memory on `dev` (once) and returns how many clusters of 2 fit.
   static mkcclResult_t prepare(int dev, int smCount, int* clusters2) {
-    static std::mutex mu;
+    // One lock per device: a driver call here may load the kernel lazily, which waits for the
+    // device to go idle; ranks on other devices of this process must not queue behind it.
+    static std::mutex mu[64];
     static int cache[64];  // 0 unknown, else clusters + 1
     if (dev < 0 || dev >= 64) return setError(mkcclInternalError, "gemm+reduce launch: device %d", dev);
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(mu[dev]);
     if (cache[dev] == 0) {
       CUDA_CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(Cfg::kSmemBytes)));

@@ -17,11 +17,13 @@ struct GemmLauncher {
   // Opts the kernel into its shared memory on device `dev` (once) and returns how many clusters
   // of `clusterSize` CTAs fit on the GPU at once (for clusterSize 1: CTAs, i.e. smCount).
   static mkcclResult_t prepare(int dev, int smCount, int clusterSize, int* maxClusters) {
-    static std::mutex mu;
+    // One lock per device: a driver call here may load the kernel lazily, which waits for the
+    // device to go idle; ranks on other devices of this process must not queue behind it.
+    static std::mutex mu[64];
     static int cache[64][3];  // [dev][cs]: 0 unknown, else count + 1
     if (dev < 0 || dev >= 64 || clusterSize < 1 || clusterSize > 2)
       return setError(mkcclInternalError, "gemm launch: device %d / cluster %d", dev, clusterSize);
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(mu[dev]);
     if (cache[dev][0] == 0) {
       CUDA_CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(Cfg::kSmemBytes)));
