@@ -2,54 +2,24 @@
 #pragma once
 #include <string.h>
 #include <algorithm>
-#include <mutex>
 #include "kernels/fused/ag_gemm_host.cuh"
 #include "kernels/fused/ag_gemm_kernel.cuh"
 #include "kernels/fused/ag_gemm_model.cuh"
 #include "kernels/gemm/gemm_config.cuh"
+#include "kernels/gemm/kernel_launch.h"
 #include "runtime/check.h"
 
 namespace mkccl {
 namespace ag {
 
-// GemmLauncher's shared-memory opt-in, occupancy and launch, for fusedKernel<Cfg>.
+// The shared-memory opt-in, occupancy and launch (kernel_launch.h) of fusedKernel<Cfg>.
 template <class Cfg>
 struct FusedLauncher {
   static constexpr auto kernel() { return &fusedKernel<Cfg>; }
 
   static mkcclResult_t prepare(int dev, int smCount, int clusterSize, int* maxClusters) {
-    // One lock per device: a driver call here may load the kernel lazily, which waits for the
-    // device to go idle; ranks on other devices of this process must not queue behind it.
-    static std::mutex mu[64];
-    static int cache[64][3];  // [dev][cs]: 0 unknown, else count + 1
-    if (dev < 0 || dev >= 64 || clusterSize < 1 || clusterSize > 2)
-      return setError(mkcclInternalError, "AllGather+GEMM launch: device %d / cluster %d", dev, clusterSize);
-    std::lock_guard<std::mutex> lock(mu[dev]);
-    if (cache[dev][0] == 0) {
-      CUDA_CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(Cfg::kSmemBytes)));
-      cache[dev][0] = 1;
-    }
-    if (cache[dev][clusterSize] == 0) {
-      int n = smCount;
-      if (clusterSize > 1) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(static_cast<unsigned>(clusterSize * smCount));
-        cfg.blockDim = dim3(Cfg::kThreads);
-        cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-        cudaLaunchAttribute attr;
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = static_cast<unsigned>(clusterSize);
-        attr.val.clusterDim.y = 1;
-        attr.val.clusterDim.z = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel(), &cfg));
-      }
-      cache[dev][clusterSize] = n + 1;
-    }
-    *maxClusters = cache[dev][clusterSize] - 1;
-    return mkcclSuccess;
+    return persistentPrepare(reinterpret_cast<const void*>(kernel()), dev, smCount, Cfg::kThreads, Cfg::kSmemBytes,
+                             clusterSize, maxClusters);
   }
 
   static mkcclResult_t launch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
@@ -57,22 +27,8 @@ struct FusedLauncher {
     if (computeCtas < g.clusterSize || computeCtas % g.clusterSize != 0 || g.nCommCtas % g.clusterSize != 0)
       return setError(mkcclInternalError, "AllGather+GEMM launch: %d compute CTAs, %d comm CTAs, cluster %d",
                       computeCtas, g.nCommCtas, g.clusterSize);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(g.nCommCtas + computeCtas));
-    cfg.blockDim = dim3(Cfg::kThreads);
-    cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr;
-    if (g.clusterSize > 1) {
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(g.clusterSize);
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-    }
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel(), mapA, mapB, mapC, g, p));
-    return mkcclSuccess;
+    return persistentLaunch(kernel(), g.nCommCtas + computeCtas, Cfg::kThreads, Cfg::kSmemBytes, g.clusterSize, stream,
+                            mapA, mapB, mapC, g, p);
   }
 };
 

@@ -4,10 +4,10 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <string.h>
-#include <mutex>
 #include "kernels/fused/gemm_rs_host.cuh"
 #include "kernels/fused/gemm_rs_kernel.cuh"
 #include "kernels/gemm/epilogue.cuh"
+#include "kernels/gemm/kernel_launch.h"
 #include "runtime/check.h"
 #include "runtime/log.h"
 
@@ -23,57 +23,16 @@ struct ReduceLauncher {
 
   // Opts the kernel into its shared memory on `dev` (once) and returns how many clusters of 2 fit.
   static mkcclResult_t prepare(int dev, int smCount, int* clusters2) {
-    // One lock per device: a driver call here may load the kernel lazily, which waits for the
-    // device to go idle; ranks on other devices of this process must not queue behind it.
-    static std::mutex mu[64];
-    static int cache[64];  // 0 unknown, else clusters + 1
-    if (dev < 0 || dev >= 64) return setError(mkcclInternalError, "gemm+reduce launch: device %d", dev);
-    std::lock_guard<std::mutex> lock(mu[dev]);
-    if (cache[dev] == 0) {
-      CUDA_CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(Cfg::kSmemBytes)));
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(static_cast<unsigned>(2 * smCount));
-      cfg.blockDim = dim3(Cfg::kThreads);
-      cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-      cudaLaunchAttribute attr;
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = 2;
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      int n = 0;
-      if (cudaOccupancyMaxActiveClusters(&n, kernel(), &cfg) != cudaSuccess) {
-        cudaGetLastError();
-        n = 0;  // clusters unavailable: the planner uses single CTAs
-      }
-      cache[dev] = n + 1;
-    }
-    *clusters2 = cache[dev] - 1;
-    return mkcclSuccess;
+    return persistentPrepare(reinterpret_cast<const void*>(kernel()), dev, smCount, Cfg::kThreads, Cfg::kSmemBytes, 2,
+                             clusters2);
   }
 
   static mkcclResult_t launch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
                               const GemmArgs& g, const ReduceParams& p, int ctas, cudaStream_t stream) {
     if (ctas < g.clusterSize || ctas % g.clusterSize != 0)
       return setError(mkcclInternalError, "gemm+reduce launch: %d CTAs, cluster %d", ctas, g.clusterSize);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-    cfg.blockDim = dim3(Cfg::kThreads);
-    cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr;
-    if (g.clusterSize > 1) {
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(g.clusterSize);
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-    }
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel(), mapA, mapB, mapC, g, p));
-    return mkcclSuccess;
+    return persistentLaunch(kernel(), ctas, Cfg::kThreads, Cfg::kSmemBytes, g.clusterSize, stream, mapA, mapB, mapC, g,
+                            p);
   }
 };
 

@@ -3,9 +3,9 @@
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <mutex>
 #include "kernels/gemm/gemm_args.h"
 #include "kernels/gemm/gemm_kernel.cuh"
+#include "kernels/gemm/kernel_launch.h"
 #include "runtime/check.h"
 
 namespace mkccl {
@@ -17,38 +17,8 @@ struct GemmLauncher {
   // Opts the kernel into its shared memory on device `dev` (once) and returns how many clusters
   // of `clusterSize` CTAs fit on the GPU at once (for clusterSize 1: CTAs, i.e. smCount).
   static mkcclResult_t prepare(int dev, int smCount, int clusterSize, int* maxClusters) {
-    // One lock per device: a driver call here may load the kernel lazily, which waits for the
-    // device to go idle; ranks on other devices of this process must not queue behind it.
-    static std::mutex mu[64];
-    static int cache[64][3];  // [dev][cs]: 0 unknown, else count + 1
-    if (dev < 0 || dev >= 64 || clusterSize < 1 || clusterSize > 2)
-      return setError(mkcclInternalError, "gemm launch: device %d / cluster %d", dev, clusterSize);
-    std::lock_guard<std::mutex> lock(mu[dev]);
-    if (cache[dev][0] == 0) {
-      CUDA_CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(Cfg::kSmemBytes)));
-      cache[dev][0] = 1;
-    }
-    if (cache[dev][clusterSize] == 0) {
-      int n = smCount;
-      if (clusterSize > 1) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(static_cast<unsigned>(clusterSize * smCount));
-        cfg.blockDim = dim3(Cfg::kThreads);
-        cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-        cudaLaunchAttribute attr;
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = static_cast<unsigned>(clusterSize);
-        attr.val.clusterDim.y = 1;
-        attr.val.clusterDim.z = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel(), &cfg));
-      }
-      cache[dev][clusterSize] = n + 1;
-    }
-    *maxClusters = cache[dev][clusterSize] - 1;
-    return mkcclSuccess;
+    return persistentPrepare(reinterpret_cast<const void*>(kernel()), dev, smCount, Cfg::kThreads, Cfg::kSmemBytes,
+                             clusterSize, maxClusters);
   }
 
   // Launches g.nCommCtas + computeCtas blocks (computeCtas a multiple of g.clusterSize, and no
@@ -59,22 +29,8 @@ struct GemmLauncher {
     if (computeCtas < g.clusterSize || computeCtas % g.clusterSize != 0 || g.nCommCtas % g.clusterSize != 0)
       return setError(mkcclInternalError, "gemm launch: %d compute CTAs, %d comm CTAs, cluster %d", computeCtas,
                       g.nCommCtas, g.clusterSize);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(g.nCommCtas + computeCtas));
-    cfg.blockDim = dim3(Cfg::kThreads);
-    cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr;
-    if (g.clusterSize > 1) {
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(g.clusterSize);
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-    }
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel(), mapA, mapB, mapC, g, op));
-    return mkcclSuccess;
+    return persistentLaunch(kernel(), g.nCommCtas + computeCtas, Cfg::kThreads, Cfg::kSmemBytes, g.clusterSize, stream,
+                            mapA, mapB, mapC, g, op);
   }
 };
 
