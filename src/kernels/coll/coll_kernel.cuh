@@ -229,8 +229,12 @@ __device__ __forceinline__ bool sendStep(const Args& a, int c, uint64_t t) {
       }
     }
   } else {
-    for (int j = 0; j < m; ++j)
+    // Each channel starts at a different peer: the channels run about in step, and if every one
+    // pushed to peer 0 first, one NVLink pair would carry the whole step while the others idle.
+    for (int jj = 0; jj < m; ++jj) {
+      const int j = (jj + c) % m;
       if (s_len[j] > 0) dev::blockCopy(s_dst[j], s_src[j], s_len[j]);
+    }
   }
   if (!selfDone) dev::blockCopy(selfDst, selfSrc, self.len);
 

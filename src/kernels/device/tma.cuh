@@ -45,6 +45,20 @@ __device__ __forceinline__ void tmaStore2d(const CUtensorMap* map, uint32_t src,
                "r"(src), "r"(x), "r"(y)
                : "memory");
 }
+// 1-D bulk copies (no tensor map): `bytes` a multiple of 16, addresses 16-byte aligned. Global
+// addresses may be a peer's mapped memory (NVLink), which is how a few threads keep hundreds of
+// KiB of stores in flight without spending registers or SM issue slots on them.
+// Global -> this CTA's shared memory at `dst`; completes `bytes` on barrier `bar`.
+__device__ __forceinline__ void bulkLoad1d(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+// This CTA's shared memory at `src` -> global `dst`; tracked by this thread's bulk groups.
+__device__ __forceinline__ void bulkStore1d(void* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
 __device__ __forceinline__ void bulkCommit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Until at most N of this thread's committed bulk groups still read their shared-memory source.
 template <int N>
