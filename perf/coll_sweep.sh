@@ -2,7 +2,7 @@
 # The collective figures (issue 3) and the tuning runs behind their defaults, on one GPU machine:
 #   1. mkccl-perf for the four collectives against NCCL, 8 B .. 1 GiB (JSON beside the logs);
 #   2. the protocol crossover: LL everywhere it fits vs simple only, 8 B .. 8 MiB;
-#   3. large AllReduce: channels x ring slot size (and a deeper ring), 64 MiB .. 1 GiB.
+#   3. large AllReduce / ReduceScatter / AllToAll: channels x ring slot size, 64 MiB .. 1 GiB.
 # Every run is bounded by `timeout`; a summary line per run says its exit status.
 #   perf/coll_sweep.sh BUILD_DIR OUT_DIR [GPUS=4] [PARTS="1 2 3"]
 set -uo pipefail
@@ -39,12 +39,13 @@ for part in $parts; do
         done
       done ;;
     3)
-      for c in 16 24 32; do
-        for s in 128K 256K 512K; do
-          run "allreduce-c$c-s$s" MKCCL_COLL_CHANNELS=$c MKCCL_COLL_SLOT_BYTES=$s -- allreduce -g "$g" -b 64M -e 1G --no-baseline
+      for op in allreduce reducescatter alltoall; do
+        for c in 16 32; do
+          for s in 256K 1M; do
+            run "$op-c$c-s$s" MKCCL_COLL_CHANNELS=$c MKCCL_COLL_SLOT_BYTES=$s -- $op -g "$g" -b 64M -e 1G -f 4 --no-baseline
+          done
         done
       done
-      run allreduce-c16-s128K-nb8 MKCCL_COLL_CHANNELS=16 MKCCL_COLL_SLOT_BYTES=128K MKCCL_COLL_SLOTS=8 -- allreduce -g "$g" -b 64M -e 1G --no-baseline
-      run allgather-c32 MKCCL_COLL_CHANNELS=32 -- allgather -g "$g" -b 64M -e 1G --no-baseline ;;
+      run allgather-c32 MKCCL_COLL_CHANNELS=32 -- allgather -g "$g" -b 64M -e 1G -f 4 --no-baseline ;;
   esac
 done

@@ -88,6 +88,19 @@ if [ $bench = 1 ] && [ "${MKCCL_BENCH_EMULATED:-1}" = 1 ] && [ "$ngpu" -ge 2 ] &
     echo "== bench $op ws=$ngpu as 2 emulated nodes: $(( $(date +%s) - t0 )) s"
   done
 fi
+# The FIFO + proxy command rate and the tcp transport's bandwidth (mkccl-perf fifo / netbw).
+if [ $bench = 1 ] && [ "${MKCCL_BENCH_EMULATED:-1}" = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
+  for spec in "fifo 1" "netbw 2"; do
+    set -- $spec
+    [ "$2" -le "$ngpu" ] || continue
+    if ! "$build/perf/mkccl-perf" --list 2>/dev/null | grep -qw "$1"; then echo "== bench $1: not in this build"; continue; fi
+    t0=$(date +%s)
+    timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$build/perf/mkccl-perf" "$1" -g "$2" --json "$resdir/$1-ws$2.json" \
+      > "$logs/bench-$1.log" 2>&1 || status=1
+    tail -14 "$logs/bench-$1.log"
+    echo "== bench $1 ws=$2: $(( $(date +%s) - t0 )) s"
+  done
+fi
 tar czf "$out/results.tgz" "$resdir" 2>/dev/null
 cp "$logs/ctest-gpu.log" "$out/" 2>/dev/null
 tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
