@@ -27,7 +27,7 @@ int rankOf(const OpCtx& ctx, int local) { return ctx.comm->localToRank[local]; }
 mkcclResult_t planAndLaunch(OpCtx& ctx, const Tuning& tune, bool ll, size_t maxStream, Args* a, mkcclDataType_t t,
                             mkcclRedOp_t op) {
   int grid = 0;
-  if (ll) MKCCL_CHECK(planLL(ctx, a, &grid));
+  if (ll) MKCCL_CHECK(planLL(ctx, tune, a, &grid));
   else MKCCL_CHECK(planLayout(ctx, tune, maxStream, a, &grid));
   return launchColl(ctx, *a, grid, t, op);
 }

@@ -46,6 +46,7 @@ Tuning tuningFromEnv() {
     else if (*s && strcmp(s, "auto")) MKCCL_WARN("MKCCL_COLL_PROTO=%s: expected ll, simple or auto; ignored", s);
   }
   t.llMaxBytes = (size_t)envInt("MKCCL_COLL_LL_BYTES", (long long)t.llMaxBytes, 0, 1ll << 40);
+  t.llCtaUnits = (size_t)envInt("MKCCL_COLL_LL_CTA_UNITS", (long long)t.llCtaUnits, 32, 1 << 20);
   t.channels = (int)envInt("MKCCL_COLL_CHANNELS", 0, 1, kMaxChannels);
   t.slotBytes = (size_t)envInt("MKCCL_COLL_SLOT_BYTES", 0, (long long)kMinSlotBytes, 1ll << 30) & ~(size_t)15;
   t.slots = (int)envInt("MKCCL_COLL_SLOTS", 0, 2, 16);
@@ -80,9 +81,9 @@ mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream,
   // sizes (they differ per rank), so it always uses the full count.
   int C;
   if (tune.channels > 0) C = tune.channels;
-  else if (kind == kAllToAll) C = 16;
+  else if (kind == kAllToAll) C = 32;
   else if (kind == kAllReduceOneShot) C = (int)std::min<size_t>(32, std::max<size_t>(1, ceilDiv(maxStream, 16 << 10)));
-  else C = (int)std::min<size_t>(16, std::max<size_t>(1, ceilDiv(maxStream, 64 << 10)));
+  else C = (int)std::min<size_t>(32, std::max<size_t>(1, ceilDiv(maxStream, 64 << 10)));
   size_t S = tune.slotBytes ? tune.slotBytes : kDefaultSlotBytes;
   int NB = tune.slots ? tune.slots : kDefaultSlots;
 
@@ -147,7 +148,7 @@ size_t llStreamLimit(const OpCtx& ctx, const Tuning& tune) {
   return tune.proto == 1 ? cap : std::min(cap, tune.llMaxBytes);
 }
 
-mkcclResult_t planLL(const OpCtx& ctx, Args* a, int* grid) {
+mkcclResult_t planLL(const OpCtx& ctx, const Tuning& tune, Args* a, int* grid) {
   const LLLayout l = llLayout(ctx.dev.dataBytes, ctx.dev.localRanks);
   size_t units = llUnits(a->redLen), longest = a->redLen;
   for (int q = 0; q < ctx.dev.localRanks; ++q) {
@@ -161,8 +162,10 @@ mkcclResult_t planLL(const OpCtx& ctx, Args* a, int* grid) {
   a->llFlag = llFlagOf(ctx.dev.seq);
   a->llBase = l.base;
   a->llLines = l.lines;
-  // About kLLUnroll units per thread: enough CTAs that the stores in flight fill NVLink.
-  const size_t want = ceilDiv(std::max<size_t>(units, 1), (size_t)kLLThreads * kLLUnroll);
+  // Enough CTAs that the stores in flight fill NVLink, and that a few-KiB stream is spread over
+  // several SMs: one CTA per llCtaUnits units of the longest stream (the 2026-11-22 run had
+  // ReduceScatter at 32-128 KiB 3-5% behind NCCL with 1024 units per CTA).
+  const size_t want = ceilDiv(std::max<size_t>(units, 1), tune.llCtaUnits);
   *grid = (int)std::min<size_t>(want, (size_t)std::min(kLLMaxCtas, std::max(1, opMaxCtas(ctx.comm))));
   return mkcclSuccess;
 }

@@ -23,6 +23,7 @@ namespace coll {
 struct Tuning {
   int proto = 0;              // 0 auto, 1 LL wherever it fits, 2 simple only
   size_t llMaxBytes = 512 << 10;
+  size_t llCtaUnits = 256;    // LL: 8-byte units of the longest stream per CTA (grid size)
   int channels = 0;           // 0: heuristic
   size_t slotBytes = 0;       // 0: default
   int slots = 0;              // 0: default
@@ -46,7 +47,7 @@ size_t llStreamLimit(const OpCtx& ctx, const Tuning& tune);
 mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream, Args* a, int* grid);
 
 // The LL protocol: the LL area and this rank's grid. Every stream of a must fit (llStreamLimit).
-mkcclResult_t planLL(const OpCtx& ctx, Args* a, int* grid);
+mkcclResult_t planLL(const OpCtx& ctx, const Tuning& tune, Args* a, int* grid);
 
 // Launches the kernel of a's protocol and kind (t and op select the reduction; ignored for the copy kinds).
 mkcclResult_t launchColl(const OpCtx& ctx, const Args& a, int grid, mkcclDataType_t t, mkcclRedOp_t op);
