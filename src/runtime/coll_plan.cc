@@ -81,8 +81,12 @@ mkcclResult_t planLayout(const OpCtx& ctx, const Tuning& tune, size_t maxStream,
   // sizes (they differ per rank), so it always uses the full count.
   int C;
   if (tune.channels > 0) C = tune.channels;
-  else if (kind == kAllToAll) C = 32;
+  // Channel counts from the 2026-11-22 sweeps on 4xH200 (perf/coll_sweep.sh): 16 -> 32 channels
+  // took large ReduceScatter / AllReduce / AllToAll from 0.81-0.92x NCCL to 0.90-0.99x; 64 beat 32
+  // for AllToAll at every size from 4 MiB (0.92-1.09x) and for reductions of >= 64 MiB streams.
+  else if (kind == kAllToAll) C = 64;
   else if (kind == kAllReduceOneShot) C = (int)std::min<size_t>(32, std::max<size_t>(1, ceilDiv(maxStream, 16 << 10)));
+  else if (kind != kAllGather && maxStream >= (64u << 20)) C = 64;
   else C = (int)std::min<size_t>(32, std::max<size_t>(1, ceilDiv(maxStream, 64 << 10)));
   size_t S = tune.slotBytes ? tune.slotBytes : kDefaultSlotBytes;
   int NB = tune.slots ? tune.slots : kDefaultSlots;
