@@ -4,8 +4,10 @@
 //   baseline    NCCL AllGather then cuBLAS ("nccl+cublas")
 //   extras      gemm_alone_us (cuBLAS on the gathered problem), comm_alone_us (NCCL AllGather),
 //               floor_us = the larger (what perfect overlap would give), floor_ratio = time / floor,
-//               fused_us / sequential_us (each plan forced, to tune the plan model), fused_side_us
-//               (the fused plan with the compute CTAs' idle warps pushing instead of comm CTAs:
+//               fused_us / sequential_us (each plan forced, to tune the plan model; the push mode
+//               is MKCCL_AG_GEMM_PUSH's, bulk by default), fused_threads_us (the fused plan with
+//               MKCCL_AG_GEMM_PUSH=threads; fused_bulk_us instead when the env asks for threads),
+//               fused_side_us (the compute CTAs' idle warps pushing instead of comm CTAs:
 //               MKCCL_AG_GEMM_PLAN=fused:0), tflops, speedup
 // Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
 // Every number is the max over ranks of the ranks' medians (the row is then the same on all).
@@ -79,14 +81,33 @@ bool maxOverRanks(std::vector<double>* v) {
   return true;
 }
 
-// Our call with the plan forced (nullptr: the library's choice), timed.
-double timeOurs(const char* plan, const std::function<void(int)>& run, const Args& a, Env& env, bool* failed) {
-  const char* prev = getenv("MKCCL_AG_GEMM_PLAN");
-  const std::string saved = prev ? prev : "";
-  if (plan) setenv("MKCCL_AG_GEMM_PLAN", plan, 1);
-  const double us = timeMedianUs(run, a.warmup, a.iters, env.stream);
-  if (plan && prev) setenv("MKCCL_AG_GEMM_PLAN", saved.c_str(), 1);
-  else if (plan) unsetenv("MKCCL_AG_GEMM_PLAN");
+// Sets env variable `name` to `value` (nullptr: leaves it) until the object goes.
+struct ScopedEnv {
+  const char* name;
+  bool set, had;
+  std::string saved;
+  ScopedEnv(const char* n, const char* value) : name(n), set(value != nullptr) {
+    const char* prev = getenv(name);
+    had = prev != nullptr;
+    saved = had ? prev : "";
+    if (set) setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (!set) return;
+    if (had) setenv(name, saved.c_str(), 1);
+    else unsetenv(name);
+  }
+};
+
+// Our call with the plan (nullptr: the library's choice) and push mode (nullptr: the env's)
+// forced, timed.
+double timeOurs(const char* plan, const char* push, const std::function<void(int)>& run, const Args& a, Env& env,
+                bool* failed) {
+  double us;
+  {
+    ScopedEnv p("MKCCL_AG_GEMM_PLAN", plan), q("MKCCL_AG_GEMM_PUSH", push);
+    us = timeMedianUs(run, a.warmup, a.iters, env.stream);
+  }
   mkcclResult_t async = mkcclSuccess;
   mkcclCommGetAsyncError(env.comm, &async);
   if (us < 0 || async != mkcclSuccess) *failed = true;
@@ -175,10 +196,13 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   }
 
   // Ours: the library's plan, then each plan forced.
-  const double oursUs = timeOurs(nullptr, ours, a, env, &failed);
-  const double fusedUs = timeOurs("fused", ours, a, env, &failed);
-  const double sideUs = timeOurs("fused:0", ours, a, env, &failed);
-  const double seqUs = timeOurs("sequential", ours, a, env, &failed);
+  const char* push = getenv("MKCCL_AG_GEMM_PUSH");
+  const bool threadsPush = push != nullptr && strcmp(push, "threads") == 0;
+  const double oursUs = timeOurs(nullptr, nullptr, ours, a, env, &failed);
+  const double fusedUs = timeOurs("fused", nullptr, ours, a, env, &failed);
+  const double otherPushUs = timeOurs("fused", threadsPush ? "bulk" : "threads", ours, a, env, &failed);
+  const double sideUs = timeOurs("fused:0", nullptr, ours, a, env, &failed);
+  const double seqUs = timeOurs("sequential", nullptr, ours, a, env, &failed);
   if (failed) {
     fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
     return 1;
@@ -205,12 +229,13 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     }
   }
 
-  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs};
+  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, otherPushUs};
   if (!maxOverRanks(&v)) return 1;
   r.timeUs = v[0];
   r.extra["fused_us"] = v[1];
   r.extra["sequential_us"] = v[2];
   r.extra["fused_side_us"] = v[6];
+  r.extra[threadsPush ? "fused_bulk_us" : "fused_threads_us"] = v[7];
   r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
   if (nccl) {
     r.baseline = "nccl+cublas";
@@ -225,7 +250,7 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   }
   const char* plan = getenv("MKCCL_AG_GEMM_PLAN");
   const char* cc = getenv("MKCCL_COMM_CTAS");
-  r.note = std::string("plan ") + (plan && *plan ? plan : "auto") +
+  r.note = std::string("plan ") + (plan && *plan ? plan : "auto") + ", push " + (threadsPush ? "threads" : "bulk") +
            (cc && *cc ? std::string(", MKCCL_COMM_CTAS=") + cc : std::string()) +
            (nccl ? "" : ", comm_alone by mkcclAllGather (no NCCL)") + ", " + std::to_string(sets) + " input sets";
   env.emit(r);

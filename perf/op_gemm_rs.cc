@@ -7,6 +7,8 @@
 //   floor_us         the larger of the two; floor_ratio = ours / floor
 //   seq_us           our sequential plan (GEMM engine, then our collective), forced
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
+//   fused_other_push_us  the fused plan with the other way of sending partials
+//                    (MKCCL_GEMM_RS_PUSH: team when unset or bulk, bulk when team): A/B
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
 // AllReduce (NCCL's if loaded, else ours), tolerance 1e-2 of the largest magnitude.
@@ -192,8 +194,9 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
 
     // Ours, as configured; then each plan forced (for the model, and to show what auto left out).
     mkcclResult_t firstErr = mkcclSuccess;
-    // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan
-    double v[6] = {-1, -1, -1, -1, -1, -1};
+    // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan, the fused plan
+    // with the push team sending the partials (MKCCL_GEMM_RS_PUSH=team: A/B of the default bulk path)
+    double v[7] = {-1, -1, -1, -1, -1, -1, -1};
     auto timeOurs = [&]() {
       return timeMedianUs(
           [&](int i) {
@@ -206,6 +209,12 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     setenv(planVar, "sequential", 1);
     v[4] = timeOurs();
     setenv(planVar, "fused", 1);
+    const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
+    const std::string push = pushEnv ? pushEnv : "";
+    setenv("MKCCL_GEMM_RS_PUSH", push == "team" ? "bulk" : "team", 1);
+    v[6] = timeOurs();
+    if (pushEnv) setenv("MKCCL_GEMM_RS_PUSH", push.c_str(), 1);
+    else unsetenv("MKCCL_GEMM_RS_PUSH");
     v[5] = timeOurs();
     if (planEnv) setenv(planVar, planEnv, 1);
     else unsetenv(planVar);
@@ -250,12 +259,13 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       fprintf(stderr, "%s: rank %d: the baseline failed\n", name, env.rank);
       return 1;
     }
-    if (!maxOverRanks(v, 6)) return 1;
+    if (!maxOverRanks(v, 7)) return 1;
     r.timeUs = v[0];
     r.baselineTimeUs = v[1];
     r.extra["gemm_alone_us"] = v[2];
     r.extra["seq_us"] = v[4];
     r.extra["fused_us"] = v[5];
+    r.extra["fused_other_push_us"] = v[6];
     r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
     if (v[3] > 0) {
       const double floorUs = std::max(v[2], v[3]);
@@ -279,7 +289,7 @@ int gemmArOp(const Args& a, Env& env, std::vector<Result>* out) { return runGemm
 MKCCL_PERF_OP("gemm_rs", gemmRsOp,
               "GEMM + ReduceScatter (K split over ranks; -k is the whole K) vs cuBLAS then NCCL, with the floor "
               "max(cuBLAS alone, NCCL alone). -m/-n/-k or --shapes (default: 8192^3, 16384x8192x8192, 4096x8192x8192, "
-              "8192x8192x4096); MKCCL_GEMM_RS_PLAN=fused|sequential");
+              "8192x8192x4096); MKCCL_GEMM_RS_PLAN=fused|sequential, MKCCL_GEMM_RS_PUSH=bulk|team");
 MKCCL_PERF_OP("gemm_ar", gemmArOp,
               "GEMM + AllReduce (K split over ranks) vs cuBLAS then NCCL, as gemm_rs; MKCCL_GEMM_AR_PLAN=fused|sequential");
 

@@ -1,8 +1,9 @@
 // mkcclAllGatherGemm on GPUs, against a reference built here: every rank's shard regenerated from
 // its seed (fillRandom is a function of seed and index) into one gathered A, then cuBLAS.
 //   - one process per GPU (mkccl-run -n 2 / 4; alone it is a world of 1): shapes with tails and
-//     small M, gathered A absent / separate / in place, both plans, 60 back-to-back calls with
-//     different inputs, a back-to-back sequence of changing shapes and plans (the issue-6
+//     small M, gathered A absent / separate / in place, both plans, both push modes
+//     (MKCCL_AG_GEMM_PUSH=bulk|threads), ranks with different push modes, 80 back-to-back calls
+//     with different inputs, a back-to-back sequence of changing shapes and plans (the issue-6
 //     failure), argument errors;
 //   - one process over 1, 2 and all GPUs (mkcclCommInitAll, a thread per rank: growing the
 //     symmetric region is a host collective), a rank that never joins (the wait times out, the
@@ -38,10 +39,18 @@ constexpr size_t kEs = 2;  // bf16 / fp16
 uint64_t seedA(uint64_t seed, int q) { return seed * 1000003ull + 17ull * q + 1; }
 uint64_t seedW(uint64_t seed, int r) { return seed * 1000003ull + 17ull * r + 7; }
 
-// Sets the plan for every rank of this process (the env is read on every call).
+// Sets the plan for every rank of this process (the env is read on every call). "<plan>/<push>"
+// also sets MKCCL_AG_GEMM_PUSH (else unset: the default, bulk); null: both unset (auto, bulk).
 void setPlan(const char* plan) {
-  if (plan) setenv("MKCCL_AG_GEMM_PLAN", plan, 1);
-  else unsetenv("MKCCL_AG_GEMM_PLAN");
+  unsetenv("MKCCL_AG_GEMM_PUSH");
+  if (!plan) {
+    unsetenv("MKCCL_AG_GEMM_PLAN");
+    return;
+  }
+  const std::string s(plan);
+  const size_t slash = s.find('/');
+  setenv("MKCCL_AG_GEMM_PLAN", s.substr(0, slash).c_str(), 1);
+  if (slash != std::string::npos) setenv("MKCCL_AG_GEMM_PUSH", s.substr(slash + 1).c_str(), 1);
 }
 
 // Host barrier of the rank threads of one process.
@@ -160,12 +169,16 @@ const Shape kShapes[] = {
     {384, 256, 1024},   // odd number of blocks per rank (clusters straddle shards)
     {1024, 1024, 768},  // whole cluster rows per rank: the arrival-ordered schedule
     {256, 264, 4096},   // many slices per chunk
+    {1000, 136, 1032},  // slices of 32 rows = 4 bulk pieces + 2112 bytes; a short last slice and claim
+    {2048, 256, 2048},  // 32 claims per shard: every bulk lane cycles its stages (and phases) many times
 };
 
 // Every shape x gathered variant x plan on this rank's comm. Every rank of the comm runs it.
 void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
-  // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM.
-  const char* plans[] = {"fused", "fused:0", "fused:2", "sequential", nullptr};
+  // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM;
+  // each with the default bulk push of the comm CTAs and the AllGather, and again with threads.
+  const char* plans[] = {"fused",         "fused:0", "fused:2", "sequential", nullptr, "fused/threads",
+                         "fused:2/threads", "sequential/threads"};
   const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -197,12 +210,12 @@ void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_
   cudaStreamDestroy(stream);
 }
 
-// 60 calls queued back to back on one stream, each with its own inputs and outputs (half with a
-// gathered A), alternating plans every 20: no call may pass on another's flags or data.
+// 80 calls queued back to back on one stream, each with its own inputs and outputs (half with a
+// gathered A), switching plan or push mode every 20: no call may pass on another's flags or data.
 void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const PlanSwitch& sw) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const int calls = 60;
+  const int calls = 80;
   const Shape s{256, 256, 512};
   std::vector<Call> cs(calls);
   bool ok = true;  // no fatal assertion before the last plan switch: every rank must get there
@@ -212,9 +225,9 @@ void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const Plan
   }
   EXPECT_TRUE(ok) << "allocations";
   ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
-  const char* plans[] = {"fused", "sequential", nullptr};
+  const char* plans[] = {"fused", "sequential", "fused/threads", nullptr};
   for (int i = 0; i < calls; ++i) {
-    if (i % 20 == 0) sw(rank, plans[(i / 20) % 3]);  // the calls already queued keep running
+    if (i % 20 == 0) sw(rank, plans[(i / 20) % 4]);  // the calls already queued keep running
     if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
       ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
       ok = false;  // keep switching with the other ranks
@@ -360,6 +373,37 @@ TEST(AgGemmWorld, Fp16) {
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
+// Ranks that push differently (bulk on even ranks, threads on odd ones) still agree: the push
+// mode changes only how the bytes move, not the claims, counters or entries. Each process sets
+// its own env, so this runs under mkccl-run only.
+TEST(AgGemmWorld, MixedPushModes) {
+  WORLD_COMM_OR_SKIP(comm);
+  const uint64_t seed = worldSeed();
+  const int rank = world().rank, ws = world().nranks;
+  cudaStream_t s;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreate(&s));
+  int i = 0;
+  for (const char* plan : {"fused", "sequential", "fused:0"})
+    for (const Shape& sh : {Shape{1000, 136, 1032}, Shape{256, 512, 4096}}) {
+      ++i;
+      SCOPED_TRACE(testing::Message() << "plan " << plan << ", m=" << sh.m << " N=" << sh.N << " K=" << sh.K
+                                      << ", rank " << rank << " pushes with " << (rank % 2 ? "threads" : "bulk"));
+      setPlan((std::string(plan) + (rank % 2 ? "/threads" : "/bulk")).c_str());
+      Call c;
+      c.alloc(rank, ws, sh, mkcclBfloat16, i % 2 ? Gathered::Separate : Gathered::None, seed + 500 + i, s);
+      ASSERT_TRUE(c.ok);
+      ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+      EXPECT_EQ(mkcclSuccess, c.run(comm, s)) << mkcclGetLastError(comm);
+      ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+      expectNoAsyncError(comm);
+      c.check(rank, ws);
+      c.release();
+    }
+  setPlan(nullptr);
+  cudaStreamDestroy(s);
+  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
+}
+
 TEST(AgGemmWorld, BackToBack) {
   WORLD_COMM_OR_SKIP(comm);
   runBackToBack(comm, world().rank, world().nranks, worldSeed(), processPlanSwitch());
@@ -388,6 +432,13 @@ TEST(AgGemmWorld, BadArguments) {
         << mkcclGetLastError(nullptr);
   }
   unsetenv("MKCCL_AG_GEMM_PLAN");
+  for (const char* bad : {"tma", "Bulk", "threads:4"}) {
+    setenv("MKCCL_AG_GEMM_PUSH", bad, 1);
+    EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0)) << bad;
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_PUSH"))
+        << mkcclGetLastError(nullptr);
+  }
+  unsetenv("MKCCL_AG_GEMM_PUSH");
   for (char* p : {A, W, C}) cudaFree(p);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }

@@ -77,6 +77,8 @@ void setPlan(bool allReduce, const char* plan) {
   setenv(allReduce ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN", plan, 1);
 }
 
+void setPush(const char* push) { setenv("MKCCL_GEMM_RS_PUSH", push, 1); }
+
 }  // namespace test
 }  // namespace mkccl
 
@@ -86,6 +88,7 @@ void setPlan(bool allReduce, const char* plan) {
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace mkccl {
 namespace test {
@@ -148,13 +151,19 @@ void worldShapes(bool allReduce) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   uint64_t seed = worldSeed();
-  for (const char* plan : {"auto", "fused", "sequential"}) {
+  // The fused plan with either way of sending partials (bulk stores, the default; the push team).
+  const std::pair<const char*, const char*> runs[] = {
+      {"auto", "bulk"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "bulk"}};
+  for (const auto& run : runs) {
+    const char* plan = run.first;
     setPlan(allReduce, plan);
+    setPush(run.second);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
-        SCOPED_TRACE(testing::Message() << "plan " << plan << ", M " << s.M << " N " << s.N << " K/rank " << s.Kr
-                                        << ", " << typeLabel(t) << ", " << w.nranks << " ranks");
+        SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.second << "), M " << s.M << " N "
+                                        << s.N << " K/rank " << s.Kr << ", " << typeLabel(t) << ", " << w.nranks
+                                        << " ranks");
         seed += 7919;
         ReduceBuffers b;
         makeRankBuffers(&b, s, t, seed, w.rank, w.nranks, allReduce);
@@ -166,6 +175,7 @@ void worldShapes(bool allReduce) {
     }
   }
   setPlan(allReduce, "auto");
+  setPush("bulk");
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -195,6 +205,8 @@ void worldBackToBack(bool allReduce) {
   for (int i = 0; i < kCalls; ++i) {
     // 50 fused calls in a row, then fused and sequential interleaved (collectives in between).
     setPlan(allReduce, i < 50 || i % 2 ? "fused" : "sequential");
+    // Push paths mixed across calls and across ranks (both ends' formats and flags agree).
+    setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
     const ReduceBuffers& in = sets[i % kSets];
     const mkcclResult_t r = allReduce
                                 ? mkcclGemmAllReduce(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream)
@@ -202,6 +214,7 @@ void worldBackToBack(bool allReduce) {
     ASSERT_EQ(mkcclSuccess, r) << "call " << i << ": " << mkcclGetLastError(comm);
   }
   setPlan(allReduce, "auto");
+  setPush("bulk");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -251,6 +264,12 @@ void worldBadArguments(bool allReduce) {
   if (ws > 1) {
     setPlan(allReduce, "bogus");
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    setPlan(allReduce, "auto");
+    setPlan(allReduce, "fused");
+    setPush("bogus");
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PUSH"));
+    setPush("bulk");
     setPlan(allReduce, "auto");
   }
   // Rejected calls left the communicator healthy.

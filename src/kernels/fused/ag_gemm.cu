@@ -53,11 +53,24 @@ mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
   return mkcclSuccess;
 }
 
+// MKCCL_AG_GEMM_PUSH=bulk|threads (read on every call; unset: bulk): how dedicated comm CTAs and the
+// sequential plan's AllGather move the bytes (ag_gemm_push.cuh). Side teams always use threads.
+mkcclResult_t pushFromEnv(int* bulk) {
+  const char* s = getenv("MKCCL_AG_GEMM_PUSH");
+  *bulk = 1;
+  if (s == nullptr || *s == '\0' || strcmp(s, "bulk") == 0) return mkcclSuccess;
+  if (strcmp(s, "threads") == 0) {
+    *bulk = 0;
+    return mkcclSuccess;
+  }
+  return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PUSH=%s: expected bulk or threads", s);
+}
+
 // What the op remembers per communicator and shape: the plans (planning walks the schedule, not
 // something to redo on every call) and the timing trial that picks between them.
 struct ShapeState {
   const mkcclComm* comm = nullptr;
-  int dev = -1, ws = 0, me = 0, type = 0, commCtas = 0, variant = 0, smCount = 0;
+  int dev = -1, ws = 0, me = 0, type = 0, commCtas = 0, variant = 0, smCount = 0, bulk = 0;
   int64_t M = 0, N = 0, K = 0;
   bool gathered = false;
   ag::FusedPlan fp;
@@ -107,7 +120,7 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
     if (st.comm == ctx.comm && st.dev == c.dev && st.ws == c.push.L.ws && st.me == c.push.L.me &&
         st.type == static_cast<int>(c.type) && st.M == c.M &&
         st.N == c.N && st.K == c.K && st.gathered == gathered && st.commCtas == c.commCtas &&
-        st.variant == static_cast<int>(c.variant) && st.smCount == c.smCount) {
+        st.variant == static_cast<int>(c.variant) && st.smCount == c.smCount && st.bulk == c.push.bulk) {
       st.lastUse = ++cs.use;
       *out = &st;
       return mkcclSuccess;
@@ -125,6 +138,7 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
   st.commCtas = c.commCtas;
   st.variant = static_cast<int>(c.variant);
   st.smCount = c.smCount;
+  st.bulk = c.push.bulk;
   MKCCL_CHECK(ag::fusedPlan<In>(c, &st.fp));
   st.sequentialUs = ag::estimateSequential(c.push.L, st.fp.full, c.N, c.K, gathered);
   st.trial = ag::PlanTrial(st.fp.est.fusedUs <= st.sequentialUs ? 0 : 1);
@@ -176,12 +190,14 @@ void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan pl
   st.logged |= bit;
   const ag::FusedPlan& fp = st.fp;
   const GemmPlan& g = plan == Plan::Fused ? fp.gemm : fp.full;
-  char comm[112];
+  char comm[160];
+  const char* push = st.bulk ? "bulk" : "threads";
   if (plan == Plan::Sequential)
-    snprintf(comm, sizeof(comm), "AllGather first (%d CTAs)", ag::kGatherCtas);
+    snprintf(comm, sizeof(comm), "AllGather first (%d CTAs, %s push)", ag::kGatherCtas, push);
   else
-    snprintf(comm, sizeof(comm), "%d comm CTAs%s%s", fp.commCtas, fp.commFromBudget ? " (taken from the GEMM)" : "",
-             fp.sideTeams ? " + the producer warpgroups' idle warps" : "");
+    snprintf(comm, sizeof(comm), "%d comm CTAs%s (%s push, model %.0f GB/s each)%s", fp.commCtas,
+             fp.commFromBudget ? " taken from the GEMM" : "", push, st.bulk ? ag::kCtaBulkPushGBps : ag::kCtaPushGBps,
+             fp.sideTeams ? " + the producer warpgroups' idle warps (threads)" : "");
   char timed[160] = "";
   if (!forced && decided && st.trial.best(0) < 1e30 && st.trial.best(1) < 1e30)
     snprintf(timed, sizeof(timed), "; timed on its first calls: fused %.0f us, sequential %.0f us", st.trial.best(0),
@@ -198,7 +214,7 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
   const ag::Layout& L = c.push.L;
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
-    MKCCL_CHECK(ag::gatherLaunch(c.push, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
+    MKCCL_CHECK(ag::gatherLaunch(c.push, c.dev, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
     return gemmOp(c.push.region[L.me], c.W, c.C, c.M, c.N, c.K, c.type, c.type, ctx.stream);
   }
   // Tiles wholly inside the own shard load it from the user's A; a tile that straddles a shard
@@ -257,6 +273,8 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   MKCCL_CHECK(planFromEnv(&forced, &commCtas));
   GemmVariant variant;
   MKCCL_CHECK(gemmVariantFromEnv(&variant));
+  int bulk = 1;
+  MKCCL_CHECK(pushFromEnv(&bulk));
   const int ws = comm->nranks, me = comm->rank;
 
   if (ws == 1) {  // nothing to gather: the GEMM engine, and a copy if the caller wants the "gathered" A
@@ -295,6 +313,7 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
     c.push.counters[q] = reinterpret_cast<uint64_t*>(region->peer[q] + L.countersOffset());
     c.push.flags[q] = reinterpret_cast<uint64_t*>(ctx.dev.peers[q]);
   }
+  c.push.bulk = bulk;
   c.push.gathered = static_cast<char*>(gatheredA);
   c.push.gatheredOwn = gatheredA != nullptr && static_cast<const char*>(A) != c.push.gathered + me * L.shardBytes();
   c.A = A;

@@ -58,7 +58,8 @@ mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out) {
     if (g->clusterSize == 2) idle = std::min(idle, 2 * (clusters2 - taken / 2 - g->ctas / 2));
     return std::max(0, std::min(kMaxFreeCommCtas, idle) / 2 * 2);
   };
-  const FusedChoice f = chooseFused(c.push.L, c.N, c.K, c.smCount, c.commCtas, c.push.gathered != nullptr, planFor);
+  const FusedChoice f = chooseFused(c.push.L, c.N, c.K, c.smCount, c.commCtas, c.push.gathered != nullptr, planFor,
+                                    c.push.bulk ? kCtaBulkPushGBps : kCtaPushGBps);
   out->gemm = f.gemm;
   out->commCtas = f.commCtas;
   out->sideTeams = f.side ? 1 : 0;
@@ -82,7 +83,7 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
   p.push = c.push;
   p.order = tileOrderFor(L, gp.clusterSize);
   p.sideTeams = plan.sideTeams;
-  p.unitCta = 4;   // 256 KiB per claim: a CTA pushes ~46 GB/s, the fence per claim stays small
+  p.unitCta = 4;   // 256 KiB per claim: the fence (or a bulk lane's drain) per claim stays small
   p.unitSide = 1;  // 64 KiB: a side team is slow, many of them share the shard
 
   GemmArgs g;

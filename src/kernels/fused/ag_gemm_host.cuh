@@ -18,7 +18,7 @@ struct FusedCall {
   void* C;
   int64_t M, N, K;
   mkcclDataType_t type;
-  PushArgs push;        // layout, buffers, flags (ownToRegion / gatheredOwn set)
+  PushArgs push;        // layout, buffers, flags (ownToRegion / gatheredOwn set; bulk: MKCCL_AG_GEMM_PUSH)
   int commCtas;         // comm CTAs asked for (MKCCL_COMM_CTAS, config, MKCCL_AG_GEMM_PLAN=fused:n), -1: the model
   GemmVariant variant;  // MKCCL_GEMM_VARIANT
   int dev, smCount;
@@ -46,7 +46,7 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
 
 // The sequential plan's first kernel: the AllGather into the regions (ag_gemm_gather.cu). It
 // returns once every peer's shard has landed here (and gathered A is written, if asked).
-mkcclResult_t gatherLaunch(const PushArgs& p, int ctas, cudaStream_t stream);
+mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t stream);
 
 }  // namespace ag
 }  // namespace mkccl

@@ -10,7 +10,8 @@
 //   - The tile order (ag_gemm_sched.cuh) needs the rank and world size.
 //   - Communication runs in the three idle warps of every compute CTA's producer warpgroup (its
 //     thread 0 issues the TMA loads) and/or in dedicated comm CTAs (blocks [0, nCommCtas)), as
-//     teams of ag_gemm_push.cuh. The side warps cost no SM.
+//     teams of ag_gemm_push.cuh. The side warps cost no SM. A comm CTA may push through the
+//     bulk-copy engine (PushArgs::bulk) with the shared memory the GEMM's stages would use.
 // (README of the engine: when it grows a map-selection hook and a scheduler that sees the op's
 // params, this file reduces to an Op struct.)
 #pragma once
@@ -131,12 +132,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                 const __grid_constant__ CUtensorMap mapC, const __grid_constant__ GemmArgs g,
                 const __grid_constant__ FusedParams p) {
   extern __shared__ __align__(1024) uint8_t smemRaw[];
+  const uint32_t raw = dev::smemAddr(smemRaw);
   if (static_cast<int>(blockIdx.x) < g.nCommCtas) {
+    // A comm CTA has the GEMM's whole shared memory (its stages) for the bulk push.
     const Team team{threadIdx.x, blockDim.x, kTeamBarrier};
-    commTeam(p.push, team, blockIdx.x == 0, p.unitCta);
+    const BulkSmem sm{(raw + 1023u) & ~1023u, p.push.bulk ? Cfg::kSmemBytes - Cfg::kAlignSlack : 0u};
+    commTeam(p.push, team, blockIdx.x == 0, p.unitCta, sm);
     return;
   }
-  const uint32_t raw = dev::smemAddr(smemRaw);
   const SmemLayout<Cfg> sm{(raw + 1023u) & ~1023u};
   const int cs = g.clusterSize;
   const uint32_t ctaRank = cs > 1 ? dev::clusterCtaRank() : 0u;
@@ -167,7 +170,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       producer<Cfg>(g, p, &mapA, &mapB, sm, sched, ctaRank);
     } else if (p.sideTeams && threadIdx.x >= 32) {
       const Team team{threadIdx.x - 32u, 96u, kTeamBarrier};
-      commTeam(p.push, team, computeCta == 0 && g.nCommCtas == 0, p.unitSide);
+      commTeam(p.push, team, computeCta == 0 && g.nCommCtas == 0, p.unitSide, BulkSmem{0, 0});  // no smem to spare
     }
   } else {
     if constexpr (Cfg::kRegRealloc) dev::warpgroupRegAlloc<kConsumerRegs>();

@@ -19,6 +19,7 @@ constexpr double kGatherGBps = 330;     // our AllGather, bytes each rank sends:
 constexpr double kGatherStartUs = 15;
 constexpr double kNvlinkGBps = 330;     // the most one rank's pushes reach
 constexpr double kCtaPushGBps = 30;     // stored to peers per second by one comm CTA of 384 threads (guess: REFERENCE.md's 46 GB/s per 512-thread CTA, derated for fewer threads and a fence per claim)
+constexpr double kCtaBulkPushGBps = 100;  // ... by one comm CTA pushing through the bulk-copy engine (MKCCL_AG_GEMM_PUSH=bulk, the default; guess: 4 lanes, ~600 KiB of stores in flight; calibrate from fused_us at 8192x2048x8192)
 constexpr double kSidePushGBps = 4;     // by one side team (guess)
 constexpr double kSideSlowdown = 1.4;   // the GEMM while side teams push: fused_us over the GEMM's time was 1.37 at 8192^3, 1.46 at 16384x8192x8192
 constexpr double kLocalCopyGBps = 1500; // the gather-out copy (region -> the user's gathered A): bytes per second, local HBM
@@ -106,12 +107,14 @@ inline double simulateFusedGemmUs(const Layout& L, const GemmPlan& g, int64_t N,
 // The fused kernel with commCtas dedicated comm CTAs next to the plan's compute CTAs, and/or the
 // side teams (the compute CTAs' idle producer warps). gathered: the user wants the gathered A too
 // (the comm teams copy the peers' rows out of the region once their own push is done).
+// ctaPushGBps: one comm CTA's push rate (kCtaPushGBps with threads, kCtaBulkPushGBps with bulk
+// copies).
 inline Estimate estimateFused(const Layout& L, const GemmPlan& g, int64_t N, int64_t K, int commCtas, bool side,
-                              bool gathered) {
+                              bool gathered, double ctaPushGBps = kCtaPushGBps) {
   Estimate e;
   const double sideTeams = side ? g.ctas : 0.0;
   const double tile = tileUs(g, K) * (side ? kSideSlowdown : 1.0);
-  const double push = pushUs(L, commCtas * kCtaPushGBps + sideTeams * kSidePushGBps);
+  const double push = pushUs(L, commCtas * ctaPushGBps + sideTeams * kSidePushGBps);
   e.commUs = push;
   if (gathered)
     e.commUs += static_cast<double>(L.shardBytes()) * (L.ws - 1) /
@@ -130,7 +133,7 @@ inline Estimate estimateFused(const Layout& L, const GemmPlan& g, int64_t N, int
 //          rows, few enough that the GEMM keeps its waves; CTAs the GEMM leaves idle come free.
 //          Side teams off: with them pushing, the GEMM ran ~1.4x slower (4xH200, 2026-11-22).
 // planFor(taken, &plan) plans the GEMM on the SMs `taken` comm CTAs leave and returns how many
-// more comm CTAs fit on SMs (cluster slots) the GEMM leaves idle.
+// more comm CTAs fit on SMs (cluster slots) the GEMM leaves idle. ctaPushGBps: as estimateFused.
 struct FusedChoice {
   GemmPlan gemm;
   int commCtas = 0;         // comm CTAs in the launch
@@ -141,14 +144,14 @@ struct FusedChoice {
 
 template <class PlanFor>
 FusedChoice chooseFused(const Layout& L, int64_t N, int64_t K, int smCount, int commCtas, bool gathered,
-                        PlanFor planFor) {
+                        PlanFor planFor, double ctaPushGBps = kCtaPushGBps) {
   FusedChoice best;
   if (commCtas > 0) {
     const int n = std::max(2, std::min((commCtas + 1) / 2 * 2, smCount / 2 / 2 * 2));
     planFor(n, &best.gemm);
     best.commCtas = n;
     best.fromBudget = true;
-    best.est = estimateFused(L, best.gemm, N, K, n, false, gathered);
+    best.est = estimateFused(L, best.gemm, N, K, n, false, gathered, ctaPushGBps);
     return best;
   }
   if (commCtas < 0) {
@@ -159,7 +162,7 @@ FusedChoice chooseFused(const Layout& L, int64_t N, int64_t K, int smCount, int 
       GemmPlan g;
       const int n = taken + planFor(taken, &g);
       if (n == 0) continue;  // nobody would push
-      const Estimate e = estimateFused(L, g, N, K, n, false, gathered);
+      const Estimate e = estimateFused(L, g, N, K, n, false, gathered, ctaPushGBps);
       if (!found || e.fusedUs < best.est.fusedUs * 0.99) {  // near-ties: fewer CTAs taken
         found = true;
         best.gemm = g;
@@ -173,7 +176,7 @@ FusedChoice chooseFused(const Layout& L, int64_t N, int64_t K, int smCount, int 
   // Side teams (asked for, or a GPU too small to give communication an SM).
   best.commCtas = planFor(0, &best.gemm);
   best.side = true;
-  best.est = estimateFused(L, best.gemm, N, K, best.commCtas, true, gathered);
+  best.est = estimateFused(L, best.gemm, N, K, best.commCtas, true, gathered, ctaPushGBps);
   return best;
 }
 

@@ -1,11 +1,13 @@
 // GEMM+RS/AR communication, run by the idle warps of every compute CTA (the producer warpgroup's
-// warps 1..3; for AR also the consumers once their last tile is done): the sends cost no SM, and a
-// congested NVLink stalls only these warps, never the tensor cores (the epilogues store locally
-// and move on).
+// warps 1..3; for AR also the consumers once their last tile is done). The partials themselves
+// leave from the consumers' shared memory by bulk stores (gemm_rs_epilogue.cuh: sendPartial), or,
+// with MKCCL_GEMM_RS_PUSH=team, are staged locally and copied by these warps.
 //
 //   pushTeam  walks the CTA's own schedule, the same tiles in the same order as its consumers.
-//             A tile of phase j < ws-1: once the consumers' counters say it is staged, copy it to
-//             its owner's rx slot (j, u), fence, raise the owner's flag. A tile of the final
+//             A tile of phase j < ws-1, bulk (default): once the consumers' counters say both
+//             halves' bulk stores into the owner's rx slot (j, u) completed, raise the owner's
+//             flag (thread 0 alone). Team (MKCCL_GEMM_RS_PUSH=team): once the counters say it is
+//             staged, copy it to the owner's rx slot, fence, raise the flag. A tile of the final
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
@@ -36,6 +38,8 @@ struct ReduceParams {
   char* scratchOf[kMaxLocalRanks];  // each rank's share of the scratch region, mapped here
   uint64_t* wsOf[kMaxLocalRanks];   // each rank's workspace flags, mapped here
   char* C;                          // the user's output (AR: [M, N]; RS: [M/ws, N])
+  int pushBulk;                     // 1: the consumers bulk-store partials to their owners
+                                    // (MKCCL_GEMM_RS_PUSH=bulk); 0: staged, the push team copies
 
   __device__ __forceinline__ uint64_t* opFlags(int q) const { return wsOf[q] + kOpFlagSlot; }
   // Our barrier slot that rank q posts its entry into, and q's slot we post ours into.
@@ -52,7 +56,8 @@ struct CtaWords {
   static constexpr uint32_t kInReady = 7;            // the push team saw the partials of tile #n arrive
   static constexpr uint32_t kStarted = 8;            // the consumers started tile #n (pacing only)
   static constexpr uint32_t kArNext = 9;             // AR: next item to claim
-  static constexpr uint32_t kCount = 10;
+  static constexpr uint32_t kEntered0 = 10;          // + consumer, bulk: ranks whose entry it saw
+  static constexpr uint32_t kCount = 12;
 };
 
 // How many of a final tile's partials the push team prefetches into L2 (ws - 1 of them arrive;
@@ -173,10 +178,15 @@ template <int kBN>
 __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, uint64_t timeoutNs) {
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
+  const bool bulk = p.pushBulk != 0;
+  if (bulk && t.tid != 0) return;  // flags and prefetches: one thread, no team syncs
   Tile tile;
   uint32_t index = 0, entered = 0;  // entered: ranks whose entry thread 0 has seen
   while (sched.next(tile)) {
     ++index;
+    // Tiles are taken in order, so every flag of an earlier tile is raised before this thread
+    // waits for the partials of a final one (and the consumers published those tiles before
+    // they wait themselves): no wait can close a cycle between ranks.
     if (tile.step == L.ws - 1) {
       // Final phase (the rest of the sequence): thread 0 alone, no team syncs any more.
       if (t.tid != 0) break;
@@ -197,6 +207,20 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       continue;
     }
     const int dst = tile.chunk;
+    if (bulk) {
+      // The consumers waited for dst's entry and sent both halves; their counter says the bulk
+      // stores completed (bulkWait + proxy fence, then a CTA-scope release). Drain: the
+      // consumers may have skipped the send, so no flag.
+      if (draining(words)) continue;
+      if (!waitConsumers(p.comm, words, index, timeoutNs, false)) {
+        setDrain(words);
+        continue;
+      }
+      if (draining(words)) continue;
+      dev::fenceSys();  // what the consumers' release passed on, before the flag
+      dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want);
+      continue;
+    }
     bool ok = false;
     if (t.tid == 0) {
       ok = !draining(words) && waitConsumers(p.comm, words, index, timeoutNs, false);

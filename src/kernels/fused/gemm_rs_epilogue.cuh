@@ -1,7 +1,10 @@
 // GEMM+RS/AR epilogues of one consumer warpgroup (64 x BN of a tile):
-//   stageTile  a partial of another rank's chunk: round the fp32 accumulators once to the input
-//              type and store them in fragment order (gemm_rs_layout.cuh) into a local staging
-//              slot, for the copy warps to send on (16-byte coalesced stores, no shared memory);
+//   sendPartial a partial of another rank's chunk (default, MKCCL_GEMM_RS_PUSH=bulk): round the
+//              fp32 accumulators once to the input type, write them in fragment order
+//              (gemm_rs_layout.cuh) into shared memory and bulk-store them straight into the
+//              owner's rx slot (no local copy, no copy warps);
+//   stageTile  the same partial, MKCCL_GEMM_RS_PUSH=team: stored in fragment order into a local
+//              staging slot for the push team to send on (16-byte coalesced stores);
 //   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment
 //              order, in our rx slots) to the accumulators, round once, write C through swizzled
 //              shared memory and TMA stores.
@@ -59,7 +62,7 @@ __device__ __forceinline__ void stageTile(const float (&acc)[Cfg::kAcc], char* o
   }
 }
 
-// What storeFinal keeps between tiles (one per consumer warpgroup).
+// What storeFinal and sendPartial keep between tiles (one per consumer warpgroup).
 struct FinalCtx {
   const CUtensorMap* mapC;
   uint32_t smem;       // this warpgroup's two 64 x 64 staging chunks (SmemLayout::epi)
@@ -135,6 +138,44 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
     dev::namedBarrierSync(c.barrierId, 128);
     if (c.tid == 0) {
       dev::tmaStore2d(c.mapC, buf, col0 + ch * 64, row0);
+      dev::bulkCommit();
+    }
+    ++c.chunks;
+  }
+}
+
+// 16 bytes to shared memory (a warp's 32 consecutive vectors: 512 contiguous bytes, no conflicts).
+__device__ __forceinline__ void stShared128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
+// A partial of another rank's chunk, sent from shared memory (MKCCL_GEMM_RS_PUSH=bulk): 64
+// columns at a time, round the accumulators once and write them in fragment order (4 vectors per
+// thread: exactly the contiguous 8 KiB those vectors occupy in the rx slot) into the staging
+// buffer storeFinal uses (same double buffering, same chunk counter), then thread 0 bulk-stores
+// the chunk to `dstHalf` (this half in the owner's rx slot, over NVLink) and commits it. send is
+// thread 0's (false in drain mode: nothing leaves). Completion is the caller's business
+// (bulkWait<0> before the tile is published); only the reuse of a buffer waits for its read.
+template <class Cfg>
+__device__ __forceinline__ void sendPartial(const float (&acc)[Cfg::kAcc], char* dstHalf, bool send, FinalCtx& c) {
+  using In = typename Cfg::In;
+  constexpr uint32_t kChunkBytes = 64 * 128;
+  static_assert(kVecsPerChunk * kThreadsPerHalf * 16 == kChunkBytes, "a chunk of fragment vectors is one buffer");
+#pragma unroll
+  for (int ch = 0; ch < Cfg::BN / 64; ++ch) {
+    if (c.tid == 0) dev::bulkWaitRead<1>();
+    dev::namedBarrierSync(c.barrierId, 128);
+    const uint32_t buf = c.smem + (c.chunks & 1u) * kChunkBytes;
+#pragma unroll
+    for (int k = 0; k < kVecsPerChunk; ++k) {
+      const float* a = acc + 8 * (kVecsPerChunk * ch + k);
+      stShared128(buf + (uint32_t(k) * kThreadsPerHalf + c.tid) * 16u, Pair<In>::pack(a[0], a[1]),
+                  Pair<In>::pack(a[2], a[3]), Pair<In>::pack(a[4], a[5]), Pair<In>::pack(a[6], a[7]));
+    }
+    dev::fenceProxyAsyncSmem();
+    dev::namedBarrierSync(c.barrierId, 128);
+    if (c.tid == 0 && send) {
+      dev::bulkStore1d(dstHalf + ch * kChunkBytes, buf, kChunkBytes);
       dev::bulkCommit();
     }
     ++c.chunks;

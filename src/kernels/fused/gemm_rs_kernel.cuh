@@ -5,14 +5,17 @@
 // barriers, mainloop and failure behaviour) with what its hooks cannot express yet:
 //   - the tile order and the A rows of a tile come from the fused schedule (rank-dependent, rows
 //     counted per chunk, so not multiples of 128 globally);
-//   - the epilogue either stages a partial locally or adds the other ranks' partials on the way
-//     to C, and publishes per-warpgroup counters in shared memory instead of a per-tile hook (a
-//     hook that waited for its stores would stall the tensor cores for every NVLink transfer);
-//   - the three idle warps of the producer warpgroup send (gemm_rs_copy.cuh).
+//   - the epilogue either sends a partial to its owner (bulk stores from shared memory; or, with
+//     MKCCL_GEMM_RS_PUSH=team, stages it locally for the push team) or adds the other ranks'
+//     partials on the way to C, and publishes per-warpgroup counters in shared memory instead of
+//     a per-tile hook (a hook that waited for its stores would stall the tensor cores for every
+//     NVLink transfer);
+//   - the three idle warps of the producer warpgroup raise the owners' flags (bulk) or copy the
+//     staged partials (team), and prefetch the final tiles' partials (gemm_rs_copy.cuh).
 // Roles of a compute CTA (384 threads, one per SM, clusters of 1 or 2 along M):
 //   warp 0, thread 0      TMA producer (the engine's loop, rows from the fused tile)
-//   warps 1..3            RS: the push team (96 threads). AR: warps 1-2 push, then claim AR
-//                         items; warp 3 claims AR items from the start
+//   warps 1..3            RS: the push team (96 threads; bulk: thread 32 alone). AR: warps 1-2
+//                         push, then claim AR items; warp 3 claims AR items from the start
 //   warpgroups 1, 2       consumers: mainloop, then the epilogue of their 64 rows; AR: then they
 //                         claim AR items too (the kernel's tail is the finished tiles' exchange)
 // No role waits on another rank inside the GEMM: only final-phase epilogues wait for partials,
@@ -94,14 +97,18 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
   float acc[Cfg::kAcc];
   dev::PipeState<Cfg::kStages> pipe;
   uint32_t done = 0;
-  bool pending = false;  // AR: the last final tile's TMA stores are not known to be complete
+  // The last tile's bulk stores (a partial sent to its owner, or AR: a final tile's TMA stores to
+  // C) are not known to be complete: it is published after the next mainloop, so the tensor
+  // cores never wait for NVLink, and always before this warpgroup waits for a peer's partials.
+  bool pending = false;
   Tile t;
   uint32_t index = 0;  // this tile's number in the CTA's sequence, from 1
   while (sched.next(t)) {
     ++index;
     if (half == 0 && tid == 0) *wordPtr(words, CtaWords::kStarted) = index;
     if (!consumerMainloop<Cfg>(acc, pipe, g, sm, half, tid & 31u, ctaRank)) break;
-    // The previous final tile's stores had a whole mainloop to land: tell the AR workers.
+    // The previous tile's stores had a whole mainloop to land: tell the push team (which raises
+    // the owner's flag) or the AR workers.
     if (pending) {
       if (tid == 0) {
         dev::bulkWait<0>();
@@ -112,6 +119,25 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
       pending = false;
     }
     if (t.step < L.ws - 1) {
+      if (p.pushBulk) {
+        const int dst = t.chunk;
+        bool send = false;
+        if (tid == 0) {
+          // Into the owner's memory only once it has entered this call; a failed wait drains.
+          // (The ranks seen are kept in shared memory: a register live across the mainloop
+          // costs the consumers a spill.)
+          volatile uint32_t* entered = wordPtr(words, CtaWords::kEntered0 + half);
+          send = !draining(words);
+          if (send && !((*entered >> dst) & 1u)) {
+            send = waitGeqInline(p.comm, p.entryOf(dst), want, p.localOf[dst], kSiteFusedTile);
+            if (send) *entered |= 1u << dst;
+            else setDrain(words);
+          }
+        }
+        sendPartial<Cfg>(acc, p.scratchOf[dst] + L.rxOffset(t.step, t.u) + halfOff, send, fc);
+        pending = true;
+        continue;
+      }
       stageTile<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, tid);
       dev::namedBarrierSync(fc.barrierId, 128);  // every thread's stores before the count
       if (tid == 0) stReleaseCtaShared(doneAddr, done + 1);

@@ -27,8 +27,10 @@
 //
 // Scratch (this rank's share of the symmetric region kScratchGemmReduce), in tile slots of
 // 128 x bn elements (tileBytes):
-//   staging [(ws-1) x U]     our partials of phases 0..ws-2, written by our epilogues (local),
-//                            sent on by the copy warps
+//   staging [(ws-1) x U]     MKCCL_GEMM_RS_PUSH=team only: our partials of phases 0..ws-2,
+//                            written by our epilogues (local), sent on by the copy warps (the
+//                            bulk path sends from shared memory; the slots stay so that rx
+//                            offsets agree whichever path each rank uses)
 //   rx      [(ws-1) x U]     partials of our chunk: slot j from rank (r - j - 1) mod ws
 //   ag      [ws x U]         AR only: finished tiles of chunk c received from its owner
 // A staging / rx slot holds a tile in "fragment order": half h (64 rows, one consumer

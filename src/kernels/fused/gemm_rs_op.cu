@@ -35,6 +35,8 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
                           int64_t N, int64_t K, mkcclDataType_t t) {
   mkcclComm* comm = ctx.comm;
   const Layout& L = plan.L;
+  bool bulk = true;
+  MKCCL_CHECK(pushBulkFromEnv(&bulk));
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
   const int ws = L.ws;
@@ -63,6 +65,8 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
     p.wsOf[q] = reinterpret_cast<uint64_t*>(comm->ws.peer[local]);
   }
   p.C = static_cast<char*>(C);
+  p.pushBulk = bulk ? 1 : 0;
+  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode), bulk ? "bulk stores" : "the push team");
   if (t == mkcclBfloat16) return reduceLaunch<dev::Bf16>(f, ctx.stream);
   return reduceLaunch<dev::F16>(f, ctx.stream);
 }

@@ -1,5 +1,5 @@
 // GEMM+RS/AR planning: the fused kernel's tile configuration (the rule's, or the one
-// MKCCL_GEMM_VARIANT forces) and the plan overrides.
+// MKCCL_GEMM_VARIANT forces), the plan overrides and the push path (MKCCL_GEMM_RS_PUSH).
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
@@ -36,6 +36,15 @@ mkcclResult_t planFromEnv(const char* var, PlanKind* out) {
   if (strcmp(s, "fused") == 0) *out = PlanKind::Fused;
   else if (strcmp(s, "sequential") == 0) *out = PlanKind::Sequential;
   else return setError(mkcclInvalidUsage, "%s=%s: expected fused, sequential or auto", var, s);
+  return mkcclSuccess;
+}
+
+mkcclResult_t pushBulkFromEnv(bool* bulk) {
+  *bulk = true;
+  const char* s = getenv("MKCCL_GEMM_RS_PUSH");
+  if (s == nullptr || *s == '\0' || strcmp(s, "bulk") == 0) return mkcclSuccess;
+  if (strcmp(s, "team") == 0) *bulk = false;
+  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected bulk or team", s);
   return mkcclSuccess;
 }
 
