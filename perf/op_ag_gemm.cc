@@ -5,8 +5,8 @@
 //   extras      gemm_alone_us (cuBLAS on the gathered problem), comm_alone_us (NCCL AllGather),
 //               floor_us = the larger (what perfect overlap would give), floor_ratio = time / floor,
 //               fused_us / sequential_us (each plan forced, to tune the plan model; the push mode
-//               is MKCCL_AG_GEMM_PUSH's, bulk by default), fused_threads_us (the fused plan with
-//               MKCCL_AG_GEMM_PUSH=threads; fused_bulk_us instead when the env asks for threads),
+//               is MKCCL_AG_GEMM_PUSH's, threads by default), fused_bulk_us (the fused plan with
+//               MKCCL_AG_GEMM_PUSH=bulk; fused_threads_us instead when the env asks for bulk),
 //               fused_side_us (the compute CTAs' idle warps pushing instead of comm CTAs:
 //               MKCCL_AG_GEMM_PLAN=fused:0), tflops, speedup
 // Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
@@ -197,7 +197,7 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
 
   // Ours: the library's plan, then each plan forced.
   const char* push = getenv("MKCCL_AG_GEMM_PUSH");
-  const bool threadsPush = push != nullptr && strcmp(push, "threads") == 0;
+  const bool threadsPush = push == nullptr || *push == '\0' || strcmp(push, "threads") == 0;
   const double oursUs = timeOurs(nullptr, nullptr, ours, a, env, &failed);
   const double fusedUs = timeOurs("fused", nullptr, ours, a, env, &failed);
   const double otherPushUs = timeOurs("fused", threadsPush ? "bulk" : "threads", ours, a, env, &failed);

@@ -8,7 +8,7 @@
 //   seq_us           our sequential plan (GEMM engine, then our collective), forced
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
 //   fused_other_push_us  the fused plan with the other way of sending partials
-//                    (MKCCL_GEMM_RS_PUSH: team when unset or bulk, bulk when team): A/B
+//                    (MKCCL_GEMM_RS_PUSH: bulk when unset or team, team when bulk): A/B
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
 // AllReduce (NCCL's if loaded, else ours), tolerance 1e-2 of the largest magnitude.
@@ -195,7 +195,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     // Ours, as configured; then each plan forced (for the model, and to show what auto left out).
     mkcclResult_t firstErr = mkcclSuccess;
     // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan, the fused plan
-    // with the push team sending the partials (MKCCL_GEMM_RS_PUSH=team: A/B of the default bulk path)
+    // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH: bulk stores when unset or team)
     double v[7] = {-1, -1, -1, -1, -1, -1, -1};
     auto timeOurs = [&]() {
       return timeMedianUs(
@@ -211,7 +211,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     setenv(planVar, "fused", 1);
     const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
     const std::string push = pushEnv ? pushEnv : "";
-    setenv("MKCCL_GEMM_RS_PUSH", push == "team" ? "bulk" : "team", 1);
+    setenv("MKCCL_GEMM_RS_PUSH", push == "bulk" ? "team" : "bulk", 1);
     v[6] = timeOurs();
     if (pushEnv) setenv("MKCCL_GEMM_RS_PUSH", push.c_str(), 1);
     else unsetenv("MKCCL_GEMM_RS_PUSH");

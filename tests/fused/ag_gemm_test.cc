@@ -40,7 +40,7 @@ uint64_t seedA(uint64_t seed, int q) { return seed * 1000003ull + 17ull * q + 1;
 uint64_t seedW(uint64_t seed, int r) { return seed * 1000003ull + 17ull * r + 7; }
 
 // Sets the plan for every rank of this process (the env is read on every call). "<plan>/<push>"
-// also sets MKCCL_AG_GEMM_PUSH (else unset: the default, bulk); null: both unset (auto, bulk).
+// also sets MKCCL_AG_GEMM_PUSH (else unset: the default, threads); null: both unset (auto, threads).
 void setPlan(const char* plan) {
   unsetenv("MKCCL_AG_GEMM_PUSH");
   if (!plan) {
@@ -176,9 +176,9 @@ const Shape kShapes[] = {
 // Every shape x gathered variant x plan on this rank's comm. Every rank of the comm runs it.
 void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
   // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM;
-  // each with the default bulk push of the comm CTAs and the AllGather, and again with threads.
-  const char* plans[] = {"fused",         "fused:0", "fused:2", "sequential", nullptr, "fused/threads",
-                         "fused:2/threads", "sequential/threads"};
+  // each with the default push (threads) of the comm CTAs and the AllGather, and again with bulk copies.
+  const char* plans[] = {"fused",      "fused:0", "fused:2", "sequential", nullptr, "fused/bulk",
+                         "fused:2/bulk", "sequential/bulk"};
   const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

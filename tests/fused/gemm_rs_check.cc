@@ -151,9 +151,9 @@ void worldShapes(bool allReduce) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   uint64_t seed = worldSeed();
-  // The fused plan with either way of sending partials (bulk stores, the default; the push team).
+  // The fused plan with either way of sending partials (the push team, the default; bulk stores).
   const std::pair<const char*, const char*> runs[] = {
-      {"auto", "bulk"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "bulk"}};
+      {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "team"}};
   for (const auto& run : runs) {
     const char* plan = run.first;
     setPlan(allReduce, plan);

@@ -40,11 +40,13 @@ mkcclResult_t planFromEnv(const char* var, PlanKind* out) {
 }
 
 mkcclResult_t pushBulkFromEnv(bool* bulk) {
-  *bulk = true;
+  // Unset: the push team. Bulk stores from shared memory measured within +-3% of it for RS and
+  // 2x slower for AR at 2 ranks (4xH200, 2026-11-22), so they are opt-in.
+  *bulk = false;
   const char* s = getenv("MKCCL_GEMM_RS_PUSH");
-  if (s == nullptr || *s == '\0' || strcmp(s, "bulk") == 0) return mkcclSuccess;
-  if (strcmp(s, "team") == 0) *bulk = false;
-  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected bulk or team", s);
+  if (s == nullptr || *s == '\0' || strcmp(s, "team") == 0) return mkcclSuccess;
+  if (strcmp(s, "bulk") == 0) *bulk = true;
+  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected team or bulk", s);
   return mkcclSuccess;
 }
 
