@@ -353,7 +353,10 @@ TEST(AgGemmPush, BulkLanesFitTheSharedMemory) {
 
 TEST(AgGemmTrial, AlternatesThenKeepsTheFaster) {
   for (int model : {0, 1}) {
-    for (bool otherFaster : {false, true}) {
+    // 99 and 90 against 100: within the margin every rank keeps the model's plan (ranks decide
+    // alone and must agree); 80: clearly faster, every rank switches.
+    for (double otherUs : {99.0, 90.0, 80.0}) {
+      const bool otherFaster = otherUs < 100 * PlanTrial::kMargin;
       PlanTrial t(model);
       std::vector<int> plans;
       for (int i = 0; i < PlanTrial::kCalls; ++i) {
@@ -372,13 +375,14 @@ TEST(AgGemmTrial, AlternatesThenKeepsTheFaster) {
       EXPECT_FALSE(trial);
       EXPECT_FALSE(t.decided());
       // Times arrive out of order; the first call of each plan is slow (a module load).
-      const double mine = 100, other = otherFaster ? 80 : 99;
+      const double mine = 100, other = otherUs;
       for (int i = PlanTrial::kCalls - 1; i >= 0; --i) {
         const bool isModel = plans[i] == model;
         t.record(i, (isModel ? mine : other) + (i < 2 ? 5000 : 0));
         EXPECT_EQ(i == 0, t.decided());
       }
-      const int want = otherFaster ? 1 - model : model;  // 99 vs 100 is noise: the model's plan stays
+      const int want = otherFaster ? 1 - model : model;
+      EXPECT_EQ(otherUs == 80.0, otherFaster);
       EXPECT_EQ(want, t.choice());
       EXPECT_EQ(want, t.next(&trial, &index));
       EXPECT_FALSE(trial);
