@@ -143,7 +143,16 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
   st.bulk = c.push.bulk;
   MKCCL_CHECK(ag::fusedPlan<In>(c, &st.fp));
   st.sequentialUs = ag::estimateSequential(c.push.L, st.fp.full, c.N, c.K, gathered);
-  st.trial = ag::PlanTrial(st.fp.est.fusedUs <= st.sequentialUs ? 0 : 1);
+  // MKCCL_AG_GEMM_TRIAL_MARGIN (read when a shape is first seen; every rank must see the same
+  // value): how much faster the other plan must be in the timing trial to replace the model's.
+  double margin = ag::PlanTrial::kMargin;
+  if (const char* m = getenv("MKCCL_AG_GEMM_TRIAL_MARGIN")) {
+    char* end = nullptr;
+    const double v = strtod(m, &end);
+    if (end != m && *end == '\0' && v > 0 && v <= 1) margin = v;
+    else MKCCL_WARN("MKCCL_AG_GEMM_TRIAL_MARGIN=%s: expected a number in (0, 1]; using %.2f", m, margin);
+  }
+  st.trial = ag::PlanTrial(st.fp.est.fusedUs <= st.sequentialUs ? 0 : 1, margin);
   st.lastUse = ++cs.use;
   if (v.size() >= kMaxShapes) {
     auto lru = std::min_element(v.begin(), v.end(),

@@ -25,7 +25,7 @@ class PlanTrial {
   static constexpr double kMargin = 0.85;
 
   // plan: 0 fused, 1 sequential.
-  explicit PlanTrial(int modelPlan = 0) : model_(modelPlan) {}
+  explicit PlanTrial(int modelPlan = 0, double margin = kMargin) : model_(modelPlan), margin_(margin) {}
 
   bool decided() const { return decided_ >= 0; }
   int modelPlan() const { return model_; }
@@ -46,7 +46,7 @@ class PlanTrial {
     if (decided_ >= 0 || i < 0 || i >= kCalls) return;
     const int p = planOf(i);
     if (us < best_[p]) best_[p] = us;
-    if (++recorded_ == kCalls) decided_ = best_[1 - model_] < best_[model_] * kMargin ? 1 - model_ : model_;
+    if (++recorded_ == kCalls) decided_ = best_[1 - model_] < best_[model_] * margin_ ? 1 - model_ : model_;
   }
   // Timing failed (an event error): keep the model's choice.
   void giveUp() {
@@ -59,6 +59,7 @@ class PlanTrial {
   int planOf(int i) const { return i % 2 == 0 ? model_ : 1 - model_; }
 
   int model_;
+  double margin_;
   int launched_ = 0, recorded_ = 0, decided_ = -1;
   double best_[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
 };
