@@ -8,7 +8,7 @@
 //   seq_us           our sequential plan (GEMM engine, then our collective), forced
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
 //   fused_other_push_us  the fused plan with the other way of sending partials
-//                    (MKCCL_GEMM_RS_PUSH: bulk when unset or team, team when bulk): A/B
+//                    (MKCCL_GEMM_RS_PUSH: team for RS and bulk for AR when unset; else the other one): A/B
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
 // AllReduce (NCCL's if loaded, else ours), tolerance 1e-2 of the largest magnitude.
@@ -210,7 +210,8 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     v[4] = timeOurs();
     setenv(planVar, "fused", 1);
     const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
-    const std::string push = pushEnv ? pushEnv : "";
+    // The library's default when unset: bulk for ReduceScatter, team for AllReduce.
+    const std::string push = pushEnv && *pushEnv ? pushEnv : (allReduce ? "team" : "bulk");
     setenv("MKCCL_GEMM_RS_PUSH", push == "bulk" ? "team" : "bulk", 1);
     v[6] = timeOurs();
     if (pushEnv) setenv("MKCCL_GEMM_RS_PUSH", push.c_str(), 1);

@@ -353,8 +353,7 @@ TEST(AgGemmPush, BulkLanesFitTheSharedMemory) {
 
 TEST(AgGemmTrial, AlternatesThenKeepsTheFaster) {
   for (int model : {0, 1}) {
-    // 99 and 90 against 100: within the margin every rank keeps the model's plan (ranks decide
-    // alone and must agree); 80: clearly faster, every rank switches.
+    // 99 against 100: within the margin the model's plan stays; 90 and 80: the other plan wins.
     for (double otherUs : {99.0, 90.0, 80.0}) {
       const bool otherFaster = otherUs < 100 * PlanTrial::kMargin;
       PlanTrial t(model);
@@ -382,7 +381,7 @@ TEST(AgGemmTrial, AlternatesThenKeepsTheFaster) {
         EXPECT_EQ(i == 0, t.decided());
       }
       const int want = otherFaster ? 1 - model : model;
-      EXPECT_EQ(otherUs == 80.0, otherFaster);
+      EXPECT_EQ(otherUs < 95.0, otherFaster);
       EXPECT_EQ(want, t.choice());
       EXPECT_EQ(want, t.next(&trial, &index));
       EXPECT_FALSE(trial);

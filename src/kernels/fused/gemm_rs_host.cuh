@@ -52,10 +52,11 @@ FusedPlan planFused(const PlanInputs& in);
 // MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN: fused | sequential | auto (unset).
 mkcclResult_t planFromEnv(const char* var, PlanKind* out);
 
-// MKCCL_GEMM_RS_PUSH: how the fused kernel (RS and AR) sends its partials. bulk (unset): bulk
-// stores from the epilogue's shared memory; team: staged locally, copied by the push team (the
-// earlier path, kept for A/B). Ranks may differ: both ends' formats and flags are the same.
-mkcclResult_t pushBulkFromEnv(bool* bulk);
+// MKCCL_GEMM_RS_PUSH: how the fused kernel sends its partials. bulk: bulk stores from the
+// epilogue's shared memory; team: staged locally, copied by the push team. Unset: bulk for
+// ReduceScatter, team for AllReduce (mode: kModeReduceScatter / kModeAllReduce). Ranks may
+// differ: both ends' formats and flags are the same.
+mkcclResult_t pushBulkFromEnv(int mode, bool* bulk);
 
 // The op behind mkcclGemmReduceScatter (mode RS) and mkcclGemmAllReduce (mode AR).
 mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,

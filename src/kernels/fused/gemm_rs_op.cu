@@ -36,7 +36,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   mkcclComm* comm = ctx.comm;
   const Layout& L = plan.L;
   bool bulk = true;
-  MKCCL_CHECK(pushBulkFromEnv(&bulk));
+  MKCCL_CHECK(pushBulkFromEnv(L.mode, &bulk));
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
   const int ws = L.ws;

@@ -39,13 +39,16 @@ mkcclResult_t planFromEnv(const char* var, PlanKind* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t pushBulkFromEnv(bool* bulk) {
-  // Unset: the push team. Bulk stores from shared memory measured within +-3% of it for RS and
-  // 2x slower for AR at 2 ranks (4xH200, 2026-11-22), so they are opt-in.
-  *bulk = false;
+mkcclResult_t pushBulkFromEnv(int mode, bool* bulk) {
+  // Unset: bulk stores for ReduceScatter, the push team for AllReduce. 4xH200, 2026-11-22, fused
+  // plan, ws = 4: the bulk path held 378-392 us at 8192x8192x4096 in four runs where the team path
+  // took 379-1122 us (8192^3: bulk 485-500, team 508-868); AllReduce at 2 ranks: bulk 1096-1712 us
+  // against the team's 834-916 (8192^3).
+  *bulk = mode == kModeReduceScatter;
   const char* s = getenv("MKCCL_GEMM_RS_PUSH");
-  if (s == nullptr || *s == '\0' || strcmp(s, "team") == 0) return mkcclSuccess;
-  if (strcmp(s, "bulk") == 0) *bulk = true;
+  if (s == nullptr || *s == '\0') return mkcclSuccess;
+  if (strcmp(s, "team") == 0) *bulk = false;
+  else if (strcmp(s, "bulk") == 0) *bulk = true;
   else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected team or bulk", s);
   return mkcclSuccess;
 }
