@@ -9,12 +9,13 @@
 #include <stdint.h>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 #include "kernels/fused/ag_gemm_layout.cuh"
 #include "kernels/fused/ag_gemm_model.cuh"
 #include "kernels/fused/ag_gemm_push.cuh"
 #include "kernels/fused/ag_gemm_sched.cuh"
-#include "kernels/fused/ag_gemm_tune.h"
+#include "kernels/fused/ag_gemm_rule.h"
 
 using namespace mkccl;
 using namespace mkccl::ag;
@@ -351,57 +352,55 @@ TEST(AgGemmPush, BulkLanesFitTheSharedMemory) {
   EXPECT_EQ(0u, kBulkBarrierBytes % 128);  // stages 128-byte aligned from a 1024-aligned base
 }
 
-TEST(AgGemmTrial, AlternatesThenKeepsTheFaster) {
-  for (int model : {0, 1}) {
-    // 99 against 100: within the margin the model's plan stays; 90 and 80: the other plan wins.
-    for (double otherUs : {99.0, 90.0, 80.0}) {
-      const bool otherFaster = otherUs < 100 * PlanTrial::kMargin;
-      PlanTrial t(model);
-      std::vector<int> plans;
-      for (int i = 0; i < PlanTrial::kCalls; ++i) {
-        bool trial = false;
-        int index = -1;
-        plans.push_back(t.next(&trial, &index));
-        ASSERT_TRUE(trial);
-        ASSERT_EQ(i, index);
-        t.launched();
-      }
-      for (int i = 0; i < PlanTrial::kCalls; ++i) EXPECT_EQ(i % 2 == 0 ? model : 1 - model, plans[i]);
-      // All out, none timed yet: the model's plan, untimed.
-      bool trial = true;
-      int index = 0;
-      EXPECT_EQ(model, t.next(&trial, &index));
-      EXPECT_FALSE(trial);
-      EXPECT_FALSE(t.decided());
-      // Times arrive out of order; the first call of each plan is slow (a module load).
-      const double mine = 100, other = otherUs;
-      for (int i = PlanTrial::kCalls - 1; i >= 0; --i) {
-        const bool isModel = plans[i] == model;
-        t.record(i, (isModel ? mine : other) + (i < 2 ? 5000 : 0));
-        EXPECT_EQ(i == 0, t.decided());
-      }
-      const int want = otherFaster ? 1 - model : model;
-      EXPECT_EQ(otherUs < 95.0, otherFaster);
-      EXPECT_EQ(want, t.choice());
-      EXPECT_EQ(want, t.next(&trial, &index));
-      EXPECT_FALSE(trial);
-      EXPECT_DOUBLE_EQ(mine, t.best(model));
-    }
+// The auto plan on the shapes measured on 4xH200 (ag_gemm_rule.h): the plan that was the fastest
+// of the forced ones (or, for side teams, within the spread of the fastest) in six runs.
+TEST(AgGemmRule, PicksTheMeasuredBestPlan) {
+  struct Case {
+    int ws;
+    int64_t M, N, K;
+    AutoPlan want;
+  };
+  const Case cases[] = {
+      {4, 8192, 8192, 8192, AutoPlan::Fused},       {4, 16384, 8192, 8192, AutoPlan::Fused},
+      {4, 8192, 2048, 8192, AutoPlan::Side},        {4, 4096, 8192, 8192, AutoPlan::Fused},
+      {4, 2048, 8192, 8192, AutoPlan::Sequential},  {2, 8192, 8192, 8192, AutoPlan::Fused},
+      {2, 16384, 8192, 8192, AutoPlan::Side},       {2, 8192, 2048, 8192, AutoPlan::Side},
+      {2, 4096, 8192, 8192, AutoPlan::Fused},       {2, 2048, 8192, 8192, AutoPlan::Sequential},
+  };
+  for (const Case& k : cases) {
+    const GemmPlan full = plan(256, 1, 132);
+    RuleInputs in;
+    in.ws = k.ws;
+    in.shardBytes = k.M / k.ws * k.K * 2;
+    in.tiles = (k.M + 127) / 128 * ((k.N + 255) / 256);
+    in.ctas = full.ctas;
+    in.gemmUs = gemmUs(full, k.M, k.N, k.K);
+    const RuleChoice c = chooseAutoPlan(in);
+    EXPECT_EQ(static_cast<int>(k.want), static_cast<int>(c.plan))
+        << k.M << "x" << k.N << "x" << k.K << " ws " << k.ws << ": " << autoPlanName(c.plan) << " (" << c.why
+        << ", " << c.waves << " waves, push/GEMM " << c.pushShare << ")";
+    EXPECT_GT(std::string(c.why).size(), 0u);
   }
 }
 
-TEST(AgGemmTrial, GiveUpKeepsTheModel) {
-  PlanTrial t(1);
-  bool trial = false;
-  int index = -1;
-  t.next(&trial, &index);
-  t.launched();
-  t.record(0, 50);
-  t.giveUp();
-  EXPECT_TRUE(t.decided());
-  EXPECT_EQ(1, t.choice());
-  t.record(1, 1);  // late reports change nothing
-  EXPECT_EQ(1, t.choice());
+// The rule's edges: shards above 64 MiB never take comm CTAs; a GEMM of no time (nothing to
+// hide the push under) never takes the fused comm-CTA plan.
+TEST(AgGemmRule, Edges) {
+  RuleInputs in;
+  in.ws = 2;
+  in.tiles = 100000;
+  in.ctas = 132;
+  in.gemmUs = 1e9;
+  in.shardBytes = kFusedMaxShardBytes;
+  EXPECT_EQ(static_cast<int>(AutoPlan::Fused), static_cast<int>(chooseAutoPlan(in).plan));
+  in.shardBytes = kFusedMaxShardBytes + 16;
+  EXPECT_EQ(static_cast<int>(AutoPlan::Side), static_cast<int>(chooseAutoPlan(in).plan));
+  in.shardBytes = 1 << 20;
+  in.gemmUs = 0;
+  EXPECT_NE(static_cast<int>(AutoPlan::Fused), static_cast<int>(chooseAutoPlan(in).plan));
+  in.gemmUs = 1e9;
+  in.tiles = 132 * 7;  // 7 waves: too few
+  EXPECT_EQ(static_cast<int>(AutoPlan::Sequential), static_cast<int>(chooseAutoPlan(in).plan));
 }
 
 }  // namespace

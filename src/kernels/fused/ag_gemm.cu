@@ -1,7 +1,7 @@
 // mkccl::allGatherGemmOp (mkcclAllGatherGemm): C[M, N] = AllGather(A) . W^T in one node.
-// Arguments are checked by the API (api_fused.cc). Here: the plan (fused kernel, or our AllGather
-// then the GEMM engine; the model's guess checked by timing both on a shape's first calls), the
-// symmetric region that holds the gathered A, and the launches.
+// Arguments are checked by the API (api_fused.cc). Here: the plan (the fused kernel with comm CTAs
+// or with side teams, or our AllGather then the GEMM engine: a rule on the shape, ag_gemm_rule.h),
+// the symmetric region that holds the gathered A, and the launches.
 // docs/AG_GEMM.md describes the design, the plans and their overrides.
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,7 @@
 #include "kernels/fused/ag_gemm_host.cuh"
 #include "kernels/fused/ag_gemm_layout.cuh"
 #include "kernels/fused/ag_gemm_model.cuh"
-#include "kernels/fused/ag_gemm_tune.h"
+#include "kernels/fused/ag_gemm_rule.h"
 #include "runtime/check.h"
 #include "runtime/cudriver.h"
 #include "runtime/log.h"
@@ -69,27 +69,18 @@ mkcclResult_t pushFromEnv(int* bulk) {
 }
 
 // What the op remembers per communicator and shape: the plans (planning walks the schedule, not
-// something to redo on every call) and the timing trial that picks between them.
+// something to redo on every call) and the auto plan's rule.
 struct ShapeState {
   const mkcclComm* comm = nullptr;
   int dev = -1, ws = 0, me = 0, type = 0, commCtas = 0, variant = 0, smCount = 0, bulk = 0;
   int64_t M = 0, N = 0, K = 0;
   bool gathered = false;
-  ag::FusedPlan fp;
+  ag::FusedPlan fp;      // the fused kernel as the model configures it (MKCCL_AG_GEMM_PLAN=fused)
+  ag::FusedPlan fpAuto;  // the fused kernel the auto plan runs (side teams where the rule says so)
+  ag::RuleChoice rule;
   double sequentialUs = 0;
-  ag::PlanTrial trial;
-  cudaEvent_t ev[2 * ag::PlanTrial::kCalls] = {};
-  bool pending[ag::PlanTrial::kCalls] = {};
   uint64_t lastUse = 0;
-  int logged = 0;  // bits: the model's pick, the trial's decision, forced fused, forced sequential
-
-  void releaseEvents() {
-    for (cudaEvent_t& e : ev)
-      if (e != nullptr) {
-        cudaEventDestroy(e);
-        e = nullptr;
-      }
-  }
+  int logged = 0;  // bits: auto, forced fused, forced sequential
 };
 
 // Per communicator, not per process: the ranks of one process (mkcclCommInitAll, a thread each)
@@ -143,21 +134,23 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
   st.bulk = c.push.bulk;
   MKCCL_CHECK(ag::fusedPlan<In>(c, &st.fp));
   st.sequentialUs = ag::estimateSequential(c.push.L, st.fp.full, c.N, c.K, gathered);
-  // MKCCL_AG_GEMM_TRIAL_MARGIN (read when a shape is first seen; every rank must see the same
-  // value): how much faster the other plan must be in the timing trial to replace the model's.
-  double margin = ag::PlanTrial::kMargin;
-  if (const char* m = getenv("MKCCL_AG_GEMM_TRIAL_MARGIN")) {
-    char* end = nullptr;
-    const double v = strtod(m, &end);
-    if (end != m && *end == '\0' && v > 0 && v <= 1) margin = v;
-    else MKCCL_WARN("MKCCL_AG_GEMM_TRIAL_MARGIN=%s: expected a number in (0, 1]; using %.2f", m, margin);
+  ag::RuleInputs ri;
+  ri.ws = c.push.L.ws;
+  ri.shardBytes = c.push.L.shardBytes();
+  ri.tiles = (c.M + ag::kTileRows - 1) / ag::kTileRows * ((c.N + st.fp.full.bn - 1) / st.fp.full.bn);
+  ri.ctas = st.fp.full.ctas;
+  ri.gemmUs = ag::gemmUs(st.fp.full, c.M, c.N, c.K);
+  st.rule = ag::chooseAutoPlan(ri);
+  st.fpAuto = st.fp;
+  if (st.rule.plan == ag::AutoPlan::Side && c.commCtas < 0) {  // comm CTAs the user asked for stay
+    ag::FusedCall side = c;
+    side.commCtas = 0;
+    MKCCL_CHECK(ag::fusedPlan<In>(side, &st.fpAuto));
   }
-  st.trial = ag::PlanTrial(st.fp.est.fusedUs <= st.sequentialUs ? 0 : 1, margin);
   st.lastUse = ++cs.use;
   if (v.size() >= kMaxShapes) {
     auto lru = std::min_element(v.begin(), v.end(),
                                 [](const ShapeState& a, const ShapeState& b) { return a.lastUse < b.lastUse; });
-    lru->releaseEvents();
     *lru = st;
     *out = &*lru;
   } else {
@@ -167,57 +160,32 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
   return mkcclSuccess;
 }
 
-// Collects the times of finished trial calls (never waits). Returns whether `stream` is being
-// captured (a graph runs later: its timing would say nothing now).
-bool pollTrial(ShapeState& st, cudaStream_t stream) {
-  const cudaError_t before = cudaPeekAtLastError();
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  const bool capturing =
-      cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone;
-  for (int i = 0; i < ag::PlanTrial::kCalls && !capturing; ++i) {
-    if (!st.pending[i]) continue;
-    const cudaError_t q = cudaEventQuery(st.ev[2 * i + 1]);
-    if (q == cudaErrorNotReady) continue;
-    float ms = 0;
-    if (q == cudaSuccess && cudaEventElapsedTime(&ms, st.ev[2 * i], st.ev[2 * i + 1]) == cudaSuccess) {
-      st.trial.record(i, ms * 1000.0);
-    } else {
-      st.trial.giveUp();
-    }
-    st.pending[i] = false;
-  }
-  // A query that found work still running must not look like a launch error to opEnd.
-  if (before == cudaSuccess && cudaPeekAtLastError() != cudaSuccess) (void)cudaGetLastError();
-  if (st.trial.decided()) st.releaseEvents();
-  return capturing;
-}
-
-// Says which plan a shape got (INFO), once per shape and once more when the timing trial decided.
+// Says which plan a shape got (INFO), once per shape and kind of call (auto or forced).
 void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan plan, bool forced) {
   if (logLevel() < LogLevel::Info) return;
-  const bool decided = st.trial.decided();
-  const int bit = forced ? (plan == Plan::Fused ? 4 : 8) : (decided ? 2 : 1);
+  const int bit = forced ? (plan == Plan::Fused ? 2 : 4) : 1;
   if (st.logged & bit) return;
   st.logged |= bit;
-  const ag::FusedPlan& fp = st.fp;
+  const ag::FusedPlan& fp = forced ? st.fp : st.fpAuto;
   const GemmPlan& g = plan == Plan::Fused ? fp.gemm : fp.full;
-  char comm[160];
+  char comm[200];
   const char* push = st.bulk ? "bulk" : "threads";
   if (plan == Plan::Sequential)
     snprintf(comm, sizeof(comm), "AllGather first (%d CTAs, %s push)", ag::kGatherCtas, push);
   else
-    snprintf(comm, sizeof(comm), "%d comm CTAs%s (%s push, model %.0f GB/s each)%s", fp.commCtas,
-             fp.commFromBudget ? " taken from the GEMM" : "", push, st.bulk ? ag::kCtaBulkPushGBps : ag::kCtaPushGBps,
+    snprintf(comm, sizeof(comm), "%d comm CTAs%s (%s push)%s", fp.commCtas,
+             fp.commFromBudget ? " taken from the GEMM" : "", push,
              fp.sideTeams ? " + the producer warpgroups' idle warps (threads)" : "");
-  char timed[160] = "";
-  if (!forced && decided && st.trial.best(0) < 1e30 && st.trial.best(1) < 1e30)
-    snprintf(timed, sizeof(timed), "; timed on its first calls: fused %.0f us, sequential %.0f us", st.trial.best(0),
-             st.trial.best(1));
-  MKCCL_INFO("%s %lldx%lldx%lld on %d ranks (rank %d): %s plan%s (model: fused %.0f us = GEMM %.0f us, push %.0f us; "
-             "sequential %.0f us)%s; tile 128x%d, cluster %d, %d compute CTAs, %s",
+  char why[240];
+  if (forced)
+    snprintf(why, sizeof(why), "MKCCL_AG_GEMM_PLAN");
+  else
+    snprintf(why, sizeof(why), "rule: %s; %.1f waves, push/GEMM %.2f", st.rule.why, st.rule.waves, st.rule.pushShare);
+  MKCCL_INFO("%s %lldx%lldx%lld on %d ranks (rank %d): %s (%s; model: fused %.0f us = GEMM %.0f us, push %.0f us; "
+             "sequential %.0f us); tile 128x%d, cluster %d, %d compute CTAs, %s",
              kOp, static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K),
-             ctx.comm->nranks, ctx.comm->rank, planName(plan), forced ? " (MKCCL_AG_GEMM_PLAN)" : "",
-             fp.est.fusedUs, fp.est.gemmUs, fp.est.commUs, st.sequentialUs, timed, g.bn, g.clusterSize, g.ctas, comm);
+             ctx.comm->nranks, ctx.comm->rank, forced ? planName(plan) : ag::autoPlanName(st.rule.plan), why,
+             fp.est.fusedUs, fp.est.gemmUs, fp.est.commUs, st.sequentialUs, g.bn, g.clusterSize, g.ctas, comm);
 }
 
 template <class In>
@@ -234,8 +202,8 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
   return ag::fusedLaunch<In>(c, fp, ctx.stream);
 }
 
-// The plan of this call (forced, decided, or a trial call, timed), then its launches. Under the
-// communicator's shapes lock throughout: launches only enqueue, and no state outlives it.
+// The plan of this call (forced, or the rule's), then its launches. Under the communicator's
+// shapes lock throughout: launches only enqueue, and no state outlives it.
 template <class In>
 mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
   CommShapes& cs = commShapes(ctx.comm);
@@ -243,28 +211,9 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
   ShapeState* st = nullptr;
   MKCCL_CHECK(shapeState<In>(ctx, c, cs, &st));
   Plan plan = forced;
-  int trialIndex = -1;
-  if (forced == Plan::Auto) {
-    const bool capturing = pollTrial(*st, ctx.stream);
-    bool trial = false;
-    int p = st->trial.next(&trial, &trialIndex);
-    if (capturing) {
-      p = st->trial.choice();
-      trialIndex = -1;
-    }
-    plan = p == 0 ? Plan::Fused : Plan::Sequential;
-  }
+  if (forced == Plan::Auto) plan = st->rule.plan == ag::AutoPlan::Sequential ? Plan::Sequential : Plan::Fused;
   logChoice(ctx, c, *st, plan, forced != Plan::Auto);
-  if (trialIndex < 0) return launchPlan<In>(ctx, c, st->fp, plan);
-  cudaEvent_t* ev = &st->ev[2 * trialIndex];
-  for (int k = 0; k < 2; ++k)
-    if (ev[k] == nullptr) CUDA_CHECK(cudaEventCreate(&ev[k]));
-  CUDA_CHECK(cudaEventRecord(ev[0], ctx.stream));
-  MKCCL_CHECK(launchPlan<In>(ctx, c, st->fp, plan));
-  CUDA_CHECK(cudaEventRecord(ev[1], ctx.stream));
-  st->trial.launched();
-  st->pending[trialIndex] = true;
-  return mkcclSuccess;
+  return launchPlan<In>(ctx, c, forced == Plan::Auto ? st->fpAuto : st->fp, plan);
 }
 
 }  // namespace

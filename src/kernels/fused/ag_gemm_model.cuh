@@ -1,8 +1,7 @@
-// AllGather+GEMM: the cost model that picks the plan (fused or sequential) and the fused kernel's
-// comm CTAs. Host code (also used by the CPU tests). docs/AG_GEMM.md says how the constants were
-// fitted and how to refit them from mkccl-perf ag_gemm (fused_us, fused_side_us, sequential_us).
-// The op does not trust it blindly: on the first calls of a shape it times both plans and keeps
-// the faster (ag_gemm_tune.h); the model gives the first guess and the comm CTA count.
+// AllGather+GEMM: the cost model of the plans and the fused kernel's comm CTAs. Host code (also
+// used by the CPU tests). docs/AG_GEMM.md says how the constants were fitted and how to refit them
+// from mkccl-perf ag_gemm (fused_us, fused_side_us, sequential_us). The auto plan is a rule on the
+// shape (ag_gemm_rule.h) that uses the model's GEMM time; the model gives the comm CTA count.
 #pragma once
 #include <stdint.h>
 #include <algorithm>

@@ -1,0 +1,79 @@
+// AllGather+GEMM: the auto plan, a rule on the shape. Every rank computes it from arguments all
+// ranks pass the same (M, N, K, the world size, the SM budget), so every rank runs the same plan
+// without talking, and the call only enqueues.
+//
+// Why not time the plans: a timing trial (the first calls of a shape ran both plans, each rank
+// kept the faster by its own CUDA events) let ranks disagree. A call's time on one rank includes
+// waiting for its peers, so near ties came out differently per rank, and a mix of plans ran
+// slower than either: 4xH200, 2026-11-22, auto 1210 / 689 / 579 us at 2048x8192x8192 (ws = 4)
+// where the sequential plan took 435-453, and 1310 us at 4096x8192x8192 (ws = 2) against 835.
+//
+// The rule, from the forced plans of six runs on 4xH200 (fused: comm CTAs chosen by the model;
+// side: the compute CTAs' idle producer warps push, plus idle SMs; sequential: our AllGather,
+// then the GEMM engine), with G the model's GEMM on every SM and P the shards' push at NVLink
+// rate (ws-1 shards out of each rank):
+//   1. fused      when the GEMM has >= kMinFusedWaves waves of tiles, P <= kFusedMaxPushShare * G
+//                 and a shard is at most kFusedMaxShardBytes: the push hides under the GEMM
+//                 (8192^3: 1380-1583 us vs sequential 1904-1946; 16384x8192x8192 ws 4: 2906-3299
+//                 vs 3697-3763; 4096x8192x8192: 778-848 vs 955-967; ws 2 alike).
+//   2. side       when P >= kSideMinPushShare * G, or a shard is larger: the push is as long as
+//                 the GEMM, and the side teams hide part of it without taking SMs (8192x2048x8192
+//                 ws 4: 574-643 vs sequential 651-670, ws 2: 407-410 vs 568-584). Shards above
+//                 64 MiB: the fused plan's comm CTAs ran 10x slow at 16384x8192x8192 on 2 ranks
+//                 (128 MiB shards, 33 ms in two runs; cause not found), side 3394-3466 us.
+//   3. sequential otherwise: few waves and a short push (2048x8192x8192 ws 4: 435-453 us, where
+//                 the fused plan took 530-657 and the side teams 432-568).
+#pragma once
+#include <stdint.h>
+
+namespace mkccl {
+namespace ag {
+
+enum class AutoPlan : int { Fused, Side, Sequential };
+
+constexpr double kMinFusedWaves = 7.5;
+constexpr double kFusedMaxPushShare = 0.3;
+constexpr double kSideMinPushShare = 0.5;
+constexpr int64_t kFusedMaxShardBytes = int64_t{64} << 20;
+constexpr double kRuleNvlinkGBps = 330;  // one rank's pushes at most (as kNvlinkGBps)
+
+struct RuleInputs {
+  int ws = 1;
+  int64_t shardBytes = 0;  // one rank's rows of A
+  int64_t tiles = 0;       // output tiles of the GEMM on every SM
+  int ctas = 1;            // its CTAs (one wave)
+  double gemmUs = 0;       // the model's time of that GEMM
+};
+
+struct RuleChoice {
+  AutoPlan plan = AutoPlan::Sequential;
+  double waves = 0, pushShare = 0;  // what the rule looked at
+  const char* why = "";
+};
+
+inline RuleChoice chooseAutoPlan(const RuleInputs& in) {
+  RuleChoice c;
+  c.waves = static_cast<double>(in.tiles) / (in.ctas > 0 ? in.ctas : 1);
+  const double pushUs = static_cast<double>(in.shardBytes) * (in.ws - 1) / (kRuleNvlinkGBps * 1e3);
+  c.pushShare = in.gemmUs > 0 ? pushUs / in.gemmUs : 1e30;
+  const bool bigShard = in.shardBytes > kFusedMaxShardBytes;
+  if (c.waves >= kMinFusedWaves && c.pushShare <= kFusedMaxPushShare && !bigShard) {
+    c.plan = AutoPlan::Fused;
+    c.why = "the GEMM's waves hide the push";
+  } else if (c.pushShare >= kSideMinPushShare || bigShard) {
+    c.plan = AutoPlan::Side;
+    c.why = bigShard ? "shards above 64 MiB: the side teams push (comm CTAs measured slow)"
+                     : "the push is as long as the GEMM: the side teams hide part of it without taking SMs";
+  } else {
+    c.plan = AutoPlan::Sequential;
+    c.why = "few waves and a short push: fusion cannot pay";
+  }
+  return c;
+}
+
+inline const char* autoPlanName(AutoPlan p) {
+  return p == AutoPlan::Fused ? "fused (comm CTAs)" : p == AutoPlan::Side ? "fused (side teams)" : "sequential";
+}
+
+}  // namespace ag
+}  // namespace mkccl
