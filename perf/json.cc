@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perf_commit.h"  // generated on every build (perf/commit.cmake)
 #ifndef MKCCL_PERF_COMMIT
 #define MKCCL_PERF_COMMIT "unknown"
 #endif
