@@ -7,7 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "perf_commit.h"  // generated on every build (perf/commit.cmake)
+// MKCCL_PERF_COMMIT: generated on every build of mkccl-perf (perf/commit.cmake); other targets
+// that compile this file (the CLI tests) do without.
+#if __has_include("perf_commit.h")
+#include "perf_commit.h"
+#endif
 #ifndef MKCCL_PERF_COMMIT
 #define MKCCL_PERF_COMMIT "unknown"
 #endif
