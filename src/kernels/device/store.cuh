@@ -32,6 +32,9 @@ __device__ __forceinline__ void stmatrixX4(uint32_t addr, uint32_t r0, uint32_t 
                "r"(r2), "r"(r3)
                : "memory");
 }
+__device__ __forceinline__ void stSharedV4B32(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
 __device__ __forceinline__ void stSharedV2F32(uint32_t addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }

@@ -233,7 +233,7 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   MKCCL_CHECK(planFromEnv(&forced, &commCtas));
   GemmVariant variant;
   MKCCL_CHECK(gemmVariantFromEnv(&variant));
-  int bulk = 1;
+  int bulk = 0;
   MKCCL_CHECK(pushFromEnv(&bulk));
   const int ws = comm->nranks, me = comm->rank;
 

@@ -25,6 +25,7 @@
 //                 the fused plan took 530-657 and the side teams 432-568).
 #pragma once
 #include <stdint.h>
+#include "kernels/fused/ag_gemm_model.cuh"
 
 namespace mkccl {
 namespace ag {
@@ -35,7 +36,6 @@ constexpr double kMinFusedWaves = 7.5;
 constexpr double kFusedMaxPushShare = 0.3;
 constexpr double kSideMinPushShare = 0.5;
 constexpr int64_t kFusedMaxShardBytes = int64_t{64} << 20;
-constexpr double kRuleNvlinkGBps = 330;  // one rank's pushes at most (as kNvlinkGBps)
 
 struct RuleInputs {
   int ws = 1;
@@ -54,7 +54,7 @@ struct RuleChoice {
 inline RuleChoice chooseAutoPlan(const RuleInputs& in) {
   RuleChoice c;
   c.waves = static_cast<double>(in.tiles) / (in.ctas > 0 ? in.ctas : 1);
-  const double pushUs = static_cast<double>(in.shardBytes) * (in.ws - 1) / (kRuleNvlinkGBps * 1e3);
+  const double pushUs = static_cast<double>(in.shardBytes) * (in.ws - 1) / (kNvlinkGBps * 1e3);
   c.pushShare = in.gemmUs > 0 ? pushUs / in.gemmUs : 1e30;
   const bool bigShard = in.shardBytes > kFusedMaxShardBytes;
   if (c.waves >= kMinFusedWaves && c.pushShare <= kFusedMaxPushShare && !bigShard) {

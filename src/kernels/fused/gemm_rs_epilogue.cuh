@@ -144,11 +144,6 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
   }
 }
 
-// 16 bytes to shared memory (a warp's 32 consecutive vectors: 512 contiguous bytes, no conflicts).
-__device__ __forceinline__ void stShared128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-
 // A partial of another rank's chunk, sent from shared memory (MKCCL_GEMM_RS_PUSH=bulk): 64
 // columns at a time, round the accumulators once and write them in fragment order (4 vectors per
 // thread: exactly the contiguous 8 KiB those vectors occupy in the rx slot) into the staging
@@ -169,7 +164,8 @@ __device__ __forceinline__ void sendPartial(const float (&acc)[Cfg::kAcc], char*
 #pragma unroll
     for (int k = 0; k < kVecsPerChunk; ++k) {
       const float* a = acc + 8 * (kVecsPerChunk * ch + k);
-      stShared128(buf + (uint32_t(k) * kThreadsPerHalf + c.tid) * 16u, Pair<In>::pack(a[0], a[1]),
+      // A warp's 32 consecutive vectors: 512 contiguous bytes, no bank conflicts.
+      dev::stSharedV4B32(buf + (uint32_t(k) * kThreadsPerHalf + c.tid) * 16u, Pair<In>::pack(a[0], a[1]),
                   Pair<In>::pack(a[2], a[3]), Pair<In>::pack(a[4], a[5]), Pair<In>::pack(a[6], a[7]));
     }
     dev::fenceProxyAsyncSmem();

@@ -35,7 +35,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
                           int64_t N, int64_t K, mkcclDataType_t t) {
   mkcclComm* comm = ctx.comm;
   const Layout& L = plan.L;
-  bool bulk = true;
+  bool bulk = false;
   MKCCL_CHECK(pushBulkFromEnv(L.mode, &bulk));
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
