@@ -9,6 +9,7 @@
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
 //   fused_other_push_us  the fused plan with the other way of sending partials
 //                    (MKCCL_GEMM_RS_PUSH: team for RS and bulk for AR when unset; else the other one): A/B
+//   rs_ag_us         gemm_ar, M divisible by the ranks: the fused ReduceScatter then our AllGather, forced
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
 // AllReduce (NCCL's if loaded, else ours), tolerance 1e-2 of the largest magnitude.
@@ -195,8 +196,9 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     // Ours, as configured; then each plan forced (for the model, and to show what auto left out).
     mkcclResult_t firstErr = mkcclSuccess;
     // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan, the fused plan
-    // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH: bulk stores when unset or team)
-    double v[7] = {-1, -1, -1, -1, -1, -1, -1};
+    // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH: bulk stores when unset or team),
+    // AllReduce: the fused ReduceScatter then our AllGather (rs_ag; M divisible by the ranks)
+    double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     auto timeOurs = [&]() {
       return timeMedianUs(
           [&](int i) {
@@ -217,6 +219,10 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     if (pushEnv) setenv("MKCCL_GEMM_RS_PUSH", push.c_str(), 1);
     else unsetenv("MKCCL_GEMM_RS_PUSH");
     v[5] = timeOurs();
+    if (allReduce && M % ws == 0) {
+      setenv(planVar, "rs_ag", 1);
+      v[7] = timeOurs();
+    }
     if (planEnv) setenv(planVar, planEnv, 1);
     else unsetenv(planVar);
     mkcclResult_t async = mkcclSuccess;
@@ -260,13 +266,14 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       fprintf(stderr, "%s: rank %d: the baseline failed\n", name, env.rank);
       return 1;
     }
-    if (!maxOverRanks(v, 7)) return 1;
+    if (!maxOverRanks(v, 8)) return 1;
     r.timeUs = v[0];
     r.baselineTimeUs = v[1];
     r.extra["gemm_alone_us"] = v[2];
     r.extra["seq_us"] = v[4];
     r.extra["fused_us"] = v[5];
     r.extra["fused_other_push_us"] = v[6];
+    if (v[7] > 0) r.extra["rs_ag_us"] = v[7];
     r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
     if (v[3] > 0) {
       const double floorUs = std::max(v[2], v[3]);
@@ -292,7 +299,8 @@ MKCCL_PERF_OP("gemm_rs", gemmRsOp,
               "max(cuBLAS alone, NCCL alone). -m/-n/-k or --shapes (default: 8192^3, 16384x8192x8192, 4096x8192x8192, "
               "8192x8192x4096); MKCCL_GEMM_RS_PLAN=fused|sequential, MKCCL_GEMM_RS_PUSH=bulk|team");
 MKCCL_PERF_OP("gemm_ar", gemmArOp,
-              "GEMM + AllReduce (K split over ranks) vs cuBLAS then NCCL, as gemm_rs; MKCCL_GEMM_AR_PLAN=fused|sequential");
+              "GEMM + AllReduce (K split over ranks) vs cuBLAS then NCCL, as gemm_rs; "
+              "MKCCL_GEMM_AR_PLAN=fused|rs_ag|sequential");
 
 }  // namespace perf
 }  // namespace mkccl

@@ -95,6 +95,11 @@ mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName,
   return mkcclSuccess;
 }
 
+void opNextKernel(OpCtx& ctx) {
+  fillDevComm(ctx.comm, ++ctx.comm->seq, &ctx.dev);
+  MKCCL_TRACE("call #%llu: next kernel of the call", (unsigned long long)ctx.dev.seq);
+}
+
 mkcclResult_t opEnd(OpCtx& ctx) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)

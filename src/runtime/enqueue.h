@@ -28,6 +28,10 @@ void fillDevComm(const mkcclComm* comm, uint64_t seq, DevComm* d);
 // Checks the comm (usable, no pending error) and the stream (on the comm's device), takes the next
 // sequence number and fills ctx. The caller holds a DeviceGuard for comm->cudaDev.
 mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName, OpCtx* ctx);
+// Between two kernels of one call that each run a protocol of their own (GEMM+AllReduce's fused
+// ReduceScatter, then its AllGather): the next sequence number, as if the second were a call of
+// its own. Every rank runs the same kernels for a call, so the numbers stay in step.
+void opNextKernel(OpCtx& ctx);
 // After the launches: checks for launch errors and records the comm's lastWork event.
 mkcclResult_t opEnd(OpCtx& ctx);
 

@@ -151,9 +151,11 @@ void worldShapes(bool allReduce) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   uint64_t seed = worldSeed();
-  // The fused plan with either way of sending partials (the push team, the default; bulk stores).
-  const std::pair<const char*, const char*> runs[] = {
+  // The fused plan with either way of sending partials (the push team, the default; bulk stores);
+  // AllReduce also as the fused ReduceScatter then an AllGather (M not divisible: sequential).
+  std::vector<std::pair<const char*, const char*>> runs = {
       {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "team"}};
+  if (allReduce) runs.push_back({"rs_ag", "bulk"});
   for (const auto& run : runs) {
     const char* plan = run.first;
     setPlan(allReduce, plan);
@@ -204,7 +206,8 @@ void worldBackToBack(bool allReduce) {
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   for (int i = 0; i < kCalls; ++i) {
     // 50 fused calls in a row, then fused and sequential interleaved (collectives in between).
-    setPlan(allReduce, i < 50 || i % 2 ? "fused" : "sequential");
+    // AllReduce: every third call the fused ReduceScatter then an AllGather (two kernels).
+    setPlan(allReduce, allReduce && i % 3 == 1 ? "rs_ag" : i < 50 || i % 2 ? "fused" : "sequential");
     // Push paths mixed across calls and across ranks (both ends' formats and flags agree).
     setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
     const ReduceBuffers& in = sets[i % kSets];
@@ -264,6 +267,11 @@ void worldBadArguments(bool allReduce) {
   if (ws > 1) {
     setPlan(allReduce, "bogus");
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    if (!allReduce) {  // rs_ag is an AllReduce plan
+      setPlan(allReduce, "rs_ag");
+      EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PLAN"));
+    }
     setPlan(allReduce, "auto");
     setPlan(allReduce, "fused");
     setPush("bogus");
@@ -292,7 +300,8 @@ void inProcessWorlds(bool allReduce) {
     ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, nullptr)) << mkcclGetLastError(nullptr);
     const ReduceShape s{size_t(ranks) * 320, 392, 200};
     const mkcclDataType_t t = mkcclBfloat16;
-    for (const char* plan : {"fused", "sequential"}) {
+    for (const char* plan : {"fused", "sequential", "rs_ag"}) {
+      if (!allReduce && std::string(plan) == "rs_ag") continue;
       SCOPED_TRACE(testing::Message() << ranks << " ranks in one process, plan " << plan);
       setPlan(allReduce, plan);
       const uint64_t seed = freshSeed();

@@ -206,7 +206,7 @@ testing::Message describe(const RuleInputs& in) {
 }
 
 bool same(const PlanChoice& a, const PlanChoice& b) {
-  return a.fused == b.fused && a.why == b.why && a.plan.ok == b.plan.ok && a.plan.bn == b.plan.bn &&
+  return a.route == b.route && a.rsAgUs == b.rsAgUs && a.rsPlan.ok == b.rsPlan.ok && a.fused == b.fused && a.why == b.why && a.plan.ok == b.plan.ok && a.plan.bn == b.plan.bn &&
          a.plan.cs == b.plan.cs && a.plan.ctas == b.plan.ctas && a.plan.estUs == b.plan.estUs && a.seqUs == b.seqUs;
 }
 
@@ -218,7 +218,10 @@ std::vector<RuleInputs> sweep() {
       for (int64_t rows : {1, 8, 200, 1000, 2048, 4096})
         for (int64_t N : {8, 264, 1032, 8192, 28672})
           for (int64_t K : {8, 72, 1024, 4096})
-            for (int budget : {1, 16, 132}) v.push_back(ruleInputs(mode, ws, rows * ws + (mode ? 3 : 0), N, K, budget));
+            for (int budget : {1, 16, 132})
+              for (int64_t extra : {0, 3})  // AllReduce: M need not split evenly
+                if (extra == 0 || mode == kModeAllReduce)
+                  v.push_back(ruleInputs(mode, ws, rows * ws + extra, N, K, budget));
   return v;
 }
 
@@ -279,6 +282,7 @@ TEST(GemmRsRule, NoFusedAllReduceBeyondTwoRanks) {
     const PlanChoice c = choosePlan(in);
     if (in.mode == kModeAllReduce && in.ws > 2) {
       EXPECT_FALSE(c.fused);
+      EXPECT_NE(Route::Fused, c.route);
       EXPECT_EQ(RuleReason::AllReduceWorldSize, c.why);
     }
     if (c.fused) {
@@ -289,6 +293,59 @@ TEST(GemmRsRule, NoFusedAllReduceBeyondTwoRanks) {
   }
   EXPECT_GT(fusedRs, 0);
   EXPECT_GT(fusedAr2, 0);
+}
+
+// AllReduce past 2 ranks: the fused ReduceScatter, then our AllGather, at every measured shape
+// (the sequential plan there was slower than cuBLAS + NCCL). Its estimate against the two parts
+// measured on their own (fused RS above; our AllGather of C, allgather-ws4.json at a339c7f:
+// 64 MiB 171.8 us, 128 MiB 331.9, 256 MiB 618.5).
+TEST(GemmRsRule, AllReduceBeyondTwoRanksRunsReduceScatterThenAllGather) {
+  struct Part {
+    int64_t M, N, K;
+    double rsUs, agUs;
+  };
+  const Part parts[] = {{8192, 8192, 8192, 506.5, 331.9},
+                        {16384, 8192, 8192, 980.3, 618.5},
+                        {4096, 8192, 8192, 280.2, 171.8},
+                        {8192, 8192, 4096, 385.6, 331.9}};
+  for (const Part& m : parts) {
+    const RuleInputs in = ruleInputs(kModeAllReduce, 4, m.M, m.N, m.K / 4);
+    SCOPED_TRACE(describe(in));
+    const PlanChoice c = choosePlan(in);
+    EXPECT_EQ(Route::RsThenAg, c.route);
+    ASSERT_TRUE(c.rsPlan.ok);
+    EXPECT_EQ(kModeReduceScatter, c.rsPlan.L.mode);
+    EXPECT_NEAR(c.rsAgUs, m.rsUs + m.agUs, 0.08 * (m.rsUs + m.agUs));
+    EXPECT_LT(c.rsAgUs, c.seqUs);
+  }
+}
+
+// RsThenAg only for AllReduce with M divisible by the ranks; when taken, it beats both other
+// estimates it could replace. At 2 ranks the fused AllReduce stays at the measured shapes (62-75%
+// of the sequential plan; RsThenAg would add a whole AllGather after the GEMM).
+TEST(GemmRsRule, ReduceScatterThenAllGatherOnlyWhereItFits) {
+  int taken = 0;
+  for (const RuleInputs& in : sweep()) {
+    SCOPED_TRACE(describe(in));
+    const PlanChoice c = choosePlan(in);
+    const bool possible = in.mode == kModeAllReduce && in.M % in.ws == 0;
+    if (!possible) {
+      EXPECT_FALSE(c.rsPlan.ok);
+      EXPECT_NE(Route::RsThenAg, c.route);
+    }
+    if (c.route == Route::RsThenAg) {
+      ++taken;
+      EXPECT_TRUE(c.rsPlan.ok);
+      EXPECT_LT(c.rsAgUs, c.seqUs);
+      if (c.plan.ok && in.ws <= kMaxFusedAllReduceRanks) EXPECT_LE(c.rsAgUs, c.plan.estUs);
+    }
+  }
+  EXPECT_GT(taken, 0);
+  for (const Measured& m : kRun)
+    if (m.mode == kModeAllReduce && m.ws == 2) {
+      const PlanChoice c = choosePlan(ruleInputs(m));
+      EXPECT_EQ(Route::Fused, c.route) << m.M << "x" << m.N << "x" << m.K;
+    }
 }
 
 // What every rank computes alike: the same inputs give the same choice whatever was asked before

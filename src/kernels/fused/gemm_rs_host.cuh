@@ -36,7 +36,7 @@ mkcclResult_t reduceOccupancy(int dev, int smCount, Occupancy* out);
 template <class In>
 mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream);
 
-enum class PlanKind : int { Auto = 0, Fused = 1, Sequential = 2 };
+enum class PlanKind : int { Auto = 0, Fused = 1, Sequential = 2, RsThenAg = 3 };
 
 // What the op knows when it plans a call: the rule's inputs (gemm_rs_rule.h), and what only a
 // forced tile configuration uses.
@@ -49,8 +49,9 @@ struct PlanInputs : RuleInputs {
 // (autoFusedPlan). ok = false: it cannot run this shape.
 FusedPlan planFused(const PlanInputs& in);
 
-// MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN: fused | sequential | auto (unset).
-mkcclResult_t planFromEnv(const char* var, PlanKind* out);
+// MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN (mode picks which): fused | sequential | auto (unset);
+// for AllReduce also rs_ag (the fused ReduceScatter, then our AllGather; gemm_rs_rule.h).
+mkcclResult_t planFromEnv(int mode, PlanKind* out);
 
 // MKCCL_GEMM_RS_PUSH: how the fused kernel sends its partials. bulk: bulk stores from the
 // epilogue's shared memory; team: staged locally, copied by the push team. Unset: bulk for

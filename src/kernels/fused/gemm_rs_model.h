@@ -37,6 +37,9 @@ constexpr double kRsBusBytesPerUs2 = 196e3;
 constexpr double kRsBusBytesPerUs = 250e3;
 constexpr double kArBusBytesPerUs = 289e3;
 constexpr double kCollLatencyUs = 20;
+// Our AllGather at 64-256 MiB past its latency: 323-336 GB/s of bus bytes at 4 ranks, 342 at 2
+// (allgather-ws*.json, 4xH200, a339c7f: 171.8 / 331.9 / 618.5 us at 64 / 128 / 256 MiB, ws 4).
+constexpr double kAgBusBytesPerUs = 330e3;
 // Fused, fitted to the fused_us above.
 // The push's rate beside a GEMM (RS ws=4 8192x8192x4096 sends 101 MB in 386 us).
 constexpr double kLinkBytesPerUs = 260e3;
@@ -84,6 +87,11 @@ inline double sequentialUs(int mode, int ws, int64_t M, int64_t N, int64_t K, in
   const double rsBus = ws == 2 ? kRsBusBytesPerUs2 : kRsBusBytesPerUs;
   const double coll = kCollLatencyUs + (mode == kModeAllReduce ? 2 * bytes / kArBusBytesPerUs : bytes / rsBus);
   return gemm + coll;
+}
+
+// Our AllGather of C [M, N] (bf16/fp16), each rank holding M / ws rows.
+inline double allGatherUs(int ws, int64_t M, int64_t N) {
+  return kCollLatencyUs + double(M) * double(N) * 2 * (ws - 1) / ws / kAgBusBytesPerUs;
 }
 
 }  // namespace model

@@ -1,7 +1,8 @@
 // mkccl::gemmReduceScatterOp, and the driver it shares with gemmAllReduceOp (gemm_ar_op.cu):
 // world size 1 is a plain GEMM; otherwise the fused kernel (gemm_rs_kernel.cuh) or the GEMM engine
-// followed by our ReduceScatter / AllReduce, as MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN says, else
-// as the rule decides from the shape (gemm_rs_rule.h): the same plan on every rank, no host wait.
+// followed by our ReduceScatter / AllReduce, or (AllReduce) the fused ReduceScatter kernel followed
+// by our AllGather, as MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN says, else as the rule decides from
+// the shape (gemm_rs_rule.h): the same plan on every rank, no host wait.
 // Arguments were checked by the API (api_fused.cc).
 #include <string.h>
 #include <mutex>
@@ -23,12 +24,20 @@ namespace {
 
 const char* opName(int mode) { return mode == kModeAllReduce ? "mkcclGemmAllReduce" : "mkcclGemmReduceScatter"; }
 
-// The plan is logged at INFO once per (op, shape) in a process, every call at TRACE.
-bool firstTimeFor(int mode, int64_t M, int64_t N, int64_t K, int ws, bool fused) {
+// The plan is logged at INFO once per (op, shape, route) in a process, every call at TRACE.
+bool firstTimeFor(int mode, int64_t M, int64_t N, int64_t K, int ws, Route route) {
   static std::mutex mu;
-  static std::set<std::tuple<int, int64_t, int64_t, int64_t, int, bool>> seen;
+  static std::set<std::tuple<int, int64_t, int64_t, int64_t, int, int>> seen;
   std::lock_guard<std::mutex> lock(mu);
-  return seen.insert(std::make_tuple(mode, M, N, K, ws, fused)).second;
+  return seen.insert(std::make_tuple(mode, M, N, K, ws, int(route))).second;
+}
+
+const char* routeName(Route r) {
+  switch (r) {
+    case Route::Fused: return "fused";
+    case Route::RsThenAg: return "fused ReduceScatter, then AllGather";
+    default: return "sequential";
+  }
 }
 
 mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, const void* W, void* C, int64_t M,
@@ -87,6 +96,19 @@ mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, i
   return reduceScatterOp(ctx, partial, C, size_t(M / comm->nranks) * N, t, mkcclSum);
 }
 
+// AllReduce as the fused ReduceScatter kernel (plan: a ReduceScatter configuration) into this
+// rank's rows of C, then our AllGather of those rows into C, in place. The AllGather is a kernel
+// with a protocol of its own: it takes the next sequence number.
+mkcclResult_t runRsThenAg(OpCtx& ctx, const FusedPlan& plan, const void* A, const void* W, void* C, int64_t M,
+                          int64_t N, int64_t K, mkcclDataType_t t) {
+  const int ws = ctx.comm->nranks;
+  const size_t rows = size_t(M / ws), es = typeSize(t);
+  char* mine = static_cast<char*>(C) + size_t(ctx.comm->rank) * rows * size_t(N) * es;
+  MKCCL_CHECK(launchFused(ctx, plan, A, W, mine, M, N, K, t));
+  opNextKernel(ctx);
+  return allGatherOp(ctx, mine, C, rows * size_t(N), t);
+}
+
 }  // namespace
 
 mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
@@ -102,7 +124,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   if (comm->nranks == 1) return gemmOp(A, W, C, M, N, K, t, t, ctx.stream);
 
   PlanKind forced;
-  MKCCL_CHECK(planFromEnv(mode == kModeAllReduce ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN", &forced));
+  MKCCL_CHECK(planFromEnv(mode, &forced));
   PlanInputs in;
   in.mode = mode;
   in.ws = comm->nranks;
@@ -118,32 +140,45 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &in.occ));
 
   const PlanChoice rule = choosePlan(in);
-  bool fused = forced == PlanKind::Auto ? rule.fused : forced == PlanKind::Fused;
+  Route route = rule.route;
+  if (forced == PlanKind::Fused) route = Route::Fused;
+  else if (forced == PlanKind::Sequential) route = Route::Sequential;
+  else if (forced == PlanKind::RsThenAg) route = Route::RsThenAg;
   FusedPlan plan;
-  if (fused) {
-    plan = planFused(in);
+  if (route == Route::RsThenAg && in.M % in.ws != 0) {
+    MKCCL_WARN("%s: MKCCL_GEMM_AR_PLAN=rs_ag needs M (%zu) divisible by the %d ranks: sequential", name, M, in.ws);
+    route = Route::Sequential;
+  }
+  if (route != Route::Sequential) {
+    PlanInputs pin = in;
+    if (route == Route::RsThenAg) pin.mode = kModeReduceScatter;
+    plan = planFused(pin);
     if (!plan.ok) {
-      MKCCL_WARN("%s: the fused plan (tiles: %s) cannot run %zux%zux%zu on %d ranks (flags or scratch would not fit): "
-                 "sequential",
+      MKCCL_WARN("%s: the fused kernel (tiles: %s) cannot run %zux%zux%zu on %d ranks (flags or scratch would not "
+                 "fit): sequential",
                  name, gemmVariantName(in.variant), M, N, K, comm->nranks);
-      fused = false;
+      route = Route::Sequential;
     }
   }
   const char* how = forced == PlanKind::Auto ? ruleReasonName(rule.why) : "forced";
-  if (firstTimeFor(mode, in.M, in.N, in.K, in.ws, fused)) {
-    if (fused)
-      MKCCL_INFO("%s %zux%zux%zu, %d ranks: fused, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk (%s; model: "
-                 "fused %.0f us, sequential %.0f us)",
-                 name, M, N, K, in.ws, plan.bn, plan.cs, plan.ctas, plan.L.tiles, how, plan.estUs, rule.seqUs);
+  if (firstTimeFor(mode, in.M, in.N, in.K, in.ws, route)) {
+    if (route != Route::Sequential)
+      MKCCL_INFO("%s %zux%zux%zu, %d ranks: %s, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk (%s; model: "
+                 "fused %s%.0f us, rs+ag %s%.0f us, sequential %.0f us)",
+                 name, M, N, K, in.ws, routeName(route), plan.bn, plan.cs, plan.ctas, plan.L.tiles, how,
+                 rule.plan.ok ? "" : "n/a ", rule.plan.estUs, rule.rsPlan.ok ? "" : "n/a ", rule.rsAgUs, rule.seqUs);
     else
-      MKCCL_INFO("%s %zux%zux%zu, %d ranks: sequential (GEMM, then %s) (%s; model: fused %s%.0f us, sequential "
-                 "%.0f us)",
+      MKCCL_INFO("%s %zux%zux%zu, %d ranks: sequential (GEMM, then %s) (%s; model: fused %s%.0f us, rs+ag %s%.0f us, "
+                 "sequential %.0f us)",
                  name, M, N, K, in.ws, mode == kModeAllReduce ? "AllReduce" : "ReduceScatter", how,
-                 rule.plan.ok ? "" : "n/a ", rule.plan.estUs, rule.seqUs);
+                 rule.plan.ok ? "" : "n/a ", rule.plan.estUs, rule.rsPlan.ok ? "" : "n/a ", rule.rsAgUs, rule.seqUs);
   }
-  MKCCL_TRACE("%s call #%llu: %s", name, (unsigned long long)ctx.dev.seq, fused ? "fused" : "sequential");
-  return fused ? launchFused(ctx, plan, A, W, C, in.M, in.N, in.K, t)
-               : runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode);
+  MKCCL_TRACE("%s call #%llu: %s", name, (unsigned long long)ctx.dev.seq, routeName(route));
+  switch (route) {
+    case Route::Fused: return launchFused(ctx, plan, A, W, C, in.M, in.N, in.K, t);
+    case Route::RsThenAg: return runRsThenAg(ctx, plan, A, W, C, in.M, in.N, in.K, t);
+    default: return runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode);
+  }
 }
 
 }  // namespace rs

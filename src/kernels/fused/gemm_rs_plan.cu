@@ -29,13 +29,17 @@ FusedPlan planFused(const PlanInputs& in) {
   }
 }
 
-mkcclResult_t planFromEnv(const char* var, PlanKind* out) {
+mkcclResult_t planFromEnv(int mode, PlanKind* out) {
   *out = PlanKind::Auto;
+  const bool ar = mode == kModeAllReduce;
+  const char* var = ar ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN";
   const char* s = getenv(var);
   if (s == nullptr || *s == '\0' || strcmp(s, "auto") == 0) return mkcclSuccess;
   if (strcmp(s, "fused") == 0) *out = PlanKind::Fused;
   else if (strcmp(s, "sequential") == 0) *out = PlanKind::Sequential;
-  else return setError(mkcclInvalidUsage, "%s=%s: expected fused, sequential or auto", var, s);
+  else if (ar && strcmp(s, "rs_ag") == 0) *out = PlanKind::RsThenAg;
+  else
+    return setError(mkcclInvalidUsage, "%s=%s: expected fused, sequential%s or auto", var, s, ar ? ", rs_ag" : "");
   return mkcclSuccess;
 }
 
