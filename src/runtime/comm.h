@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include "mkccl.h"
 #include "runtime/bootstrap.h"
+#include "runtime/copy_engines.h"
 #include "runtime/devcomm.h"
 #include "transport/nvlink/symmem.h"
 
@@ -60,6 +61,7 @@ struct mkcclComm {
   uint64_t seq = 0;                     // last call's sequence number
   cudaEvent_t lastWork = nullptr;       // recorded after every call: destroy waits on it
   cudaStream_t lastStream = nullptr;    // stream of the last call: a call on another one waits for it
+  mkccl::CopyEngines ce;                // copy-engine streams (made on first use; copy_engines.h)
 
   std::atomic<int> initResult{mkcclInProgress};  // mkcclSuccess once ready
   std::thread initThread;                        // non-blocking init

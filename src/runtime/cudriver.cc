@@ -51,6 +51,9 @@ mkcclResult_t cuDriverLoad() {
               getEntry("cuMemGetAddressRange", &table.memGetAddressRange, 3020);
     // dma-buf export is optional (older drivers): only the RDMA registration path needs it.
     if (ok) getEntry("cuMemGetHandleForAddressRange", &table.memGetHandleForAddressRange, 11070);
+    // Stream memory operations are optional too (AllGather+GEMM's copy-engine plan).
+    if (ok && !getEntry("cuStreamWaitValue64", &table.streamWaitValue64, 11070)) table.streamWaitValue64 = nullptr;
+    if (ok && !getEntry("cuStreamBatchMemOp", &table.streamBatchMemOp, 11070)) table.streamBatchMemOp = nullptr;
     loadResult = ok ? mkcclSuccess : mkcclUnhandledCudaError;
   });
   if (loadResult != mkcclSuccess) return setError(loadResult, "CUDA driver: %s", loadError.c_str());

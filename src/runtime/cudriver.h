@@ -24,6 +24,9 @@ struct CuDriver {
   PFN_cuTensorMapEncodeTiled_v12000 tensorMapEncodeTiled;
   PFN_cuMemGetHandleForAddressRange_v11070 memGetHandleForAddressRange;  // dma-buf export (may be null)
   PFN_cuMemGetAddressRange_v3020 memGetAddressRange;
+  // Stream memory operations (may be null: the plans that use copy engines then do not run).
+  PFN_cuStreamWaitValue64_v11070 streamWaitValue64;
+  PFN_cuStreamBatchMemOp_v11070 streamBatchMemOp;
 };
 
 // Loads the entry points once (thread-safe). mkcclUnhandledCudaError if no driver is present.

@@ -46,11 +46,15 @@ enum DevSite : int {
 //   [0, flagsBytes)                       64-bit flags (zeroed once at init, never reset)
 //     slots [0, kMaxLocalRanks)           barrier: slot q holds the last barrier value from local rank q
 //     slots [32, 63)                      grid-sync counters / generations, local use only
+//     slot  62                            local: an op's go word to its copy-engine streams (kCopyEngineSlot)
 //     slot  63                            this rank's device error word (first error wins, local atomics)
 //     slots [kOpFlagSlot, ...)            free for ops: per-chunk / per-tile flags
 //   [flagsBytes, flagsBytes + dataBytes)  data: staging buffers of ops
 constexpr int kBarrierSlot = 0;
 constexpr int kGridSyncSlot = 32;  // pairs (counter, generation): slots 32+2i, 33+2i, i < 15
+// Written only by this rank's kernels, read by this rank's copy-engine streams (cuStreamWaitValue64):
+// AllGather+GEMM's ce plan posts flagValue(seq, 1) once the copies may start.
+constexpr int kCopyEngineSlot = 62;
 constexpr int kErrorSlot = 63;
 constexpr int kOpFlagSlot = 64;
 

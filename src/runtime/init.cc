@@ -169,6 +169,7 @@ mkcclResult_t freeComm(mkcclComm* comm, bool abort) {
     cudaEventDestroy(comm->lastWork);
     comm->lastWork = nullptr;
   }
+  copyEnginesFree(comm);
   netFreeComm(comm);
   topoFreeComm(comm);
   symWorkspaceDestroy(comm);

@@ -176,8 +176,9 @@ const Shape kShapes[] = {
 // Every shape x gathered variant x plan on this rank's comm. Every rank of the comm runs it.
 void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
   // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM;
-  // each with the default push (threads) of the comm CTAs and the AllGather, and again with bulk copies.
-  const char* plans[] = {"fused",      "fused:0", "fused:2", "sequential", nullptr, "fused/bulk",
+  // each with the default push (threads) of the comm CTAs and the AllGather, and again with bulk copies;
+  // ce: every SM computes, the copy engines push.
+  const char* plans[] = {"fused",      "fused:0", "fused:2", "sequential", "ce", nullptr, "fused/bulk",
                          "fused:2/bulk", "sequential/bulk"};
   const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
   cudaStream_t stream;
@@ -211,7 +212,7 @@ void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_
 }
 
 // 80 calls queued back to back on one stream, each with its own inputs and outputs (half with a
-// gathered A), switching plan or push mode every 20: no call may pass on another's flags or data.
+// gathered A), switching plan or push mode every 16: no call may pass on another's flags or data.
 void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const PlanSwitch& sw) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -225,9 +226,9 @@ void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const Plan
   }
   EXPECT_TRUE(ok) << "allocations";
   ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
-  const char* plans[] = {"fused", "sequential", "fused/threads", nullptr};
+  const char* plans[] = {"fused", "sequential", "ce", "fused/threads", nullptr};
   for (int i = 0; i < calls; ++i) {
-    if (i % 20 == 0) sw(rank, plans[(i / 20) % 4]);  // the calls already queued keep running
+    if (i % 16 == 0) sw(rank, plans[(i / 16) % 5]);  // the calls already queued keep running
     if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
       ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
       ok = false;  // keep switching with the other ranks
@@ -258,8 +259,8 @@ void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const P
   const size_t m = 128;                                      // one M-block per rank
   const size_t N = 256 * static_cast<size_t>((160 + ws - 1) / ws);  // >= 160 tiles of 128 x 256
   const size_t Ks[] = {2560, 2048, 1536, 1024, 512};         // the first call is the largest: grows once
-  const char* plans[] = {"fused:0", "fused", "sequential", nullptr};
-  const int calls = 20;                                      // every (K, plan) pair once
+  const char* plans[] = {"fused:0", "fused", "sequential", nullptr, "ce", "ce"};
+  const int calls = 30;                                      // every (K, plan) pair once
   std::vector<Call> cs(calls);
   bool ok = true;  // no fatal assertion before the last plan switch: every rank must get there
   for (int i = 0; i < calls; ++i) {
@@ -270,7 +271,7 @@ void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const P
   EXPECT_TRUE(ok) << "allocations";
   ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
   for (int i = 0; i < calls; ++i) {
-    sw(rank, plans[i % 4]);  // host-side only: the calls already queued keep running
+    sw(rank, plans[i % 6]);  // host-side only: the calls already queued keep running
     if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
       ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
       ok = false;  // keep switching with the other ranks
@@ -282,7 +283,7 @@ void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const P
   expectNoAsyncError(comm);
   for (int i = 0; i < calls; ++i) {
     SCOPED_TRACE(testing::Message() << "call " << i << ": K=" << Ks[i % 5] << ", plan "
-                                    << (plans[i % 4] ? plans[i % 4] : "auto") << ", seed " << seed);
+                                    << (plans[i % 6] ? plans[i % 6] : "auto") << ", seed " << seed);
     cs[i].check(rank, ws);
     cs[i].release();
   }
@@ -439,6 +440,17 @@ TEST(AgGemmWorld, BadArguments) {
         << mkcclGetLastError(nullptr);
   }
   unsetenv("MKCCL_AG_GEMM_PUSH");
+  if (world().nranks > 1) {  // the ce plan's copy size (one rank runs no plan)
+    setenv("MKCCL_AG_GEMM_PLAN", "ce", 1);
+    for (const char* bad : {"0", "-4", "4M"}) {
+      setenv("MKCCL_AG_GEMM_CE_GROUP_KIB", bad, 1);
+      EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0)) << bad;
+      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_CE_GROUP_KIB"))
+          << mkcclGetLastError(nullptr);
+    }
+    unsetenv("MKCCL_AG_GEMM_CE_GROUP_KIB");
+    unsetenv("MKCCL_AG_GEMM_PLAN");
+  }
   for (char* p : {A, W, C}) cudaFree(p);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -480,11 +492,12 @@ TEST(AgGemmInProcess, InitAllOneTwoAllGpus) {
 }
 
 // Rank 1 never joins a call: rank 0's waits time out, its kernel leaves cleanly (no trap, no
-// hang), and the error reaches mkcclCommGetAsyncError and the next call. Both plans.
+// hang), and the error reaches mkcclCommGetAsyncError and the next call. Every plan (ce: the
+// copy engines, released by the kernel after its failed wait, do not hang either).
 TEST(AgGemmInProcess, PeerNeverJoins) {
   MKCCL_REQUIRE_GPUS(2);
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
-  for (const char* plan : {"fused", "sequential"}) {
+  for (const char* plan : {"fused", "sequential", "ce"}) {
     SCOPED_TRACE(plan);
     setenv("MKCCL_TIMEOUT_MS", "1500", 1);
     std::vector<mkcclComm_t> comms(2);

@@ -14,7 +14,7 @@ namespace mkccl {
 namespace dev {
 
 // Values published by call `seq` for its phase/step `sub` (sub < 2^20): monotonic across calls.
-__device__ __forceinline__ uint64_t flagValue(uint64_t seq, uint64_t sub = 0) { return (seq << 20) | sub; }
+__host__ __device__ __forceinline__ uint64_t flagValue(uint64_t seq, uint64_t sub = 0) { return (seq << 20) | sub; }
 
 __device__ __forceinline__ void storeRelease(uint64_t* p, uint64_t v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");

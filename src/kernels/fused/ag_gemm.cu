@@ -26,12 +26,21 @@ namespace {
 
 const char* kOp = "mkcclAllGatherGemm";
 
-enum class Plan { Auto, Fused, Sequential };
+enum class Plan { Auto, Fused, Sequential, Ce };
 
-const char* planName(Plan p) { return p == Plan::Fused ? "fused" : p == Plan::Sequential ? "sequential" : "auto"; }
+const char* planName(Plan p) {
+  switch (p) {
+    case Plan::Fused: return "fused";
+    case Plan::Sequential: return "sequential";
+    case Plan::Ce: return "ce (fused, copy engines push)";
+    default: return "auto";
+  }
+}
 
-// MKCCL_AG_GEMM_PLAN=auto|fused|fused:<n>|sequential (read on every call, like MKCCL_GEMM_VARIANT).
-// fused:<n> also sets the fused kernel's comm CTAs (0: the side teams), overriding MKCCL_COMM_CTAS.
+// MKCCL_AG_GEMM_PLAN=auto|fused|fused:<n>|ce|sequential (read on every call, like
+// MKCCL_GEMM_VARIANT). fused:<n> also sets the fused kernel's comm CTAs (0: the side teams),
+// overriding MKCCL_COMM_CTAS; ce: the fused kernel on every SM, the copy engines push
+// (ag_gemm_ce.cu).
 mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
   const char* s = getenv("MKCCL_AG_GEMM_PLAN");
   *out = Plan::Auto;
@@ -40,6 +49,8 @@ mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
     *out = Plan::Fused;
   } else if (strcmp(s, "sequential") == 0) {
     *out = Plan::Sequential;
+  } else if (strcmp(s, "ce") == 0) {
+    *out = Plan::Ce;
   } else if (strncmp(s, "fused:", 6) == 0) {
     char* end = nullptr;
     const long n = strtol(s + 6, &end, 10);
@@ -48,7 +59,7 @@ mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
     *out = Plan::Fused;
     *commCtas = static_cast<int>(n);
   } else {
-    return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PLAN=%s: expected auto, fused, fused:<n> or sequential", s);
+    return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PLAN=%s: expected auto, fused, fused:<n>, ce or sequential", s);
   }
   return mkcclSuccess;
 }
@@ -68,6 +79,21 @@ mkcclResult_t pushFromEnv(int* bulk) {
   return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PUSH=%s: expected threads or bulk", s);
 }
 
+// MKCCL_AG_GEMM_CE_GROUP_KIB: the ce plan's bytes per copy (rounded to whole chunks; default
+// 4 MiB: fewer, larger copies run closer to the link rate, smaller ones let tiles start sooner).
+constexpr int64_t kCeGroupBytes = int64_t{4} << 20;
+mkcclResult_t ceGroupFromEnv(int64_t* bytes) {
+  *bytes = kCeGroupBytes;
+  const char* s = getenv("MKCCL_AG_GEMM_CE_GROUP_KIB");
+  if (s == nullptr || *s == '\0') return mkcclSuccess;
+  char* end = nullptr;
+  const long long v = strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || v < 1 || v > (int64_t{1} << 30))
+    return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_CE_GROUP_KIB=%s: expected a size in KiB, 1 .. 2^30", s);
+  *bytes = static_cast<int64_t>(v) << 10;
+  return mkcclSuccess;
+}
+
 // What the op remembers per communicator and shape: the plans (planning walks the schedule, not
 // something to redo on every call) and the auto plan's rule.
 struct ShapeState {
@@ -77,6 +103,7 @@ struct ShapeState {
   bool gathered = false;
   ag::FusedPlan fp;      // the fused kernel as the model configures it (MKCCL_AG_GEMM_PLAN=fused)
   ag::FusedPlan fpAuto;  // the fused kernel the auto plan runs (side teams where the rule says so)
+  ag::FusedPlan fpCe;    // the ce plan's kernel: every SM computes, no comm CTA, no side team
   ag::RuleChoice rule;
   double sequentialUs = 0;
   uint64_t lastUse = 0;
@@ -141,6 +168,12 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
   ri.ctas = st.fp.full.ctas;
   ri.gemmUs = ag::gemmUs(st.fp.full, c.M, c.N, c.K);
   st.rule = ag::chooseAutoPlan(ri);
+  st.fpCe = st.fp;
+  st.fpCe.gemm = st.fp.full;
+  st.fpCe.commCtas = 0;
+  st.fpCe.sideTeams = 0;
+  st.fpCe.commFromBudget = false;
+  st.fpCe.est = ag::estimateCe(c.push.L, st.fp.full, c.N, c.K, gathered);
   st.fpAuto = st.fp;
   if (st.rule.plan == ag::AutoPlan::Side && c.commCtas < 0) {  // comm CTAs the user asked for stay
     ag::FusedCall side = c;
@@ -163,15 +196,17 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
 // Says which plan a shape got (INFO), once per shape and kind of call (auto or forced).
 void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan plan, bool forced) {
   if (logLevel() < LogLevel::Info) return;
-  const int bit = forced ? (plan == Plan::Fused ? 2 : 4) : 1;
+  const int bit = forced ? (plan == Plan::Fused ? 2 : plan == Plan::Ce ? 8 : 4) : 1;
   if (st.logged & bit) return;
   st.logged |= bit;
-  const ag::FusedPlan& fp = forced ? st.fp : st.fpAuto;
+  const ag::FusedPlan& fp = plan == Plan::Ce ? st.fpCe : forced ? st.fp : st.fpAuto;
   const GemmPlan& g = plan == Plan::Fused ? fp.gemm : fp.full;
   char comm[200];
   const char* push = st.bulk ? "bulk" : "threads";
   if (plan == Plan::Sequential)
     snprintf(comm, sizeof(comm), "AllGather first (%d CTAs, %s push)", ag::kGatherCtas, push);
+  else if (plan == Plan::Ce)
+    snprintf(comm, sizeof(comm), "the copy engines push (%d streams)", ctx.comm->nranks - 1);
   else
     snprintf(comm, sizeof(comm), "%d comm CTAs%s (%s push)%s", fp.commCtas,
              fp.commFromBudget ? " taken from the GEMM" : "", push,
@@ -191,6 +226,16 @@ void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan pl
 template <class In>
 mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, Plan plan) {
   const ag::Layout& L = c.push.L;
+  if (plan == Plan::Ce) {
+    CopyEngines* ce = nullptr;
+    MKCCL_CHECK(copyEnginesGet(ctx.comm, &ce));
+    c.push.ownToRegion = L.m % ag::kTileRows != 0;
+    c.push.ce = 1;
+    c.push.ceGo = reinterpret_cast<uint64_t*>(ctx.dev.peers[L.me]) + kCopyEngineSlot;
+    CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
+    MKCCL_CHECK(ag::fusedLaunch<In>(c, fp, ctx.stream));
+    return ag::ceCopies(*ce, c, ctx.dev.seq, c.ceGroupBytes, ctx.stream);
+  }
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
     MKCCL_CHECK(ag::gatherLaunch(c.push, c.dev, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
@@ -212,8 +257,15 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
   MKCCL_CHECK(shapeState<In>(ctx, c, cs, &st));
   Plan plan = forced;
   if (forced == Plan::Auto) plan = st->rule.plan == ag::AutoPlan::Sequential ? Plan::Sequential : Plan::Fused;
+  if (plan == Plan::Ce && !ag::ceAvailable()) {
+    MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
+               "cuStreamBatchMemOp), not found: fused",
+               kOp);
+    plan = Plan::Fused;
+  }
   logChoice(ctx, c, *st, plan, forced != Plan::Auto);
-  return launchPlan<In>(ctx, c, forced == Plan::Auto ? st->fpAuto : st->fp, plan);
+  const ag::FusedPlan& fp = plan == Plan::Ce ? st->fpCe : forced == Plan::Auto ? st->fpAuto : st->fp;
+  return launchPlan<In>(ctx, c, fp, plan);
 }
 
 }  // namespace
@@ -235,6 +287,8 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   MKCCL_CHECK(gemmVariantFromEnv(&variant));
   int bulk = 0;
   MKCCL_CHECK(pushFromEnv(&bulk));
+  int64_t ceGroup = 0;
+  MKCCL_CHECK(ceGroupFromEnv(&ceGroup));
   const int ws = comm->nranks, me = comm->rank;
 
   if (ws == 1) {  // nothing to gather: the GEMM engine, and a copy if the caller wants the "gathered" A
@@ -288,6 +342,7 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   c.commCtas = commCtas;
   c.variant = variant;
   c.timeoutNs = ctx.dev.timeoutNs;
+  c.ceGroupBytes = ceGroup;
   if (t == mkcclBfloat16) return planAndRun<dev::Bf16>(ctx, c, forced);
   return planAndRun<dev::F16>(ctx, c, forced);
 }

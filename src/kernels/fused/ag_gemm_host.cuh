@@ -7,6 +7,7 @@
 #include "kernels/fused/ag_gemm_push.cuh"
 #include "kernels/gemm/gemm_plan.h"
 #include "mkccl.h"
+#include "runtime/copy_engines.h"
 
 namespace mkccl {
 namespace ag {
@@ -23,6 +24,7 @@ struct FusedCall {
   GemmVariant variant;  // MKCCL_GEMM_VARIANT
   int dev, smCount;
   uint64_t timeoutNs;   // the communicator's bound on device waits
+  int64_t ceGroupBytes; // the ce plan's bytes per copy (MKCCL_AG_GEMM_CE_GROUP_KIB)
 };
 
 struct FusedPlan {
@@ -47,6 +49,16 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
 // The sequential plan's first kernel: the AllGather into the regions (ag_gemm_gather.cu). It
 // returns once every peer's shard has landed here (and gathered A is written, if asked).
 mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t stream);
+
+// The ce plan's copies (ag_gemm_ce.cu), enqueued after the fused kernel was launched with
+// push.ce = 1 and an event ce.fork recorded on `stream` before it: this rank's shard to every
+// receiver by the copy engines, groups of about groupBytes, each completing its chunks' counters;
+// `stream` then waits for them (and copies the gathered A out if asked).
+mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
+                       cudaStream_t stream);
+// Chunks per copy for a group size; whether the driver has the stream memory operations.
+int ceGroupChunks(const Layout& L, int64_t groupBytes);
+bool ceAvailable();
 
 }  // namespace ag
 }  // namespace mkccl

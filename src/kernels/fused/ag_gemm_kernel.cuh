@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       dev::tmaPrefetchMap(&p.mapOwn);
       dev::tmaPrefetchMap(&mapB);
       producer<Cfg>(g, p, &mapA, &mapB, sm, sched, ctaRank);
-    } else if (p.sideTeams && threadIdx.x >= 32) {
+    } else if ((p.sideTeams || (p.push.ce && computeCta == 0)) && threadIdx.x >= 32) {
+      // (ce: only the first compute CTA's warps, to enter the call and release the copy engines)
       const Team team{threadIdx.x - 32u, 96u, kTeamBarrier};
       commTeam(p.push, team, computeCta == 0 && g.nCommCtas == 0, p.unitSide, BulkSmem{0, 0});  // no smem to spare
     }

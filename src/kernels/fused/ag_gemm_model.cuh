@@ -27,6 +27,8 @@ constexpr double kSideCopyGBps = 10;    // ... by one side team (guess)
 constexpr double kLaunchUs = 4;         // one more kernel on the stream
 constexpr double kEntryUs = 5;          // the call's entry handshake before the first push
 constexpr int kGatherCtas = 24;         // CTAs of the sequential plan's AllGather (512 threads each)
+constexpr double kCeGBps = 360;         // the ce plan's copy engines, bytes each rank sends (2xH200: 362-367 GB/s for 64 MiB to one peer; 4 ranks a guess)
+constexpr double kCeStartUs = 10;       // the copy streams' go-word wait and first copy (guess)
 
 struct Estimate {
   double fusedUs = 0, sequentialUs = 0;
@@ -177,6 +179,20 @@ FusedChoice chooseFused(const Layout& L, int64_t N, int64_t K, int smCount, int 
   best.side = true;
   best.est = estimateFused(L, best.gemm, N, K, best.commCtas, true, gathered, ctaPushGBps);
   return best;
+}
+
+// The ce plan: the fused kernel on every SM, the copy engines pushing (they take no SM; the
+// GEMM is assumed to keep its speed beside them, as cuBLAS did in the 2xH200 probe).
+inline Estimate estimateCe(const Layout& L, const GemmPlan& full, int64_t N, int64_t K, bool gathered) {
+  Estimate e;
+  const double tile = tileUs(full, K);
+  const double out = static_cast<double>(L.shardBytes()) * (L.ws - 1);
+  const double push = kEntryUs + kCeStartUs + out / (kCeGBps * 1e3);
+  e.commUs = push;
+  e.gemmUs = simulateFusedGemmUs(L, full, N, K, 0, tile);
+  e.fusedUs = std::max(simulateFusedGemmUs(L, full, N, K, push, tile), push) + kLaunchUs;
+  if (gathered) e.fusedUs += out / (kLocalCopyGBps * 1e3);
+  return e;
 }
 
 // Our AllGather, then the GEMM engine on every SM.

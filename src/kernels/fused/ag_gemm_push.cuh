@@ -3,7 +3,8 @@
 // (whose thread 0 issues the TMA loads), so that the fused kernel can push without taking SMs
 // away from the GEMM. Layout and counters: ag_gemm_layout.cuh.
 //
-// Protocol of a call (seq s, F = flagValue(s, 0)); counters: ag_gemm_layout.cuh.
+// Protocol of a call (seq s, F = flagValue(s, 0)); counters: ag_gemm_layout.cuh. (The ce plan
+// keeps "enter" and the counters; its pushes are copy-engine copies, ag_gemm_ce.cu.)
 //   enter   one team per rank, the leader, sets this rank's counters (work queues, arrivals) to F,
 //           then posts its entry (F) in every rank's barrier slot [me] (signal.cuh's slots), its
 //           own included. Every team waits for the entries of the ranks it will write to, and for
@@ -49,6 +50,8 @@ struct PushArgs {
   int gatheredOwn;                    // push the own shard into `gathered` too (0 when in place)
   int ownToRegion;                    // push the own shard into this rank's region too
   int bulk;                           // teams with shared memory push with bulk copies (pushBulk)
+  int ce;                             // the copy engines move the shards (ce plan, ag_gemm_ce.cu)
+  uint64_t* ceGo;                     // ce: this rank's go word for its copy-engine streams
 };
 
 // Threads [0, n) of a team (n a multiple of 32) and the named barrier they share.
@@ -370,8 +373,19 @@ __device__ __forceinline__ bool waitArrivals(const PushArgs& p, const Team& t, i
 // it inlined into the GEMM kernel, ptxas takes many minutes and gigabytes on the whole kernel. The
 // team comes by value (by reference it would live on the stack).
 // sm: shared memory for the bulk push (bytes = 0, or too few for a lane: the threads push).
+// ce: the copy engines move the shards (their streams wait for the go word); the leader's team only
+// enters the call and then releases them, also after a failed wait (recorded as the call's error)
+// so that they never wait for ever: the copies then land in whatever state the peers are in.
 static __device__ __noinline__ bool commTeam(const PushArgs& p, Team t, bool leader, int unit, BulkSmem sm) {
-  if (!enterCall(p, t, leader)) return false;
+  const bool entered = enterCall(p, t, leader);
+  if (p.ce) {
+    if (leader && t.tid == 0) {
+      __threadfence_system();
+      dev::storeRelease(p.ceGo, dev::flagValue(p.dev.seq, 1));
+    }
+    return entered;
+  }
+  if (!entered) return false;
   if (bulkLanes(sm.bytes, t.n) > 0) {
     if (!pushBulk(p, t, unit, sm)) return false;
   } else {

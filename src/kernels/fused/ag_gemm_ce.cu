@@ -1,0 +1,96 @@
+// AllGather+GEMM's ce plan: the fused kernel runs on every SM (no comm CTAs, no side teams) while
+// the GPU's copy engines push this rank's shard to every receiver. Per receiver, one stream:
+//   wait for the caller's stream up to the kernel (the fork event: A is ready), wait for the go
+//   word the kernel posts once every rank has entered the call (their counters are reset and
+//   their earlier kernels are done with their regions), then, group of chunks by group, front to
+//   back (the kernel's tile order expects chunk c of every peer at about the same time): one copy
+//   of the group's rows into the receiver's region, one batch of 64-bit writes that completes the
+//   group's chunk counters (each write fenced after the copy: the receiver's producer waits on them
+//   exactly as for pushed slices). The caller's stream then joins every copy stream, and copies the
+//   gathered A out when the user asked for it.
+// Why copy engines: on 2xH200 a 64 MiB copy to the peer ran at 362-367 GB/s while cuBLAS kept its
+// speed beside it (8192x2048x8192: GEMM 324-340 us alone, 330-356 us with the copy running), where
+// SM pushes cost the GEMM its SMs or slowed it (tools and numbers: docs/AG_GEMM.md).
+// The streams' waits have no timeout of their own: the kernel always posts the go word (after a
+// failed, bounded wait too), and the counters it waits on are bounded waits.
+#include <string.h>
+#include <algorithm>
+#include "kernels/device/signal.cuh"
+#include "kernels/fused/ag_gemm_host.cuh"
+#include "runtime/check.h"
+#include "runtime/cudriver.h"
+
+namespace mkccl {
+namespace ag {
+
+namespace {
+
+constexpr int kMaxGroupChunks = 64;  // writes in one batch
+
+// Receiver i of this rank's copies: as receiverAt (ag_gemm_push.cuh), on the host.
+int receiverOf(const Layout& L, int i) {
+  if (i == L.ws - 1) return L.me;
+  const int q = L.me + 1 + i;
+  return q >= L.ws ? q - L.ws : q;
+}
+
+}  // namespace
+
+int ceGroupChunks(const Layout& L, int64_t groupBytes) {
+  const int64_t chunkBytes = static_cast<int64_t>(L.chunkRows()) * L.rowBytes;
+  const int64_t n = std::max<int64_t>(1, groupBytes / std::max<int64_t>(1, chunkBytes));
+  return static_cast<int>(std::min<int64_t>(n, kMaxGroupChunks));
+}
+
+bool ceAvailable() { return cu().streamWaitValue64 != nullptr && cu().streamBatchMemOp != nullptr; }
+
+mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
+                       cudaStream_t stream) {
+  const PushArgs& p = c.push;
+  const Layout& L = p.L;
+  const uint64_t F = dev::flagValue(seq, 0), go = dev::flagValue(seq, 1);
+  const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
+  const int64_t at = static_cast<int64_t>(L.me) * L.shardBytes();
+  const int group = ceGroupChunks(L, groupBytes);
+  CUstreamBatchMemOpParams ops[kMaxGroupChunks];
+  for (int i = 0; i < receivers; ++i) {
+    const int q = receiverOf(L, i);
+    cudaStream_t s = ce.stream[i];
+    CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
+    CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(p.ceGo), go,
+                                    CU_STREAM_WAIT_VALUE_GEQ));
+    for (int c0 = 0; c0 < L.nChunks; c0 += group) {
+      const int c1 = std::min(c0 + group, L.nChunks);
+      const int64_t r0 = static_cast<int64_t>(c0) << L.chunkLog2;
+      const int64_t r1 = std::min(static_cast<int64_t>(c1) << L.chunkLog2, static_cast<int64_t>(L.m));
+      CUDA_CHECK(cudaMemcpyAsync(p.region[q] + at + r0 * L.rowBytes, p.A + r0 * L.rowBytes, (r1 - r0) * L.rowBytes,
+                                 cudaMemcpyDeviceToDevice, s));
+      memset(ops, 0, sizeof(ops));
+      for (int k = c0; k < c1; ++k) {
+        CUstreamBatchMemOpParams& op = ops[k - c0];
+        op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        op.writeValue.address = reinterpret_cast<CUdeviceptr>(p.counters[q] + L.chunkSlot(L.me, k));
+        op.writeValue.value64 = F + static_cast<uint64_t>(L.slicesOfChunk(k));
+        op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
+      }
+      CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), static_cast<unsigned>(c1 - c0), ops, 0));
+    }
+    CUDA_CHECK(cudaEventRecord(ce.join[i], s));
+    CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[i], 0));
+  }
+  // The gathered A: the kernel has waited for every peer's rows in the region.
+  if (p.gathered != nullptr) {
+    for (int q = 0; q < L.ws; ++q) {
+      if (q == L.me) continue;
+      const int64_t off = static_cast<int64_t>(q) * L.shardBytes();
+      CUDA_CHECK(cudaMemcpyAsync(p.gathered + off, p.region[L.me] + off, L.shardBytes(), cudaMemcpyDeviceToDevice,
+                                 stream));
+    }
+    if (p.gatheredOwn)
+      CUDA_CHECK(cudaMemcpyAsync(p.gathered + at, p.A, L.shardBytes(), cudaMemcpyDeviceToDevice, stream));
+  }
+  return mkcclSuccess;
+}
+
+}  // namespace ag
+}  // namespace mkccl

@@ -1,0 +1,31 @@
+#include "runtime/copy_engines.h"
+#include "runtime/check.h"
+#include "runtime/comm.h"
+
+namespace mkccl {
+
+mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out) {
+  CopyEngines& ce = comm->ce;
+  if (!ce.ready) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&ce.fork, cudaEventDisableTiming));
+    for (int i = 0; i < comm->localRanks; ++i) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&ce.stream[i], cudaStreamNonBlocking));
+      CUDA_CHECK(cudaEventCreateWithFlags(&ce.join[i], cudaEventDisableTiming));
+    }
+    ce.ready = true;
+  }
+  *out = &ce;
+  return mkcclSuccess;
+}
+
+void copyEnginesFree(mkcclComm* comm) {
+  CopyEngines& ce = comm->ce;
+  if (ce.fork) cudaEventDestroy(ce.fork);
+  for (int i = 0; i < kMaxLocalRanks; ++i) {
+    if (ce.stream[i]) cudaStreamDestroy(ce.stream[i]);
+    if (ce.join[i]) cudaEventDestroy(ce.join[i]);
+  }
+  ce = CopyEngines{};
+}
+
+}  // namespace mkccl

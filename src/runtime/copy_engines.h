@@ -1,0 +1,25 @@
+// Streams for the work a call hands to the GPU's copy engines (AllGather+GEMM's ce plan,
+// src/kernels/fused/ag_gemm_ce.cu): one per receiver, made on a communicator's first use, with
+// the events that fork them from the caller's stream and join them back.
+#pragma once
+#include <cuda_runtime.h>
+#include "mkccl.h"
+#include "runtime/devcomm.h"
+
+struct mkcclComm;
+
+namespace mkccl {
+
+struct CopyEngines {
+  bool ready = false;
+  cudaStream_t stream[kMaxLocalRanks] = {};
+  cudaEvent_t fork = nullptr;
+  cudaEvent_t join[kMaxLocalRanks] = {};
+};
+
+// The communicator's streams (created on first use, on its device).
+mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out);
+// At destroy, after the last call's work has finished.
+void copyEnginesFree(mkcclComm* comm);
+
+}  // namespace mkccl
