@@ -383,6 +383,47 @@ TEST(AgGemmRule, PicksTheMeasuredBestPlan) {
   }
 }
 
+// With copy engines (the driver's stream memory operations): the ce plan at 2 ranks for every
+// measured shape (2xH200: within the spread of the best forced plan or clearly faster); at 4 ranks,
+// where it is not measured, the rule above.
+TEST(AgGemmRule, CopyEnginesWhereMeasured) {
+  const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 8192, 8192}, {8192, 2048, 8192}, {4096, 8192, 8192},
+                               {2048, 8192, 8192}};
+  for (const auto& s : shapes)
+    for (int ws : {2, 4}) {
+      const GemmPlan full = plan(256, 1, 132);
+      RuleInputs in;
+      in.ws = ws;
+      in.shardBytes = s[0] / ws * s[2] * 2;
+      in.tiles = (s[0] + 127) / 128 * ((s[1] + 255) / 256);
+      in.ctas = full.ctas;
+      in.gemmUs = gemmUs(full, s[0], s[1], s[2]);
+      const RuleChoice without = chooseAutoPlan(in);
+      in.copyEngines = true;
+      const RuleChoice with = chooseAutoPlan(in);
+      SCOPED_TRACE(testing::Message() << s[0] << "x" << s[1] << "x" << s[2] << " ws " << ws);
+      EXPECT_NE(static_cast<int>(AutoPlan::CopyEngines), static_cast<int>(without.plan));
+      if (ws <= kCeMaxRanks) {
+        EXPECT_EQ(static_cast<int>(AutoPlan::CopyEngines), static_cast<int>(with.plan));
+      } else {
+        EXPECT_EQ(static_cast<int>(without.plan), static_cast<int>(with.plan));
+      }
+    }
+}
+
+// The ce plan's copy size: a quarter of the shard, at least 4 MiB, whole chunks, a forced size
+// honoured.
+TEST(AgGemmCe, CopySize) {
+  Layout L;
+  ASSERT_TRUE(layoutFor(8192, 8192, 2, 2, 0, &L));  // 64 MiB shards
+  EXPECT_EQ(int64_t{16} << 20, ceAutoGroupBytes(L));
+  EXPECT_EQ(8, ceGroupChunks(L, 0));                 // 2 MiB chunks
+  EXPECT_EQ(2, ceGroupChunks(L, int64_t{4} << 20));
+  EXPECT_EQ(1, ceGroupChunks(L, 1024));              // never below one chunk
+  ASSERT_TRUE(layoutFor(2048, 8192, 2, 4, 1, &L));   // 8 MiB shards: 4 MiB copies
+  EXPECT_EQ(int64_t{4} << 20, ceAutoGroupBytes(L));
+}
+
 // The rule's edges: shards above 64 MiB never take comm CTAs; a GEMM of no time (nothing to
 // hide the push under) never takes the fused comm-CTA plan.
 TEST(AgGemmRule, Edges) {

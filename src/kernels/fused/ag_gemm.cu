@@ -79,11 +79,10 @@ mkcclResult_t pushFromEnv(int* bulk) {
   return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PUSH=%s: expected threads or bulk", s);
 }
 
-// MKCCL_AG_GEMM_CE_GROUP_KIB: the ce plan's bytes per copy (rounded to whole chunks; default
-// 4 MiB: fewer, larger copies run closer to the link rate, smaller ones let tiles start sooner).
-constexpr int64_t kCeGroupBytes = int64_t{4} << 20;
+// MKCCL_AG_GEMM_CE_GROUP_KIB: the ce plan's bytes per copy (rounded to whole chunks). Unset (0):
+// ceCopies picks (ag_gemm_ce.cu).
 mkcclResult_t ceGroupFromEnv(int64_t* bytes) {
-  *bytes = kCeGroupBytes;
+  *bytes = 0;
   const char* s = getenv("MKCCL_AG_GEMM_CE_GROUP_KIB");
   if (s == nullptr || *s == '\0') return mkcclSuccess;
   char* end = nullptr;
@@ -167,6 +166,7 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
   ri.tiles = (c.M + ag::kTileRows - 1) / ag::kTileRows * ((c.N + st.fp.full.bn - 1) / st.fp.full.bn);
   ri.ctas = st.fp.full.ctas;
   ri.gemmUs = ag::gemmUs(st.fp.full, c.M, c.N, c.K);
+  ri.copyEngines = ag::ceAvailable();
   st.rule = ag::chooseAutoPlan(ri);
   st.fpCe = st.fp;
   st.fpCe.gemm = st.fp.full;
@@ -256,7 +256,10 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
   ShapeState* st = nullptr;
   MKCCL_CHECK(shapeState<In>(ctx, c, cs, &st));
   Plan plan = forced;
-  if (forced == Plan::Auto) plan = st->rule.plan == ag::AutoPlan::Sequential ? Plan::Sequential : Plan::Fused;
+  if (forced == Plan::Auto)
+    plan = st->rule.plan == ag::AutoPlan::Sequential    ? Plan::Sequential
+           : st->rule.plan == ag::AutoPlan::CopyEngines ? Plan::Ce
+                                                        : Plan::Fused;
   if (plan == Plan::Ce && !ag::ceAvailable()) {
     MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
                "cuStreamBatchMemOp), not found: fused",

@@ -25,7 +25,6 @@ namespace ag {
 
 namespace {
 
-constexpr int kMaxGroupChunks = 64;  // writes in one batch
 
 // Receiver i of this rank's copies: as receiverAt (ag_gemm_push.cuh), on the host.
 int receiverOf(const Layout& L, int i) {
@@ -35,12 +34,6 @@ int receiverOf(const Layout& L, int i) {
 }
 
 }  // namespace
-
-int ceGroupChunks(const Layout& L, int64_t groupBytes) {
-  const int64_t chunkBytes = static_cast<int64_t>(L.chunkRows()) * L.rowBytes;
-  const int64_t n = std::max<int64_t>(1, groupBytes / std::max<int64_t>(1, chunkBytes));
-  return static_cast<int>(std::min<int64_t>(n, kMaxGroupChunks));
-}
 
 bool ceAvailable() { return cu().streamWaitValue64 != nullptr && cu().streamBatchMemOp != nullptr; }
 

@@ -24,7 +24,7 @@ struct FusedCall {
   GemmVariant variant;  // MKCCL_GEMM_VARIANT
   int dev, smCount;
   uint64_t timeoutNs;   // the communicator's bound on device waits
-  int64_t ceGroupBytes; // the ce plan's bytes per copy (MKCCL_AG_GEMM_CE_GROUP_KIB)
+  int64_t ceGroupBytes; // the ce plan's bytes per copy (MKCCL_AG_GEMM_CE_GROUP_KIB; 0: the default)
 };
 
 struct FusedPlan {
@@ -56,8 +56,7 @@ mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t st
 // `stream` then waits for them (and copies the gathered A out if asked).
 mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
                        cudaStream_t stream);
-// Chunks per copy for a group size; whether the driver has the stream memory operations.
-int ceGroupChunks(const Layout& L, int64_t groupBytes);
+// Whether the driver has the stream memory operations. (Copy sizes: ceGroupChunks, ag_gemm_model.cuh.)
 bool ceAvailable();
 
 }  // namespace ag

@@ -195,6 +195,24 @@ inline Estimate estimateCe(const Layout& L, const GemmPlan& full, int64_t N, int
   return e;
 }
 
+// The ce plan's copies (ag_gemm_ce.cu): chunks per copy, at most this many (the counter writes
+// of a copy go in one batch).
+constexpr int kMaxGroupChunks = 64;
+
+// Bytes per copy when the user sets none: a quarter of the shard, at least 4 MiB. Every copy and
+// its counter writes cost the stream a gap of ~6-12 us (2xH200, 8192x2048x8192, 64 MiB shards:
+// 1 MiB copies 1090 us, 4 MiB 435-440, 16 MiB 369 = 1.045x the GEMM alone), while smaller copies
+// let the first peers' tiles start sooner: at 4 ranks a quarter of a 32 MiB shard is the balance
+// of the two in the model (not measured yet).
+inline int64_t ceAutoGroupBytes(const Layout& L) { return std::max<int64_t>(int64_t{4} << 20, L.shardBytes() / 4); }
+
+inline int ceGroupChunks(const Layout& L, int64_t groupBytes) {
+  if (groupBytes <= 0) groupBytes = ceAutoGroupBytes(L);
+  const int64_t chunkBytes = static_cast<int64_t>(L.chunkRows()) * L.rowBytes;
+  const int64_t n = std::max<int64_t>(1, groupBytes / std::max<int64_t>(1, chunkBytes));
+  return static_cast<int>(std::min<int64_t>(n, kMaxGroupChunks));
+}
+
 // Our AllGather, then the GEMM engine on every SM.
 inline double estimateSequential(const Layout& L, const GemmPlan& full, int64_t N, int64_t K, bool gathered) {
   double ag = kGatherStartUs + static_cast<double>(L.shardBytes()) * (L.ws - 1) / (kGatherGBps * 1e3);

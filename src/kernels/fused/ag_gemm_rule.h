@@ -23,6 +23,12 @@
 //                 (128 MiB shards, 33 ms in two runs; cause not found), side 3394-3466 us.
 //   3. sequential otherwise: few waves and a short push (2048x8192x8192 ws 4: 435-453 us, where
 //                 the fused plan took 530-657 and the side teams 432-568).
+// Before all three, where the driver has stream memory operations and the world size was measured
+// with it (2 ranks): the ce plan, every SM computing while the copy engines push. 2xH200,
+// 2026-11-22, commit e519bfe, us, ce / the rule's plan above: 8192^3 1476 / 1442, 16384x8192x8192
+// 3251 / 3284, 8192x2048x8192 424.7 (369 with 16 MiB copies, the size the ce plan now picks) / 419,
+// 4096x8192x8192 746 / 843, 2048x8192x8192 370 / 423 -- within the run-to-run spread where it is
+// not clearly faster, and never slower than the sequential plan. At 4 ranks it is not measured yet.
 #pragma once
 #include <stdint.h>
 #include "kernels/fused/ag_gemm_model.cuh"
@@ -30,7 +36,9 @@
 namespace mkccl {
 namespace ag {
 
-enum class AutoPlan : int { Fused, Side, Sequential };
+enum class AutoPlan : int { Fused, Side, Sequential, CopyEngines };
+
+constexpr int kCeMaxRanks = 2;  // world sizes the ce plan was measured at
 
 constexpr double kMinFusedWaves = 7.5;
 constexpr double kFusedMaxPushShare = 0.3;
@@ -43,6 +51,7 @@ struct RuleInputs {
   int64_t tiles = 0;       // output tiles of the GEMM on every SM
   int ctas = 1;            // its CTAs (one wave)
   double gemmUs = 0;       // the model's time of that GEMM
+  bool copyEngines = false;  // the driver has the stream memory operations the ce plan needs
 };
 
 struct RuleChoice {
@@ -57,7 +66,10 @@ inline RuleChoice chooseAutoPlan(const RuleInputs& in) {
   const double pushUs = static_cast<double>(in.shardBytes) * (in.ws - 1) / (kNvlinkGBps * 1e3);
   c.pushShare = in.gemmUs > 0 ? pushUs / in.gemmUs : 1e30;
   const bool bigShard = in.shardBytes > kFusedMaxShardBytes;
-  if (c.waves >= kMinFusedWaves && c.pushShare <= kFusedMaxPushShare && !bigShard) {
+  if (in.copyEngines && in.ws >= 2 && in.ws <= kCeMaxRanks) {
+    c.plan = AutoPlan::CopyEngines;
+    c.why = "the copy engines push while every SM computes";
+  } else if (c.waves >= kMinFusedWaves && c.pushShare <= kFusedMaxPushShare && !bigShard) {
     c.plan = AutoPlan::Fused;
     c.why = "the GEMM's waves hide the push";
   } else if (c.pushShare >= kSideMinPushShare || bigShard) {
@@ -72,7 +84,12 @@ inline RuleChoice chooseAutoPlan(const RuleInputs& in) {
 }
 
 inline const char* autoPlanName(AutoPlan p) {
-  return p == AutoPlan::Fused ? "fused (comm CTAs)" : p == AutoPlan::Side ? "fused (side teams)" : "sequential";
+  switch (p) {
+    case AutoPlan::Fused: return "fused (comm CTAs)";
+    case AutoPlan::Side: return "fused (side teams)";
+    case AutoPlan::CopyEngines: return "fused (copy engines push)";
+    default: return "sequential";
+  }
 }
 
 }  // namespace ag
