@@ -1,4 +1,8 @@
-// Throwaway probe: can copy engines carry an AllGather at NVLink rate while a GEMM runs on every SM?
+// One-off probe (docs/AG_GEMM.md, the ce plan): can copy engines carry an AllGather at NVLink rate while a GEMM runs on every SM?
+// Build: nvcc -O2 -std=c++17 -arch=sm_90a tools/probes/ce_overlap.cu -lcublas -lcuda -o ce_overlap
+// Run:   ./ce_overlap <gpus> <N> <chunks> <streams per peer> <1: writes without memory barrier>
+// Times (host clock, median of 25) a copy-engine AllGather of M=8192 x K=8192 bf16 shards, cuBLAS
+// on each GPU, and both at once. Host-enqueue time is inside the numbers (many chunks: pessimistic).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
