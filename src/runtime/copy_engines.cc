@@ -1,8 +1,11 @@
 #include "runtime/copy_engines.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/cudriver.h"
 
 namespace mkccl {
+
+bool copyEnginesUsable() { return cu().streamWaitValue64 != nullptr && cu().streamBatchMemOp != nullptr; }
 
 mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out) {
   CopyEngines& ce = comm->ce;

@@ -17,6 +17,9 @@ struct CopyEngines {
   cudaEvent_t join[kMaxLocalRanks] = {};
 };
 
+// Whether the driver has the stream memory operations these streams' work needs
+// (cuStreamWaitValue64, cuStreamBatchMemOp; after cuDriverLoad()).
+bool copyEnginesUsable();
 // The communicator's streams (created on first use, on its device).
 mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out);
 // At destroy, after the last call's work has finished.

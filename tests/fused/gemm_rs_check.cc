@@ -154,7 +154,7 @@ void worldShapes(bool allReduce) {
   // The fused plan with either way of sending partials (the push team, the default; bulk stores);
   // AllReduce also as the fused ReduceScatter then an AllGather (M not divisible: sequential).
   std::vector<std::pair<const char*, const char*>> runs = {
-      {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "team"}};
+      {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"fused", "ce"}, {"sequential", "team"}};
   if (allReduce) runs.push_back({"rs_ag", "bulk"});
   for (const auto& run : runs) {
     const char* plan = run.first;
@@ -209,7 +209,9 @@ void worldBackToBack(bool allReduce) {
     // AllReduce: every third call the fused ReduceScatter then an AllGather (two kernels).
     setPlan(allReduce, allReduce && i % 3 == 1 ? "rs_ag" : i < 50 || i % 2 ? "fused" : "sequential");
     // Push paths mixed across calls and across ranks (both ends' formats and flags agree).
-    setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
+    setPush((i + w.rank) % 4 == 0 ? "team" : (i + w.rank) % 4 == 2 ? "ce" : "bulk");
+    // The order of the sending phases: a rank's own business (receivers key partials by slot).
+    setenv("MKCCL_GEMM_RS_ORDER", (i + w.rank) % 5 < 2 ? "interleaved" : "phases", 1);
     const ReduceBuffers& in = sets[i % kSets];
     const mkcclResult_t r = allReduce
                                 ? mkcclGemmAllReduce(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream)
@@ -218,6 +220,7 @@ void worldBackToBack(bool allReduce) {
   }
   setPlan(allReduce, "auto");
   setPush("bulk");
+  unsetenv("MKCCL_GEMM_RS_ORDER");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -278,6 +281,10 @@ void worldBadArguments(bool allReduce) {
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PUSH"));
     setPush("bulk");
+    setenv("MKCCL_GEMM_RS_ORDER", "bogus", 1);
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_ORDER"));
+    unsetenv("MKCCL_GEMM_RS_ORDER");
     setPlan(allReduce, "auto");
   }
   // Rejected calls left the communicator healthy.
@@ -300,10 +307,14 @@ void inProcessWorlds(bool allReduce) {
     ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, nullptr)) << mkcclGetLastError(nullptr);
     const ReduceShape s{size_t(ranks) * 320, 392, 200};
     const mkcclDataType_t t = mkcclBfloat16;
-    for (const char* plan : {"fused", "sequential", "rs_ag"}) {
+    // "fused+ce": the fused plan with the copy engines sending (each comm its own streams).
+    for (const char* plan : {"fused", "sequential", "rs_ag", "fused+ce"}) {
       if (!allReduce && std::string(plan) == "rs_ag") continue;
       SCOPED_TRACE(testing::Message() << ranks << " ranks in one process, plan " << plan);
-      setPlan(allReduce, plan);
+      const bool ce = std::string(plan) == "fused+ce";
+      setPlan(allReduce, ce ? "fused" : plan);
+      if (ce) setPush("ce");
+      else unsetenv("MKCCL_GEMM_RS_PUSH");
       const uint64_t seed = freshSeed();
       std::vector<ReduceBuffers> bufs(ranks);
       for (int r = 0; r < ranks; ++r) {
@@ -329,6 +340,7 @@ void inProcessWorlds(bool allReduce) {
       }
     }
     setPlan(allReduce, "auto");
+    unsetenv("MKCCL_GEMM_RS_PUSH");
     for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
   }
 }

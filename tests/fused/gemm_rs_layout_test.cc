@@ -8,6 +8,7 @@
 // function of the shape alone (ranks must agree without talking).
 #include <gtest/gtest.h>
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -74,12 +75,17 @@ TEST(GemmRsLayout, ChunksCoverRowsAndSlotsDoNotOverlap) {
   }
 }
 
+// (With interleave the sending phases alternate; the final phase still comes last.) Slot keys u
+// name the same (mb, nb) on every rank and phase, and follow the production order inside a phase.
 TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
-  for (const Case& c : cases()) {
-    const Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
+  for (const Case& c : cases())
+    for (int interleave : {0, 1}) {
+    Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
+    L.interleave = interleave;
+    std::map<int, std::pair<int, int>> tileOf;  // u -> (mb, nb), over every rank and phase
     for (int rank = 0; rank < c.ws; ++rank) {
       SCOPED_TRACE(testing::Message() << "ws " << c.ws << " M " << c.M << " N " << c.N << " cs " << c.cs << " rank "
-                                      << rank);
+                                      << rank << " interleave " << interleave);
       std::set<std::pair<int, int>> seen;  // (phase, u)
       for (int cl = 0; cl < c.clusters; ++cl) {
         std::vector<std::vector<Tile>> perCta(c.cs);
@@ -87,12 +93,18 @@ TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
           Schedule s(L, rank, cl, c.clusters, cr);
           Tile t;
           int lastStep = 0, n = 0;
+          std::vector<int> lastU(c.ws, -1);
           while (s.next(t)) {
             ASSERT_TRUE(t.mb >= 0 && t.mb < L.mbc && t.nb >= 0 && t.nb < L.nBlocks);
-            EXPECT_EQ(t.mb * L.nBlocks + t.nb, t.u);
+            ASSERT_TRUE(t.u >= 0 && t.u < L.tiles);
+            const auto where = tileOf.emplace(t.u, std::make_pair(t.mb, t.nb)).first->second;
+            EXPECT_EQ(std::make_pair(t.mb, t.nb), where) << "slot key " << t.u << " names two tiles";
+            EXPECT_GT(t.u, lastU[t.step]) << "slot keys out of production order";
+            lastU[t.step] = t.u;
             EXPECT_EQ(L.chunkAt(rank, t.step), t.chunk);
             EXPECT_EQ(cr, t.mb % c.cs);
-            EXPECT_GE(t.step, lastStep) << "phases out of order";
+            if (!interleave || c.ws <= 2) EXPECT_GE(t.step, lastStep) << "phases out of order";
+            else if (lastStep == c.ws - 1) EXPECT_EQ(c.ws - 1, t.step) << "a send after the final phase began";
             lastStep = t.step;
             // The final phase starts at firstFinal() and runs to the end.
             EXPECT_EQ(t.step == c.ws - 1, n >= s.firstFinal()) << "tile #" << n;
@@ -118,7 +130,8 @@ TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
       EXPECT_EQ(size_t(c.ws) * L.tiles, seen.size());
       EXPECT_EQ(rank, L.chunkAt(rank, c.ws - 1)) << "the final phase is the rank's own chunk";
     }
-  }
+    EXPECT_EQ(size_t(L.tiles), tileOf.size());
+    }
 }
 
 // The AR workers of CTA k on every rank exchange the final tiles CTA k computes: every rank's

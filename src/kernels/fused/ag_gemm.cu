@@ -166,7 +166,7 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
   ri.tiles = (c.M + ag::kTileRows - 1) / ag::kTileRows * ((c.N + st.fp.full.bn - 1) / st.fp.full.bn);
   ri.ctas = st.fp.full.ctas;
   ri.gemmUs = ag::gemmUs(st.fp.full, c.M, c.N, c.K);
-  ri.copyEngines = ag::ceAvailable();
+  ri.copyEngines = copyEnginesUsable();
   st.rule = ag::chooseAutoPlan(ri);
   st.fpCe = st.fp;
   st.fpCe.gemm = st.fp.full;
@@ -260,7 +260,7 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
     plan = st->rule.plan == ag::AutoPlan::Sequential    ? Plan::Sequential
            : st->rule.plan == ag::AutoPlan::CopyEngines ? Plan::Ce
                                                         : Plan::Fused;
-  if (plan == Plan::Ce && !ag::ceAvailable()) {
+  if (plan == Plan::Ce && !copyEnginesUsable()) {
     MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
                "cuStreamBatchMemOp), not found: fused",
                kOp);

@@ -35,8 +35,6 @@ int receiverOf(const Layout& L, int i) {
 
 }  // namespace
 
-bool ceAvailable() { return cu().streamWaitValue64 != nullptr && cu().streamBatchMemOp != nullptr; }
-
 mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
                        cudaStream_t stream) {
   const PushArgs& p = c.push;

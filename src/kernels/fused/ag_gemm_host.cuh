@@ -56,8 +56,7 @@ mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t st
 // `stream` then waits for them (and copies the gathered A out if asked).
 mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
                        cudaStream_t stream);
-// Whether the driver has the stream memory operations. (Copy sizes: ceGroupChunks, ag_gemm_model.cuh.)
-bool ceAvailable();
+// (Copy sizes: ceGroupChunks, ag_gemm_model.cuh; whether the driver can: copyEnginesUsable.)
 
 }  // namespace ag
 }  // namespace mkccl

@@ -16,11 +16,17 @@
 //
 // Tiles. A chunk is tiled on its own (128-row M-blocks counted from the chunk's first row), so no
 // tile straddles two owners; M-blocks per chunk are padded to the cluster size (padding rows are
-// computed on whatever A holds there and clipped when C is written). Tile u of a chunk is
-// (mb, nb) -> u = mb * nBlocks + nb: every chunk has the same tiles, so (slot, u) names a partial.
+// computed on whatever A holds there and clipped when C is written). Tile u of a chunk is the
+// one at raster position v (below), CTA ctaRank of its cluster: u = v * cs + ctaRank. Every chunk
+// has the same tiles and every rank the same raster, so (slot, u) names a partial, and slots in u
+// order are the order tiles are produced in (the copy engines send runs of them, MKCCL_GEMM_RS_PUSH=ce).
 //
 // Order. Position p of one linear order of cluster tiles is phase p / Vc, cluster tile p % Vc of
 // that phase's chunk (Vc cluster tiles per chunk); cluster k of G takes positions k, k + G, ...
+// With `interleave` (MKCCL_GEMM_RS_ORDER=interleaved) the sending phases' positions go round-robin
+// over the ws-1 owners instead (p < (ws-1)*Vc: phase p % (ws-1), cluster tile p / (ws-1)), so that
+// every link carries partials all the time rather than one owner's link per phase; the final
+// phase stays last. Receivers do not care: slots and flags name (phase, u).
 // Inside a chunk, cluster tiles walk bands of `group` cluster rows down, then across N (L2 reuse).
 // Every rank walks its own tiles in the same order in which the senders produce them, so the
 // partials of an own tile were sent about one phase before it is needed.
@@ -44,6 +50,8 @@
 //                             our earlier data, so we may write into its areas
 //   kOpFlagSlot + j*U + u     rx (j, u) has landed
 //   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
+//   after those, 2 per staging slot     MKCCL_GEMM_RS_PUSH=ce: half h of our staging (j, u) is
+//                                      written (local; the copy-engine streams wait on them)
 #pragma once
 #include <stdint.h>
 
@@ -76,6 +84,7 @@ struct Layout {
   int tiles = 0;            // U: tiles per chunk
   int clusterTiles = 0;     // Vc = tiles / cs
   int group = 1;            // raster band height, in cluster rows
+  int interleave = 0;       // sending phases round-robin over the owners (see Order)
 
   MKCCL_RS_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
   MKCCL_RS_HD int64_t halfBytes() const { return tileBytes() / 2; }
@@ -103,6 +112,9 @@ struct Layout {
   MKCCL_RS_HD int64_t rxSlot(int j, int u) const { return int64_t(j) * tiles + u; }
   MKCCL_RS_HD int64_t agSlot(int c, int u) const { return int64_t(ws - 1) * tiles + int64_t(c) * tiles + u; }
   MKCCL_RS_HD int64_t flagSlots() const { return int64_t(ws - 1) * tiles + (allReduce() ? int64_t(ws) * tiles : 0); }
+  // MKCCL_GEMM_RS_PUSH=ce: "staged" flags of half h of staging slot (j, u), after flagSlots().
+  MKCCL_RS_HD int64_t ceSlot(int j, int u, int h) const { return flagSlots() + (int64_t(j) * tiles + u) * 2 + h; }
+  MKCCL_RS_HD int64_t ceFlagSlots() const { return 2 * int64_t(ws - 1) * tiles; }
 
   // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:
   // flag slots bound them.
@@ -171,13 +183,19 @@ class Schedule {
   MKCCL_RS_HD void at(int n, Tile& t) const {
     const Layout& L = *L_;
     const int p = cluster_ + n * stride_;
-    t.step = p / L.clusterTiles;
-    const int v = p - t.step * L.clusterTiles;
+    int v;
+    if (L.interleave && L.ws > 2 && p < (L.ws - 1) * L.clusterTiles) {
+      t.step = p % (L.ws - 1);
+      v = p / (L.ws - 1);
+    } else {
+      t.step = p / L.clusterTiles;
+      v = p - t.step * L.clusterTiles;
+    }
     int cr = 0;
     rasterTile(L, v, &cr, &t.nb);
     t.mb = cr * L.cs + ctaRank_;
     t.chunk = L.chunkAt(rank_, t.step);
-    t.u = t.mb * L.nBlocks + t.nb;
+    t.u = v * L.cs + ctaRank_;
   }
 
   MKCCL_RS_HD bool next(Tile& t) {

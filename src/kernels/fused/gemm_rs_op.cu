@@ -44,8 +44,18 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
                           int64_t N, int64_t K, mkcclDataType_t t) {
   mkcclComm* comm = ctx.comm;
   const Layout& L = plan.L;
-  bool bulk = false;
-  MKCCL_CHECK(pushBulkFromEnv(L.mode, &bulk));
+  PushMode push = PushMode::Bulk;
+  MKCCL_CHECK(pushFromEnv(L.mode, &push));
+  if (push == PushMode::Ce) {
+    const int64_t slots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
+    const char* why = nullptr;
+    if (!copyEnginesUsable()) why = "the driver has no stream memory operations";
+    else if (L.flagSlots() + L.ceFlagSlots() > slots) why = "its staged flags would not fit the flag area";
+    if (why) {
+      MKCCL_WARN("%s: MKCCL_GEMM_RS_PUSH=ce: %s: bulk stores instead", opName(L.mode), why);
+      push = PushMode::Bulk;
+    }
+  }
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
   const int ws = L.ws;
@@ -74,10 +84,19 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
     p.wsOf[q] = reinterpret_cast<uint64_t*>(comm->ws.peer[local]);
   }
   p.C = static_cast<char*>(C);
-  p.pushBulk = bulk ? 1 : 0;
-  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode), bulk ? "bulk stores" : "the push team");
-  if (t == mkcclBfloat16) return reduceLaunch<dev::Bf16>(f, ctx.stream);
-  return reduceLaunch<dev::F16>(f, ctx.stream);
+  p.pushBulk = push == PushMode::Bulk ? 1 : 0;
+  p.pushCe = push == PushMode::Ce ? 1 : 0;
+  p.ceGo = p.wsOf[comm->rank] + kCopyEngineSlot;
+  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode),
+              push == PushMode::Bulk ? "bulk stores" : push == PushMode::Ce ? "the copy engines" : "the push team");
+  CopyEngines* ce = nullptr;
+  if (push == PushMode::Ce) {
+    MKCCL_CHECK(copyEnginesGet(comm, &ce));
+    CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
+  }
+  if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
+  else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
+  return ce ? ceSend(*ce, p, ctx.dev.seq, ctx.stream) : mkcclSuccess;
 }
 
 mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
@@ -139,6 +158,8 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &in.occ));
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &in.occ));
 
+  int interleave = 0;
+  MKCCL_CHECK(orderFromEnv(&interleave));
   const PlanChoice rule = choosePlan(in);
   Route route = rule.route;
   if (forced == PlanKind::Fused) route = Route::Fused;
@@ -153,6 +174,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
     PlanInputs pin = in;
     if (route == Route::RsThenAg) pin.mode = kModeReduceScatter;
     plan = planFused(pin);
+    plan.L.interleave = interleave;
     if (!plan.ok) {
       MKCCL_WARN("%s: the fused kernel (tiles: %s) cannot run %zux%zux%zu on %d ranks (flags or scratch would not "
                  "fit): sequential",

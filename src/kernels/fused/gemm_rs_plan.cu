@@ -43,17 +43,27 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t pushBulkFromEnv(int mode, bool* bulk) {
+mkcclResult_t pushFromEnv(int mode, PushMode* out) {
   // Unset: bulk stores for ReduceScatter, the push team for AllReduce. 4xH200, 2026-11-22, fused
   // plan, ws = 4: the bulk path held 378-392 us at 8192x8192x4096 in four runs where the team path
   // took 379-1122 us (8192^3: bulk 485-500, team 508-868); AllReduce at 2 ranks: bulk 1096-1712 us
   // against the team's 834-916 (8192^3).
-  *bulk = mode == kModeReduceScatter;
+  *out = mode == kModeReduceScatter ? PushMode::Bulk : PushMode::Team;
   const char* s = getenv("MKCCL_GEMM_RS_PUSH");
   if (s == nullptr || *s == '\0') return mkcclSuccess;
-  if (strcmp(s, "team") == 0) *bulk = false;
-  else if (strcmp(s, "bulk") == 0) *bulk = true;
-  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected team or bulk", s);
+  if (strcmp(s, "team") == 0) *out = PushMode::Team;
+  else if (strcmp(s, "bulk") == 0) *out = PushMode::Bulk;
+  else if (strcmp(s, "ce") == 0) *out = PushMode::Ce;
+  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected team, bulk or ce", s);
+  return mkcclSuccess;
+}
+
+mkcclResult_t orderFromEnv(int* interleave) {
+  *interleave = 0;
+  const char* s = getenv("MKCCL_GEMM_RS_ORDER");
+  if (s == nullptr || *s == '\0' || strcmp(s, "phases") == 0) return mkcclSuccess;
+  if (strcmp(s, "interleaved") == 0) *interleave = 1;
+  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_ORDER=%s: expected phases or interleaved", s);
   return mkcclSuccess;
 }
 
