@@ -10,7 +10,6 @@
 //   fused_other_push_us  the fused plan with the other way of sending partials
 //                    (MKCCL_GEMM_RS_PUSH: team for RS and bulk for AR when unset; else the other one): A/B
 //   rs_ag_us         gemm_ar, M divisible by the ranks: the fused ReduceScatter then our AllGather, forced
-//   fused_ce_us      the fused plan with the copy engines sending the partials (MKCCL_GEMM_RS_PUSH=ce)
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
 // AllReduce (NCCL's if loaded, else ours), tolerance 1e-2 of the largest magnitude.
@@ -199,8 +198,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan, the fused plan
     // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH: bulk stores when unset or team),
     // AllReduce: the fused ReduceScatter then our AllGather (rs_ag; M divisible by the ranks)
-    // (v[8]: the fused plan with the copy engines sending, MKCCL_GEMM_RS_PUSH=ce)
-    double v[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+    double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     auto timeOurs = [&]() {
       return timeMedianUs(
           [&](int i) {
@@ -218,8 +216,6 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     const std::string push = pushEnv && *pushEnv ? pushEnv : (allReduce ? "team" : "bulk");
     setenv("MKCCL_GEMM_RS_PUSH", push == "bulk" ? "team" : "bulk", 1);
     v[6] = timeOurs();
-    setenv("MKCCL_GEMM_RS_PUSH", "ce", 1);
-    v[8] = timeOurs();
     if (pushEnv) setenv("MKCCL_GEMM_RS_PUSH", push.c_str(), 1);
     else unsetenv("MKCCL_GEMM_RS_PUSH");
     v[5] = timeOurs();
@@ -270,7 +266,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       fprintf(stderr, "%s: rank %d: the baseline failed\n", name, env.rank);
       return 1;
     }
-    if (!maxOverRanks(v, 9)) return 1;
+    if (!maxOverRanks(v, 8)) return 1;
     r.timeUs = v[0];
     r.baselineTimeUs = v[1];
     r.extra["gemm_alone_us"] = v[2];
@@ -278,7 +274,6 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     r.extra["fused_us"] = v[5];
     r.extra["fused_other_push_us"] = v[6];
     if (v[7] > 0) r.extra["rs_ag_us"] = v[7];
-    r.extra["fused_ce_us"] = v[8];
     r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
     if (v[3] > 0) {
       const double floorUs = std::max(v[2], v[3]);

@@ -154,7 +154,7 @@ void worldShapes(bool allReduce) {
   // The fused plan with either way of sending partials (the push team, the default; bulk stores);
   // AllReduce also as the fused ReduceScatter then an AllGather (M not divisible: sequential).
   std::vector<std::pair<const char*, const char*>> runs = {
-      {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"fused", "ce"}, {"sequential", "team"}};
+      {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "team"}};
   if (allReduce) runs.push_back({"rs_ag", "bulk"});
   for (const auto& run : runs) {
     const char* plan = run.first;
@@ -209,7 +209,7 @@ void worldBackToBack(bool allReduce) {
     // AllReduce: every third call the fused ReduceScatter then an AllGather (two kernels).
     setPlan(allReduce, allReduce && i % 3 == 1 ? "rs_ag" : i < 50 || i % 2 ? "fused" : "sequential");
     // Push paths mixed across calls and across ranks (both ends' formats and flags agree).
-    setPush((i + w.rank) % 4 == 0 ? "team" : (i + w.rank) % 4 == 2 ? "ce" : "bulk");
+    setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
     // The order of the sending phases: a rank's own business (receivers key partials by slot).
     setenv("MKCCL_GEMM_RS_ORDER", (i + w.rank) % 5 < 2 ? "interleaved" : "phases", 1);
     const ReduceBuffers& in = sets[i % kSets];
@@ -307,14 +307,10 @@ void inProcessWorlds(bool allReduce) {
     ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, nullptr)) << mkcclGetLastError(nullptr);
     const ReduceShape s{size_t(ranks) * 320, 392, 200};
     const mkcclDataType_t t = mkcclBfloat16;
-    // "fused+ce": the fused plan with the copy engines sending (each comm its own streams).
-    for (const char* plan : {"fused", "sequential", "rs_ag", "fused+ce"}) {
+    for (const char* plan : {"fused", "sequential", "rs_ag"}) {
       if (!allReduce && std::string(plan) == "rs_ag") continue;
       SCOPED_TRACE(testing::Message() << ranks << " ranks in one process, plan " << plan);
-      const bool ce = std::string(plan) == "fused+ce";
-      setPlan(allReduce, ce ? "fused" : plan);
-      if (ce) setPush("ce");
-      else unsetenv("MKCCL_GEMM_RS_PUSH");
+      setPlan(allReduce, plan);
       const uint64_t seed = freshSeed();
       std::vector<ReduceBuffers> bufs(ranks);
       for (int r = 0; r < ranks; ++r) {
@@ -340,7 +336,6 @@ void inProcessWorlds(bool allReduce) {
       }
     }
     setPlan(allReduce, "auto");
-    unsetenv("MKCCL_GEMM_RS_PUSH");
     for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
   }
 }

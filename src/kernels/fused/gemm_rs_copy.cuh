@@ -4,8 +4,6 @@
 // with MKCCL_GEMM_RS_PUSH=team, are staged locally and copied by these warps.
 //
 //   pushTeam  walks the CTA's own schedule, the same tiles in the same order as its consumers.
-//             (MKCCL_GEMM_RS_PUSH=ce: the copy engines send; the first CTA's thread 0 only waits
-//             for every rank's entry and then posts the go word their streams wait for.)
 //             A tile of phase j < ws-1, bulk (default): once the consumers' counters say both
 //             halves' bulk stores into the owner's rx slot (j, u) completed, raise the owner's
 //             flag (thread 0 alone). Team (MKCCL_GEMM_RS_PUSH=team): once the counters say it is
@@ -42,9 +40,6 @@ struct ReduceParams {
   char* C;                          // the user's output (AR: [M, N]; RS: [M/ws, N])
   int pushBulk;                     // 1: the consumers bulk-store partials to their owners
                                     // (MKCCL_GEMM_RS_PUSH=bulk); 0: staged, the push team copies
-  int pushCe;                       // 1 (MKCCL_GEMM_RS_PUSH=ce): staged, with a "staged" flag per
-                                    // half; the copy engines send them (gemm_rs_ce.cu)
-  uint64_t* ceGo;                   // ce: this rank's go word for its copy-engine streams
 
   __device__ __forceinline__ uint64_t* opFlags(int q) const { return wsOf[q] + kOpFlagSlot; }
   // Our barrier slot that rank q posts its entry into, and q's slot we post ours into.
@@ -183,19 +178,8 @@ template <int kBN>
 __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, uint64_t timeoutNs) {
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
-  const bool ce = p.pushCe != 0;
-  const bool bulk = p.pushBulk != 0 || ce;
+  const bool bulk = p.pushBulk != 0;
   if (bulk && t.tid != 0) return;  // flags and prefetches: one thread, no team syncs
-  if (ce && blockIdx.x == 0) {
-    // The copy engines write into every peer once this is posted: after every rank has entered
-    // (a failed wait drains, and still posts, so that the streams never wait for ever).
-    bool ok = true;
-    for (int q = 0; q < L.ws; ++q)
-      if (ok && q != p.rank) ok = waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
-    if (!ok) setDrain(words);
-    dev::fenceSys();
-    dev::storeRelease(p.ceGo, dev::flagValue(p.comm.seq, 1));
-  }
   Tile tile;
   uint32_t index = 0, entered = 0;  // entered: ranks whose entry thread 0 has seen
   while (sched.next(tile)) {
@@ -223,7 +207,6 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       continue;
     }
     const int dst = tile.chunk;
-    if (ce) continue;  // the copy engines send it and raise the owner's flag
     if (bulk) {
       // The consumers waited for dst's entry and sent both halves; their counter says the bulk
       // stores completed (bulkWait + proxy fence, then a CTA-scope release). Drain: the

@@ -1,7 +1,6 @@
 // Host side of GEMM+ReduceScatter / GEMM+AllReduce shared by the ops (gemm_rs_op.cu,
 // gemm_ar_op.cu), the planner (gemm_rs_plan.cu) and the per-type kernel files.
 #pragma once
-#include "runtime/copy_engines.h"
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/device/wgmma.cuh"
@@ -55,20 +54,15 @@ FusedPlan planFused(const PlanInputs& in);
 mkcclResult_t planFromEnv(int mode, PlanKind* out);
 
 // MKCCL_GEMM_RS_PUSH: how the fused kernel sends its partials. bulk: bulk stores from the
-// epilogue's shared memory; team: staged locally, copied by the push team; ce: staged locally,
-// sent by the copy engines (gemm_rs_ce.cu). Unset: bulk for ReduceScatter, team for AllReduce
-// (mode: kModeReduceScatter / kModeAllReduce). Ranks may differ: both ends' formats and flags are
-// the same.
-enum class PushMode : int { Bulk, Team, Ce };
+// epilogue's shared memory; team: staged locally, copied by the push team. Unset: bulk for
+// ReduceScatter, team for AllReduce (mode: kModeReduceScatter / kModeAllReduce). Ranks may
+// differ: both ends' formats and flags are the same. (Copy engines were tried for the partials:
+// docs/GEMM_RS_AR.md.)
+enum class PushMode : int { Bulk, Team };
 mkcclResult_t pushFromEnv(int mode, PushMode* out);
 // MKCCL_GEMM_RS_ORDER: phases (unset) | interleaved (Layout::interleave).
 mkcclResult_t orderFromEnv(int* interleave);
 
-// MKCCL_GEMM_RS_PUSH=ce: the copy-engine streams' work for a launched fused kernel (fork: an
-// event recorded on `stream` before the launch; seq: the call's): per owner, wait for the go word,
-// then runs of staged tiles (waiting for their "staged" flags), each copied into the owner's rx
-// slots and followed by the owner's flags; `stream` then joins them.
-mkcclResult_t ceSend(const CopyEngines& ce, const ReduceParams& p, uint64_t seq, cudaStream_t stream);
 
 // The op behind mkcclGemmReduceScatter (mode RS) and mkcclGemmAllReduce (mode AR).
 mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,

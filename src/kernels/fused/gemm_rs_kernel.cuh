@@ -106,18 +106,7 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
   while (sched.next(t)) {
     ++index;
     if (half == 0 && tid == 0) *wordPtr(words, CtaWords::kStarted) = index;
-    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, half, tid & 31u, ctaRank)) {
-      // ce: the copy-engine streams wait for every staged flag; raise them all (the error is
-      // recorded; the peers then sum whatever the staging holds, and the host reports it here).
-      if (p.pushCe && tid == 0) {
-        // (Rebuilt here: a copy of the schedule live across the mainloop would spill.)
-        Schedule rest(p.L, p.rank, int(blockIdx.x) / g.clusterSize, int(gridDim.x) / g.clusterSize, int(ctaRank));
-        Tile r;
-        while (rest.next(r))
-          if (r.step < L.ws - 1) dev::storeRelease(p.opFlags(p.rank) + L.ceSlot(r.step, r.u, half), want);
-      }
-      break;
-    }
+    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, half, tid & 31u, ctaRank)) break;
     // The previous tile's stores had a whole mainloop to land: tell the push team (which raises
     // the owner's flag) or the AR workers.
     if (pending) {
@@ -130,16 +119,6 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
       pending = false;
     }
     if (t.step < L.ws - 1) {
-      if (p.pushCe) {
-        // Staged locally; the copy engines send it once both halves' flags are up.
-        stageTile<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, tid);
-        dev::namedBarrierSync(fc.barrierId, 128);  // every thread's stores before the flag
-        if (tid == 0) {
-          dev::fenceSys();
-          dev::storeRelease(p.opFlags(p.rank) + L.ceSlot(t.step, t.u, half), want);
-        }
-        continue;
-      }
       if (p.pushBulk) {
         const int dst = t.chunk;
         bool send = false;

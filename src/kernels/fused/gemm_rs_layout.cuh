@@ -19,7 +19,7 @@
 // computed on whatever A holds there and clipped when C is written). Tile u of a chunk is the
 // one at raster position v (below), CTA ctaRank of its cluster: u = v * cs + ctaRank. Every chunk
 // has the same tiles and every rank the same raster, so (slot, u) names a partial, and slots in u
-// order are the order tiles are produced in (the copy engines send runs of them, MKCCL_GEMM_RS_PUSH=ce).
+// order are the order in which a phase's tiles are produced (runs of slots fill front to back).
 //
 // Order. Position p of one linear order of cluster tiles is phase p / Vc, cluster tile p % Vc of
 // that phase's chunk (Vc cluster tiles per chunk); cluster k of G takes positions k, k + G, ...
@@ -50,8 +50,6 @@
 //                             our earlier data, so we may write into its areas
 //   kOpFlagSlot + j*U + u     rx (j, u) has landed
 //   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
-//   after those, 2 per staging slot     MKCCL_GEMM_RS_PUSH=ce: half h of our staging (j, u) is
-//                                      written (local; the copy-engine streams wait on them)
 #pragma once
 #include <stdint.h>
 
@@ -112,9 +110,6 @@ struct Layout {
   MKCCL_RS_HD int64_t rxSlot(int j, int u) const { return int64_t(j) * tiles + u; }
   MKCCL_RS_HD int64_t agSlot(int c, int u) const { return int64_t(ws - 1) * tiles + int64_t(c) * tiles + u; }
   MKCCL_RS_HD int64_t flagSlots() const { return int64_t(ws - 1) * tiles + (allReduce() ? int64_t(ws) * tiles : 0); }
-  // MKCCL_GEMM_RS_PUSH=ce: "staged" flags of half h of staging slot (j, u), after flagSlots().
-  MKCCL_RS_HD int64_t ceSlot(int j, int u, int h) const { return flagSlots() + (int64_t(j) * tiles + u) * 2 + h; }
-  MKCCL_RS_HD int64_t ceFlagSlots() const { return 2 * int64_t(ws - 1) * tiles; }
 
   // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:
   // flag slots bound them.

@@ -46,16 +46,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   const Layout& L = plan.L;
   PushMode push = PushMode::Bulk;
   MKCCL_CHECK(pushFromEnv(L.mode, &push));
-  if (push == PushMode::Ce) {
-    const int64_t slots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
-    const char* why = nullptr;
-    if (!copyEnginesUsable()) why = "the driver has no stream memory operations";
-    else if (L.flagSlots() + L.ceFlagSlots() > slots) why = "its staged flags would not fit the flag area";
-    if (why) {
-      MKCCL_WARN("%s: MKCCL_GEMM_RS_PUSH=ce: %s: bulk stores instead", opName(L.mode), why);
-      push = PushMode::Bulk;
-    }
-  }
+
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
   const int ws = L.ws;
@@ -85,18 +76,9 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   }
   p.C = static_cast<char*>(C);
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
-  p.pushCe = push == PushMode::Ce ? 1 : 0;
-  p.ceGo = p.wsOf[comm->rank] + kCopyEngineSlot;
-  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode),
-              push == PushMode::Bulk ? "bulk stores" : push == PushMode::Ce ? "the copy engines" : "the push team");
-  CopyEngines* ce = nullptr;
-  if (push == PushMode::Ce) {
-    MKCCL_CHECK(copyEnginesGet(comm, &ce));
-    CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
-  }
-  if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
-  else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
-  return ce ? ceSend(*ce, p, ctx.dev.seq, ctx.stream) : mkcclSuccess;
+  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode), push == PushMode::Bulk ? "bulk stores" : "the push team");
+  if (t == mkcclBfloat16) return reduceLaunch<dev::Bf16>(f, ctx.stream);
+  return reduceLaunch<dev::F16>(f, ctx.stream);
 }
 
 mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,

@@ -53,8 +53,7 @@ mkcclResult_t pushFromEnv(int mode, PushMode* out) {
   if (s == nullptr || *s == '\0') return mkcclSuccess;
   if (strcmp(s, "team") == 0) *out = PushMode::Team;
   else if (strcmp(s, "bulk") == 0) *out = PushMode::Bulk;
-  else if (strcmp(s, "ce") == 0) *out = PushMode::Ce;
-  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected team, bulk or ce", s);
+  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected team or bulk", s);
   return mkcclSuccess;
 }
 
