@@ -16,6 +16,12 @@ __global__ void netBarrierKernel(DevComm c) { dev::netBarrier(c, 0); }
 
 }  // namespace
 
+// The two kernels above (src/kernels/preload.cu loads them at init).
+void barrierKernels(const void** out) {
+  out[0] = reinterpret_cast<const void*>(&barrierKernel);
+  out[1] = reinterpret_cast<const void*>(&netBarrierKernel);
+}
+
 mkcclResult_t barrierOp(OpCtx& ctx) {
   if (ctx.comm->nNodes > 1) {
     if (ctx.dev.net == nullptr)

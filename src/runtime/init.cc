@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include "kernels/preload.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
@@ -102,7 +103,8 @@ mkcclResult_t initDevice(mkcclComm* comm) {
     return setError(mkcclInvalidUsage, "device %d (%s) is sm_%d%d: libmkccl's kernels need a Hopper GPU (sm_90)",
                     comm->cudaDev, prop.name, prop.major, prop.minor);
   MKCCL_CHECK(cuDriverLoad());
-  return mkcclSuccess;
+  // Before any rank of this process can run a kernel that waits for peers (preload.cu says why).
+  return preloadKernels(comm->cudaDev, comm->smCount);
 }
 
 mkcclResult_t initTask(mkcclComm* comm, const mkcclUniqueId& id) {

@@ -69,6 +69,13 @@ mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out) {
 }
 
 template <class In>
+mkcclResult_t fusedPreload(int dev, int smCount) {
+  int unused = 0;
+  MKCCL_CHECK(Fused256<In>::prepare(dev, smCount, 2, &unused));
+  return Fused128<In>::prepare(dev, smCount, 1, &unused);
+}
+
+template <class In>
 mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_t stream) {
   const GemmPlan& gp = plan.gemm;
   const Layout& L = c.push.L;

@@ -25,6 +25,12 @@ __global__ void __launch_bounds__(kGatherThreads) gatherKernel(const __grid_cons
 
 }  // namespace
 
+mkcclResult_t gatherPreload(int dev) {
+  int unused = 0;
+  return persistentPrepare(reinterpret_cast<const void*>(&gatherKernel), dev, 1, kGatherThreads, kBulkSmemBytes, 1,
+                           &unused);
+}
+
 mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t stream) {
   if (ctas < 1) return setError(mkcclInternalError, "AllGather+GEMM gather: %d CTAs", ctas);
   const size_t smem = p.bulk ? kBulkSmemBytes : 0;

@@ -45,10 +45,14 @@ template <class In>
 mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out);
 template <class In>
 mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_t stream);
+// Loads the fused kernels of this input type on `dev` (preload.cu).
+template <class In>
+mkcclResult_t fusedPreload(int dev, int smCount);
 
 // The sequential plan's first kernel: the AllGather into the regions (ag_gemm_gather.cu). It
 // returns once every peer's shard has landed here (and gathered A is written, if asked).
 mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t stream);
+mkcclResult_t gatherPreload(int dev);
 
 // The ce plan's copies (ag_gemm_ce.cu), enqueued after the fused kernel was launched with
 // push.ce = 1 and an event ce.fork recorded on `stream` before it: this rank's shard to every

@@ -4,4 +4,5 @@
 namespace mkccl {
 template mkcclResult_t plainGemm<dev::Bf16>(const GemmProblem&, GemmVariant, int, const GemmDeviceInfo&,
                                             cudaStream_t);
+template mkcclResult_t plainGemmPreload<dev::Bf16>(int, int);
 }  // namespace mkccl

@@ -4,4 +4,5 @@
 namespace mkccl {
 template mkcclResult_t plainGemm<dev::F16>(const GemmProblem&, GemmVariant, int, const GemmDeviceInfo&,
                                            cudaStream_t);
+template mkcclResult_t plainGemmPreload<dev::F16>(int, int);
 }  // namespace mkccl

@@ -20,5 +20,8 @@ struct GemmProblem {
 template <class In>
 mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const GemmDeviceInfo& info,
                         cudaStream_t stream);
+// Loads every plain GEMM kernel of this input type on `dev` (src/kernels/preload.cu).
+template <class In>
+mkcclResult_t plainGemmPreload(int dev, int smCount);
 
 }  // namespace mkccl

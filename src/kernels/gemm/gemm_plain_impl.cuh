@@ -48,4 +48,13 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   return Fast128::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
 }
 
+// Loads (and opts into shared memory) every plain GEMM kernel of this input type on `dev`.
+template <class In>
+mkcclResult_t plainGemmPreload(int dev, int smCount) {
+  int unused = 0;
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 2, &unused)));
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
+  return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);
+}
+
 }  // namespace mkccl
