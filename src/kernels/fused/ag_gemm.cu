@@ -17,6 +17,7 @@
 #include "kernels/fused/ag_gemm_rule.h"
 #include "runtime/check.h"
 #include "runtime/cudriver.h"
+#include "runtime/env.h"
 #include "runtime/log.h"
 #include "runtime/ops.h"
 #include "transport/nvlink/symmem.h"
@@ -68,16 +69,7 @@ mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
 // the sequential plan's AllGather move the bytes (ag_gemm_push.cuh). Side teams always use threads.
 // The bulk-copy push was 2-4x slower on 4xH200 (2026-11-22: 8192^3 fused 2958 us against 1413 with
 // threads), so it is opt-in until it is understood.
-mkcclResult_t pushFromEnv(int* bulk) {
-  const char* s = getenv("MKCCL_AG_GEMM_PUSH");
-  *bulk = 0;
-  if (s == nullptr || *s == '\0' || strcmp(s, "threads") == 0) return mkcclSuccess;
-  if (strcmp(s, "bulk") == 0) {
-    *bulk = 1;
-    return mkcclSuccess;
-  }
-  return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PUSH=%s: expected threads or bulk", s);
-}
+mkcclResult_t pushFromEnv(int* bulk) { return envChoice("MKCCL_AG_GEMM_PUSH", {"threads", "bulk"}, 0, bulk); }
 
 // MKCCL_AG_GEMM_CE_GROUP_KIB: the ce plan's bytes per copy (rounded to whole chunks). Unset (0):
 // ceCopies picks (ag_gemm_ce.cu).

@@ -25,7 +25,6 @@ namespace ag {
 
 namespace {
 
-
 // Receiver i of this rank's copies: as receiverAt (ag_gemm_push.cuh), on the host.
 int receiverOf(const Layout& L, int i) {
   if (i == L.ws - 1) return L.me;

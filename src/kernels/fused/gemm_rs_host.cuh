@@ -36,7 +36,7 @@ mkcclResult_t reduceOccupancy(int dev, int smCount, Occupancy* out);
 template <class In>
 mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream);
 
-enum class PlanKind : int { Auto = 0, Fused = 1, Sequential = 2, RsThenAg = 3 };
+enum class PlanKind : int { Auto = 0, Fused = 1, Sequential = 2, RsThenAg = 3 };  // = planFromEnv's indices
 
 // What the op knows when it plans a call: the rule's inputs (gemm_rs_rule.h), and what only a
 // forced tile configuration uses.
@@ -58,7 +58,7 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 // ReduceScatter, team for AllReduce (mode: kModeReduceScatter / kModeAllReduce). Ranks may
 // differ: both ends' formats and flags are the same. (Copy engines were tried for the partials:
 // docs/GEMM_RS_AR.md.)
-enum class PushMode : int { Bulk, Team };
+enum class PushMode : int { Bulk = 0, Team = 1 };  // the values are the env choices' indices
 mkcclResult_t pushFromEnv(int mode, PushMode* out);
 // MKCCL_GEMM_RS_ORDER: phases (unset) | interleaved (Layout::interleave).
 mkcclResult_t orderFromEnv(int* interleave);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include "kernels/fused/gemm_rs_host.cuh"
 #include "runtime/check.h"
+#include "runtime/env.h"
 
 namespace mkccl {
 namespace rs {
@@ -30,16 +31,13 @@ FusedPlan planFused(const PlanInputs& in) {
 }
 
 mkcclResult_t planFromEnv(int mode, PlanKind* out) {
-  *out = PlanKind::Auto;
-  const bool ar = mode == kModeAllReduce;
-  const char* var = ar ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN";
-  const char* s = getenv(var);
-  if (s == nullptr || *s == '\0' || strcmp(s, "auto") == 0) return mkcclSuccess;
-  if (strcmp(s, "fused") == 0) *out = PlanKind::Fused;
-  else if (strcmp(s, "sequential") == 0) *out = PlanKind::Sequential;
-  else if (ar && strcmp(s, "rs_ag") == 0) *out = PlanKind::RsThenAg;
+  // The indices are PlanKind's values; rs_ag only for AllReduce.
+  int v = 0;
+  if (mode == kModeAllReduce)
+    MKCCL_CHECK(envChoice("MKCCL_GEMM_AR_PLAN", {"auto", "fused", "sequential", "rs_ag"}, 0, &v));
   else
-    return setError(mkcclInvalidUsage, "%s=%s: expected fused, sequential%s or auto", var, s, ar ? ", rs_ag" : "");
+    MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PLAN", {"auto", "fused", "sequential"}, 0, &v));
+  *out = static_cast<PlanKind>(v);
   return mkcclSuccess;
 }
 
@@ -48,22 +46,15 @@ mkcclResult_t pushFromEnv(int mode, PushMode* out) {
   // plan, ws = 4: the bulk path held 378-392 us at 8192x8192x4096 in four runs where the team path
   // took 379-1122 us (8192^3: bulk 485-500, team 508-868); AllReduce at 2 ranks: bulk 1096-1712 us
   // against the team's 834-916 (8192^3).
-  *out = mode == kModeReduceScatter ? PushMode::Bulk : PushMode::Team;
-  const char* s = getenv("MKCCL_GEMM_RS_PUSH");
-  if (s == nullptr || *s == '\0') return mkcclSuccess;
-  if (strcmp(s, "team") == 0) *out = PushMode::Team;
-  else if (strcmp(s, "bulk") == 0) *out = PushMode::Bulk;
-  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_PUSH=%s: expected team or bulk", s);
+  const PushMode def = mode == kModeReduceScatter ? PushMode::Bulk : PushMode::Team;
+  int v = 0;
+  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, static_cast<int>(def), &v));
+  *out = static_cast<PushMode>(v);  // the indices are PushMode's values
   return mkcclSuccess;
 }
 
 mkcclResult_t orderFromEnv(int* interleave) {
-  *interleave = 0;
-  const char* s = getenv("MKCCL_GEMM_RS_ORDER");
-  if (s == nullptr || *s == '\0' || strcmp(s, "phases") == 0) return mkcclSuccess;
-  if (strcmp(s, "interleaved") == 0) *interleave = 1;
-  else return setError(mkcclInvalidUsage, "MKCCL_GEMM_RS_ORDER=%s: expected phases or interleaved", s);
-  return mkcclSuccess;
+  return envChoice("MKCCL_GEMM_RS_ORDER", {"phases", "interleaved"}, 0, interleave);
 }
 
 }  // namespace rs

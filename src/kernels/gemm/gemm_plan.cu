@@ -8,28 +8,19 @@
 #include "kernels/gemm/gemm_plan_model.h"
 #include "runtime/check.h"
 #include "runtime/cudriver.h"
+#include "runtime/env.h"
 #include "runtime/log.h"
 
 namespace mkccl {
 
 mkcclResult_t gemmVariantFromEnv(GemmVariant* v) {
-  const char* s = getenv("MKCCL_GEMM_VARIANT");
-  *v = GemmVariant::Auto;
-  if (s == nullptr || *s == '\0' || strcmp(s, "auto") == 0) return mkcclSuccess;
-  static const struct {
-    const char* name;
-    GemmVariant v;
-  } kNames[] = {{"simple", GemmVariant::Simple}, {"256x2", GemmVariant::F256C2}, {"256x1", GemmVariant::F256C1},
-                {"128x1", GemmVariant::F128C1},  {"128x2", GemmVariant::F128C2}};
-  for (const auto& n : kNames) {
-    if (strcmp(s, n.name) == 0) {
-      *v = n.v;
-      return mkcclSuccess;
-    }
-  }
-  return setError(mkcclInvalidUsage,
-                  "MKCCL_GEMM_VARIANT=%s: expected auto, simple, 256x2, 256x1, 128x1 or 128x2 (tile width x cluster)",
-                  s);
+  // Tile width x cluster size; simple: the register-epilogue debug kernel.
+  static const GemmVariant kVariants[] = {GemmVariant::Auto,   GemmVariant::Simple, GemmVariant::F256C2,
+                                          GemmVariant::F256C1, GemmVariant::F128C1, GemmVariant::F128C2};
+  int i = 0;
+  MKCCL_CHECK(envChoice("MKCCL_GEMM_VARIANT", {"auto", "simple", "256x2", "256x1", "128x1", "128x2"}, 0, &i));
+  *v = kVariants[i];
+  return mkcclSuccess;
 }
 
 const char* gemmVariantName(GemmVariant v) {
