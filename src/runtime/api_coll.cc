@@ -37,6 +37,14 @@ bool overlaps(const void* pa, size_t na, const void* pb, size_t nb) {
   return na && nb && a < b + nb && b < a + na;
 }
 
+// Both buffers on the comm's device, as large as the call reads / writes, and element-aligned.
+mkcclResult_t checkBuffers(mkcclComm_t comm, const char* name, mkcclDataType_t t, const void* send, size_t sendBytes,
+                           const void* recv, size_t recvBytes) {
+  MKCCL_CHECK(checkDevicePtr(send, sendBytes, comm->cudaDev, name, "sendbuff"));
+  MKCCL_CHECK(checkDevicePtr(recv, recvBytes, comm->cudaDev, name, "recvbuff"));
+  MKCCL_CHECK(checkElemAligned(send, t, name, "sendbuff"));
+  return checkElemAligned(recv, t, name, "recvbuff");
+}
 
 }  // namespace
 
@@ -51,18 +59,13 @@ mkcclResult_t mkcclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
             "%s: sendcount=%zu is too large", name, sendcount);
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, name));
   if (sendcount == 0) return mkcclSuccess;
-  MKCCL_CHECK(checkDevicePtr(sendbuff, bytes, comm->cudaDev, name, "sendbuff"));
-  MKCCL_CHECK(checkDevicePtr(recvbuff, total, comm->cudaDev, name, "recvbuff"));
-  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
-  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
+  MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, bytes, recvbuff, total));
   const bool inPlace = (const char*)sendbuff == (const char*)recvbuff + comm->rank * bytes;
   ARG_CHECK(inPlace || !overlaps(sendbuff, bytes, recvbuff, total),
             "%s: sendbuff overlaps recvbuff without being in place (in place: sendbuff = recvbuff + rank*sendcount)",
             name);
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, name, &ctx));
-  MKCCL_CHECK(allGatherOp(ctx, sendbuff, recvbuff, sendcount, datatype));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, name,
+                 [&](OpCtx& ctx) { return allGatherOp(ctx, sendbuff, recvbuff, sendcount, datatype); });
 }
 
 mkcclResult_t mkcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, mkcclDataType_t datatype,
@@ -77,18 +80,13 @@ mkcclResult_t mkcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
             "%s: recvcount=%zu is too large", name, recvcount);
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, name));
   if (recvcount == 0) return mkcclSuccess;
-  MKCCL_CHECK(checkDevicePtr(sendbuff, total, comm->cudaDev, name, "sendbuff"));
-  MKCCL_CHECK(checkDevicePtr(recvbuff, bytes, comm->cudaDev, name, "recvbuff"));
-  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
-  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
+  MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, total, recvbuff, bytes));
   const bool inPlace = (const char*)recvbuff == (const char*)sendbuff + comm->rank * bytes;
   ARG_CHECK(inPlace || !overlaps(sendbuff, total, recvbuff, bytes),
             "%s: recvbuff overlaps sendbuff without being in place (in place: recvbuff = sendbuff + rank*recvcount)",
             name);
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, name, &ctx));
-  MKCCL_CHECK(reduceScatterOp(ctx, sendbuff, recvbuff, recvcount, datatype, op));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, name,
+                 [&](OpCtx& ctx) { return reduceScatterOp(ctx, sendbuff, recvbuff, recvcount, datatype, op); });
 }
 
 mkcclResult_t mkcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, mkcclDataType_t datatype,
@@ -102,16 +100,11 @@ mkcclResult_t mkcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   ARG_CHECK(!mulOverflows(count, typeSize(datatype), &bytes), "%s: count=%zu is too large", name, count);
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, name));
   if (count == 0) return mkcclSuccess;
-  MKCCL_CHECK(checkDevicePtr(sendbuff, bytes, comm->cudaDev, name, "sendbuff"));
-  MKCCL_CHECK(checkDevicePtr(recvbuff, bytes, comm->cudaDev, name, "recvbuff"));
-  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
-  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
+  MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, bytes, recvbuff, bytes));
   ARG_CHECK(sendbuff == recvbuff || !overlaps(sendbuff, bytes, recvbuff, bytes),
             "%s: sendbuff and recvbuff overlap without being equal (in place: sendbuff == recvbuff)", name);
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, name, &ctx));
-  MKCCL_CHECK(allReduceOp(ctx, sendbuff, recvbuff, count, datatype, op));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, name,
+                 [&](OpCtx& ctx) { return allReduceOp(ctx, sendbuff, recvbuff, count, datatype, op); });
 }
 
 mkcclResult_t mkcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, mkcclDataType_t datatype,
@@ -125,18 +118,13 @@ mkcclResult_t mkcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
             "%s: count=%zu is too large", name, count);
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, name));
   if (count == 0) return mkcclSuccess;
-  MKCCL_CHECK(checkDevicePtr(sendbuff, total, comm->cudaDev, name, "sendbuff"));
-  MKCCL_CHECK(checkDevicePtr(recvbuff, total, comm->cudaDev, name, "recvbuff"));
-  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
-  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
+  MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, total, recvbuff, total));
   ARG_CHECK(!overlaps(sendbuff, total, recvbuff, total), "%s: sendbuff and recvbuff overlap (not supported)", name);
   std::vector<size_t> counts(comm->nranks, count), displs(comm->nranks);
   for (int p = 0; p < comm->nranks; ++p) displs[p] = (size_t)p * count;
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, name, &ctx));
-  MKCCL_CHECK(allToAllvOp(ctx, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data(),
-                          datatype));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, name, [&](OpCtx& ctx) {
+    return allToAllvOp(ctx, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data(), datatype);
+  });
 }
 
 mkcclResult_t mkcclAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
@@ -158,15 +146,11 @@ mkcclResult_t mkcclAllToAllv(const void* sendbuff, const size_t sendcounts[], co
     if (sendcounts[p]) sendEnd = std::max(sendEnd, e1);
     if (recvcounts[p]) recvEnd = std::max(recvEnd, e2);
   }
-  MKCCL_CHECK(checkDevicePtr(sendbuff, sendEnd, comm->cudaDev, name, "sendbuff"));
-  MKCCL_CHECK(checkDevicePtr(recvbuff, recvEnd, comm->cudaDev, name, "recvbuff"));
-  MKCCL_CHECK(checkElemAligned(sendbuff, datatype, name, "sendbuff"));
-  MKCCL_CHECK(checkElemAligned(recvbuff, datatype, name, "recvbuff"));
+  MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, sendEnd, recvbuff, recvEnd));
   ARG_CHECK(!overlaps(sendbuff, sendEnd, recvbuff, recvEnd), "%s: sendbuff and recvbuff overlap (not supported)",
             name);
   // Even when nothing moves on this rank, every rank takes part (its peers synchronise with it).
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, name, &ctx));
-  MKCCL_CHECK(allToAllvOp(ctx, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, name, [&](OpCtx& ctx) {
+    return allToAllvOp(ctx, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype);
+  });
 }

@@ -115,10 +115,8 @@ mkcclResult_t mkcclAllGatherGemm(const void* A, const void* W, void* C, void* ga
     ARG_CHECK(inPlace || !overlaps(gatheredA, M * K * 2, A, M / comm->nranks * K * 2),
               "%s: gatheredA overlaps A without A being this rank's block of it", op);
   }
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, op, &ctx));
-  MKCCL_CHECK(allGatherGemmOp(ctx, A, W, C, gatheredA, M, N, K, datatype));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, op,
+                   [&](OpCtx& ctx) { return allGatherGemmOp(ctx, A, W, C, gatheredA, M, N, K, datatype); });
 }
 
 mkcclResult_t mkcclGemmReduceScatter(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
@@ -127,10 +125,7 @@ mkcclResult_t mkcclGemmReduceScatter(const void* A, const void* W, void* C, size
   MKCCL_CHECK(commCheckUsable(comm, op));
   DeviceGuard guard(comm->cudaDev);
   MKCCL_CHECK(checkFused(op, comm, stream, A, M, W, C, M / comm->nranks, M, N, K, datatype));
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, op, &ctx));
-  MKCCL_CHECK(gemmReduceScatterOp(ctx, A, W, C, M, N, K, datatype));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return gemmReduceScatterOp(ctx, A, W, C, M, N, K, datatype); });
 }
 
 mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
@@ -139,8 +134,5 @@ mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M
   MKCCL_CHECK(commCheckUsable(comm, op));
   DeviceGuard guard(comm->cudaDev);
   MKCCL_CHECK(checkFused(op, comm, stream, A, M, W, C, M, M, N, K, datatype, /*rowsSplit=*/false));
-  OpCtx ctx;
-  MKCCL_CHECK(opBegin(comm, stream, op, &ctx));
-  MKCCL_CHECK(gemmAllReduceOp(ctx, A, W, C, M, N, K, datatype));
-  return opEnd(ctx);
+  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return gemmAllReduceOp(ctx, A, W, C, M, N, K, datatype); });
 }

@@ -2,6 +2,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include "mkccl.h"
+#include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/devcomm.h"
 
@@ -34,6 +35,15 @@ mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName,
 void opNextKernel(OpCtx& ctx);
 // After the launches: checks for launch errors and records the comm's lastWork event.
 mkcclResult_t opEnd(OpCtx& ctx);
+
+// A checked call's whole enqueue: opBegin, op(ctx) (the launches), opEnd.
+template <class Op>
+mkcclResult_t opEnqueue(mkcclComm_t comm, cudaStream_t stream, const char* name, Op op) {
+  OpCtx ctx;
+  MKCCL_CHECK(opBegin(comm, stream, name, &ctx));
+  MKCCL_CHECK(op(ctx));
+  return opEnd(ctx);
+}
 
 // SMs a kernel of this comm may use (config maxCtas, else all).
 int opMaxCtas(const mkcclComm* comm);
