@@ -83,36 +83,12 @@ bool maxOverRanks(std::vector<double>* v) {
 }
 
 // Sets env variable `name` to `value` (nullptr: leaves it) until the object goes.
-struct ScopedEnv {
-  const char* name;
-  bool set, had;
-  std::string saved;
-  ScopedEnv(const char* n, const char* value) : name(n), set(value != nullptr) {
-    const char* prev = getenv(name);
-    had = prev != nullptr;
-    saved = had ? prev : "";
-    if (set) setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (!set) return;
-    if (had) setenv(name, saved.c_str(), 1);
-    else unsetenv(name);
-  }
-};
-
 // Our call with the plan (nullptr: the library's choice) and push mode (nullptr: the env's)
 // forced, timed.
 double timeOurs(const char* plan, const char* push, const std::function<void(int)>& run, const Args& a, Env& env,
                 bool* failed) {
-  double us;
-  {
-    ScopedEnv p("MKCCL_AG_GEMM_PLAN", plan), q("MKCCL_AG_GEMM_PUSH", push);
-    us = timeMedianUs(run, a.warmup, a.iters, env.stream);
-  }
-  mkcclResult_t async = mkcclSuccess;
-  mkcclCommGetAsyncError(env.comm, &async);
-  if (us < 0 || async != mkcclSuccess) *failed = true;
-  return us;
+  return timeWithEnv({{"MKCCL_AG_GEMM_PLAN", plan}, {"MKCCL_AG_GEMM_PUSH", push}}, run, a.warmup, a.iters, env.stream,
+                     env.comm, failed);
 }
 
 int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {

@@ -80,33 +80,6 @@ std::vector<std::string> variantsToRun() {
   return out;
 }
 
-// Restores MKCCL_GEMM_VARIANT when the op returns.
-class VariantEnv {
- public:
-  VariantEnv() {
-    const char* v = getenv("MKCCL_GEMM_VARIANT");
-    had_ = v != nullptr;
-    if (had_) old_ = v;
-  }
-  ~VariantEnv() {
-    if (had_) setenv("MKCCL_GEMM_VARIANT", old_.c_str(), 1);
-    else unsetenv("MKCCL_GEMM_VARIANT");
-  }
-  // "" keeps the caller's setting.
-  void use(const std::string& v) {
-    if (v.empty()) {
-      if (had_) setenv("MKCCL_GEMM_VARIANT", old_.c_str(), 1);
-      else unsetenv("MKCCL_GEMM_VARIANT");
-    } else {
-      setenv("MKCCL_GEMM_VARIANT", v.c_str(), 1);
-    }
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
-
 // Elements of `ours` that differ from `ref` by more than 1e-2 of max |ref| (NaN counts: poison left
 // unwritten); the largest difference relative to max |ref| in *maxRelErr.
 long long countWrong(const std::vector<uint16_t>& ours, const std::vector<uint16_t>& ref, mkcclDataType_t t,
@@ -138,7 +111,6 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     return 1;
   }
   const std::vector<std::string> variants = variantsToRun();
-  VariantEnv venv;
   for (const Shape& s : shapes) {
     const size_t M = s.m, N = s.n, K = s.k;
     if (M == 0 || N == 0 || K == 0 || K % 8 != 0 || N % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) {
@@ -192,7 +164,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     }
 
     for (const std::string& variant : variants) {
-      venv.use(variant);
+      // "" keeps the caller's setting; restored after each variant.
+      const ScopedEnv scoped("MKCCL_GEMM_VARIANT", variant.empty() ? nullptr : variant.c_str());
       Result r;
       r.op = "gemm";
       r.worldSize = 1;

@@ -199,35 +199,25 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH: bulk stores when unset or team),
     // AllReduce: the fused ReduceScatter then our AllGather (rs_ag; M divisible by the ranks)
     double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-    auto timeOurs = [&]() {
-      return timeMedianUs(
-          [&](int i) {
-            const mkcclResult_t e = ours(i);
-            if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
-          },
-          a.warmup, a.iters, env.stream);
+    bool oursFailed = false;
+    auto run = [&](int i) {
+      const mkcclResult_t e = ours(i);
+      if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
     };
-    v[0] = timeOurs();
-    setenv(planVar, "sequential", 1);
-    v[4] = timeOurs();
-    setenv(planVar, "fused", 1);
+    // (plan, push) forced for the timing; nullptr: as configured.
+    auto timeOurs = [&](const char* plan, const char* push) {
+      return timeWithEnv({{planVar, plan}, {"MKCCL_GEMM_RS_PUSH", push}}, run, a.warmup, a.iters, env.stream,
+                         env.comm, &oursFailed);
+    };
+    // The library's push when unset: bulk for ReduceScatter, team for AllReduce.
     const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
-    // The library's default when unset: bulk for ReduceScatter, team for AllReduce.
     const std::string push = pushEnv && *pushEnv ? pushEnv : (allReduce ? "team" : "bulk");
-    setenv("MKCCL_GEMM_RS_PUSH", push == "bulk" ? "team" : "bulk", 1);
-    v[6] = timeOurs();
-    if (pushEnv) setenv("MKCCL_GEMM_RS_PUSH", push.c_str(), 1);
-    else unsetenv("MKCCL_GEMM_RS_PUSH");
-    v[5] = timeOurs();
-    if (allReduce && M % ws == 0) {
-      setenv(planVar, "rs_ag", 1);
-      v[7] = timeOurs();
-    }
-    if (planEnv) setenv(planVar, planEnv, 1);
-    else unsetenv(planVar);
-    mkcclResult_t async = mkcclSuccess;
-    mkcclCommGetAsyncError(env.comm, &async);
-    if (firstErr != mkcclSuccess || async != mkcclSuccess || v[0] < 0) {
+    v[0] = timeOurs(nullptr, nullptr);
+    v[4] = timeOurs("sequential", nullptr);
+    v[6] = timeOurs("fused", push == "bulk" ? "team" : "bulk");
+    v[5] = timeOurs("fused", nullptr);
+    if (allReduce && M % ws == 0) v[7] = timeOurs("rs_ag", nullptr);
+    if (firstErr != mkcclSuccess || oursFailed || v[0] < 0) {
       fprintf(stderr, "%s: rank %d: %zux%zux%zu: %s\n", name, env.rank, M, N, K, mkcclGetLastError(env.comm));
       return 1;
     }

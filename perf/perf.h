@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -104,6 +105,26 @@ const OpInfo* findOp(const std::string& name);
 // queued behind a short spin kernel, so each event pair measures the GPU's work and not the
 // host's enqueue time (as nccl-tests' batched timing does).
 double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream);
+
+// An environment variable set for a scope (value nullptr: left as it is), restored after.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool set_, had_;
+  std::string saved_;
+};
+
+// Our call timed with a plan forced through the environment: timeMedianUs of `launch` with each
+// (variable, value) of `env` set for the duration (value nullptr: the environment's own). Sets
+// *failed when the timing failed or the communicator reports an asynchronous error.
+double timeWithEnv(std::initializer_list<std::pair<const char*, const char*>> env,
+                   const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream,
+                   mkcclComm_t comm, bool* failed);
 
 // Helpers for ops.
 const char* dtypeName(mkcclDataType_t t);   // "bf16", ...

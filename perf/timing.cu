@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <stdlib.h>
 #include <vector>
 #include "perf.h"
 
@@ -27,6 +29,34 @@ bool ok(cudaError_t e, const char* what) {
 }
 
 }  // namespace
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name), set_(value != nullptr) {
+  const char* prev = getenv(name_);
+  had_ = prev != nullptr;
+  saved_ = had_ ? prev : "";
+  if (set_) setenv(name_, value, 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (!set_) return;
+  if (had_) setenv(name_, saved_.c_str(), 1);
+  else unsetenv(name_);
+}
+
+double timeWithEnv(std::initializer_list<std::pair<const char*, const char*>> env,
+                   const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream,
+                   mkcclComm_t comm, bool* failed) {
+  double us;
+  {
+    std::vector<std::unique_ptr<ScopedEnv>> scoped;
+    for (const auto& e : env) scoped.emplace_back(new ScopedEnv(e.first, e.second));
+    us = timeMedianUs(launch, warmup, iters, stream);
+  }
+  mkcclResult_t async = mkcclSuccess;
+  mkcclCommGetAsyncError(comm, &async);
+  if (us < 0 || async != mkcclSuccess) *failed = true;
+  return us;
+}
 
 double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream) {
   if (iters < 1) return -1;
