@@ -14,7 +14,7 @@
 #include <string.h>
 #include <algorithm>
 #include <vector>
-#include "coll_check.h"
+#include "rank_inputs.h"
 #include "coll_data.h"
 #include "coll_team.h"
 #include "test_util.h"

@@ -63,38 +63,9 @@ std::string checkInt(const Bytes& got, size_t gotFirst, const std::vector<Bytes>
 
 }  // namespace
 
-size_t typeBytes(mkcclDataType_t t) {
-  switch (t) {
-    case mkcclInt8: case mkcclUint8: case mkcclFloat8e4m3: case mkcclFloat8e5m2: return 1;
-    case mkcclFloat16: case mkcclBfloat16: return 2;
-    case mkcclInt32: case mkcclUint32: case mkcclFloat32: return 4;
-    default: return 8;
-  }
-}
-
-void fillInput(void* d, size_t count, mkcclDataType_t t, uint64_t seed, int q, cudaStream_t s) {
-  fillRandom(d, count, t, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(q + 1)), 1.0f, s);
-}
-
-Bytes toHost(const void* d, size_t bytes, cudaStream_t s) {
-  Bytes b(bytes);
-  if (bytes) {
-    EXPECT_EQ(cudaSuccess, cudaMemcpyAsync(b.data(), d, bytes, cudaMemcpyDeviceToHost, s));
-    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(s));
-  }
-  return b;
-}
-
 std::vector<Bytes> allInputs(size_t count, mkcclDataType_t t, uint64_t seed, int nranks, cudaStream_t s) {
-  const size_t bytes = count * typeBytes(t);
-  void* d = nullptr;
-  EXPECT_EQ(cudaSuccess, cudaMalloc(&d, bytes ? bytes : 16));
   std::vector<Bytes> all;
-  for (int q = 0; q < nranks; ++q) {
-    fillInput(d, count, t, seed, q, s);
-    all.push_back(toHost(d, bytes, s));
-  }
-  cudaFree(d);
+  for (int q = 0; q < nranks; ++q) all.push_back(inputOf(count, t, seed, q, s));
   return all;
 }
 
@@ -141,14 +112,6 @@ std::string checkReduced(const Bytes& got, size_t gotFirst, const std::vector<By
   return std::to_string(st.wrong) + " of " + std::to_string(count) + " elements wrong (max rel err " +
          std::to_string(st.maxRelErr) + "); first at " + std::to_string(w) + ": got " + std::to_string(g[w]) +
          ", want " + std::to_string(ref[w]);
-}
-
-std::string checkSame(const uint8_t* got, const uint8_t* want, size_t bytes, const std::string& what) {
-  for (size_t i = 0; i < bytes; ++i)
-    if (got[i] != want[i])
-      return what + ": byte " + std::to_string(i) + " of " + std::to_string(bytes) + " differs (got " +
-             std::to_string(got[i]) + ", want " + std::to_string(want[i]) + ")";
-  return "";
 }
 
 }  // namespace netcheck

@@ -1,4 +1,5 @@
-// Inputs and host checks of the collective tests that check on the host (AllToAllv with gaps).
+// Every rank's test input from a shared seed (regenerated on any GPU), and the host checks the
+// collective tests share (coll_test: AllToAllv with gaps; net_coll_test: the inter-node collectives).
 #pragma once
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -11,6 +12,8 @@ namespace test {
 
 using Bytes = std::vector<uint8_t>;
 
+// Bytes per element of t.
+size_t typeBytes(mkcclDataType_t t);
 // Seed of rank q's input in a test step with seed `seed`.
 uint64_t rankSeed(uint64_t seed, int q);
 // Fills rank q's input (count elements of t) on the current GPU.

@@ -1,13 +1,11 @@
-// Inputs and host checks of the collective tests (see coll_check.h).
-#include "coll_check.h"
+// Every rank's test input, and shared host checks (see rank_inputs.h).
+#include "rank_inputs.h"
 #include <string.h>
 #include "test_util.h"
 
 namespace mkccl {
 namespace test {
-namespace {
-
-size_t sizeOf(mkcclDataType_t t) {
+size_t typeBytes(mkcclDataType_t t) {
   switch (t) {
     case mkcclInt8: case mkcclUint8: case mkcclFloat8e4m3: case mkcclFloat8e5m2: return 1;
     case mkcclFloat16: case mkcclBfloat16: return 2;
@@ -15,8 +13,6 @@ size_t sizeOf(mkcclDataType_t t) {
     default: return 8;
   }
 }
-
-}  // namespace
 
 uint64_t rankSeed(uint64_t seed, int q) { return seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(q + 1)); }
 
@@ -34,7 +30,7 @@ Bytes toHost(const void* d, size_t bytes, cudaStream_t s) {
 }
 
 Bytes inputOf(size_t count, mkcclDataType_t t, uint64_t seed, int q, cudaStream_t s) {
-  const size_t bytes = count * sizeOf(t);
+  const size_t bytes = count * typeBytes(t);
   void* d = nullptr;
   cudaMalloc(&d, bytes ? bytes : 16);
   fillInput(d, count, t, seed, q, s);
