@@ -123,7 +123,9 @@ mkcclResult_t nodeReduceScatter(SeqSource& seq, const Plan& p, const void* send,
   a.redOutOff = 0;
   a.avgDiv = 0;
   int grid = 0;
-  MKCCL_CHECK(planLayout(c, tuningFromEnv(), P.maxLen(), &a, &grid));
+  Tuning tune;
+  MKCCL_CHECK(tuningFromEnv(&tune));
+  MKCCL_CHECK(planLayout(c, tune, P.maxLen(), &a, &grid));
   return launchColl(c, a, grid, t, op == mkcclAvg ? mkcclSum : op);
 }
 
@@ -140,7 +142,9 @@ mkcclResult_t nodeAllGather(SeqSource& seq, const Plan& p, void* recv, const Pie
     a.inOff[q] = P.first[q];
   }
   int grid = 0;
-  MKCCL_CHECK(planLayout(c, tuningFromEnv(), P.maxLen(), &a, &grid));
+  Tuning tune;
+  MKCCL_CHECK(tuningFromEnv(&tune));
+  MKCCL_CHECK(planLayout(c, tune, P.maxLen(), &a, &grid));
   return launchColl(c, a, grid, mkcclUint8, mkcclSum);
 }
 

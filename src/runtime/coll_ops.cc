@@ -53,7 +53,8 @@ mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendc
     a.inOff[q] = (size_t)rankOf(ctx, q) * B;
   }
   if (send == mine) a.outLen[me] = 0;  // in place: nothing to copy locally
-  const Tuning tune = tuningFromEnv();
+  Tuning tune;
+  MKCCL_CHECK(tuningFromEnv(&tune));
   return planAndLaunch(ctx, tune, B <= llStreamLimit(ctx, tune), B, &a, t, mkcclSum);
 }
 
@@ -73,7 +74,8 @@ mkcclResult_t reduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t r
   a.redInOff = (size_t)ctx.dev.rank * R;
   a.redOutOff = 0;
   a.avgDiv = op == mkcclAvg ? n : 0;
-  const Tuning tune = tuningFromEnv();
+  Tuning tune;
+  MKCCL_CHECK(tuningFromEnv(&tune));
   return planAndLaunch(ctx, tune, R <= llStreamLimit(ctx, tune), R, &a, t, op);
 }
 
@@ -83,7 +85,8 @@ mkcclResult_t allReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count
   const size_t ts = typeSize(t), bytes = count * ts;
   const int n = ctx.dev.localRanks, me = ctx.dev.localRank;
   if (n == 1) return localCopy(ctx, recv, send, bytes);
-  const Tuning tune = tuningFromEnv();
+  Tuning tune;
+  MKCCL_CHECK(tuningFromEnv(&tune));
   // Two-shot blocks: rank r reduces block r; blocks start on 16-byte boundaries so that every
   // block is vector aligned.
   const size_t per = 16 / ts;
@@ -140,7 +143,8 @@ mkcclResult_t allToAllvOp(OpCtx& ctx, const void* send, const size_t* sendcounts
   // Each stream goes LL or simple by its own length (both ends see the same length): one kernel
   // per protocol that has streams here (the LL one also when none has, so that the call posts its
   // entry flag like every collective).
-  const Tuning tune = tuningFromEnv();
+  Tuning tune;
+  MKCCL_CHECK(tuningFromEnv(&tune));
   const size_t llMax = llStreamLimit(ctx, tune);
   Args ll, simple;
   initArgs(ctx, kAllToAll, send, recv, &ll);

@@ -1,5 +1,6 @@
 // Host planning of the NVLink collectives (see coll_plan.h and src/kernels/coll/coll_kernel.cuh).
 #include "runtime/coll_plan.h"
+#include "runtime/env.h"
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
@@ -18,46 +19,32 @@ constexpr int kMaxChannels = 64;
 // Flag values carry the step in 20 bits (signal.cuh flagValue); step t posts t + 1.
 constexpr uint64_t kMaxSteps = (1ull << 20) - 2;
 
-// The value of an integer variable (suffixes K, M, G), def when unset or invalid (with a warning).
-long long envInt(const char* name, long long def, long long lo, long long hi) {
-  const char* s = getenv(name);
-  if (!s || !*s) return def;
-  char* end = nullptr;
-  long long v = strtoll(s, &end, 0);
-  if (end && (*end == 'k' || *end == 'K')) v <<= 10, ++end;
-  else if (end && (*end == 'm' || *end == 'M')) v <<= 20, ++end;
-  else if (end && (*end == 'g' || *end == 'G')) v <<= 30, ++end;
-  if (!end || *end != '\0' || v < lo || v > hi) {
-    MKCCL_WARN("%s=%s is not a number in [%lld, %lld]: ignored", name, s, lo, hi);
-    return def;
-  }
-  return v;
-}
-
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-Tuning tuningFromEnv() {
+mkcclResult_t tuningFromEnv(Tuning* out) {
   Tuning t;
-  if (const char* s = getenv("MKCCL_COLL_PROTO")) {
-    if (!strcmp(s, "ll") || !strcmp(s, "LL")) t.proto = 1;
-    else if (!strcmp(s, "simple")) t.proto = 2;
-    else if (*s && strcmp(s, "auto")) MKCCL_WARN("MKCCL_COLL_PROTO=%s: expected ll, simple or auto; ignored", s);
-  }
-  t.llMaxBytes = (size_t)envInt("MKCCL_COLL_LL_BYTES", (long long)t.llMaxBytes, 0, 1ll << 40);
-  t.llCtaUnits = (size_t)envInt("MKCCL_COLL_LL_CTA_UNITS", (long long)t.llCtaUnits, 32, 1 << 20);
-  t.channels = (int)envInt("MKCCL_COLL_CHANNELS", 0, 1, kMaxChannels);
-  t.slotBytes = (size_t)envInt("MKCCL_COLL_SLOT_BYTES", 0, (long long)kMinSlotBytes, 1ll << 30) & ~(size_t)15;
-  t.slots = (int)envInt("MKCCL_COLL_SLOTS", 0, 2, 16);
-  if (const char* s = getenv("MKCCL_ALLREDUCE_ALGO")) {
-    if (!strcmp(s, "oneshot")) t.algo = 1;
-    else if (!strcmp(s, "twoshot")) t.algo = 2;
-    else if (*s && strcmp(s, "auto")) MKCCL_WARN("MKCCL_ALLREDUCE_ALGO=%s: expected oneshot, twoshot or auto; ignored", s);
-  }
-  const long long os = envInt("MKCCL_ALLREDUCE_ONESHOT_BYTES", -1, 0, 1ll << 40);
-  if (os >= 0) t.oneShotMaxBytes = (size_t)os;
-  return t;
+  int proto = 0, algo = 0;
+  MKCCL_CHECK(envChoice("MKCCL_COLL_PROTO", {"auto", "ll", "simple", "LL"}, 0, &proto));
+  t.proto = proto == 3 ? 1 : proto;
+  long long v = 0;
+  MKCCL_CHECK(envNumber("MKCCL_COLL_LL_BYTES", (long long)t.llMaxBytes, 0, 1ll << 40, &v));
+  t.llMaxBytes = (size_t)v;
+  MKCCL_CHECK(envNumber("MKCCL_COLL_LL_CTA_UNITS", (long long)t.llCtaUnits, 32, 1 << 20, &v));
+  t.llCtaUnits = (size_t)v;
+  MKCCL_CHECK(envNumber("MKCCL_COLL_CHANNELS", 0, 1, kMaxChannels, &v));
+  t.channels = (int)v;
+  MKCCL_CHECK(envNumber("MKCCL_COLL_SLOT_BYTES", 0, (long long)kMinSlotBytes, 1ll << 30, &v));
+  t.slotBytes = (size_t)v & ~(size_t)15;
+  MKCCL_CHECK(envNumber("MKCCL_COLL_SLOTS", 0, 2, 16, &v));
+  t.slots = (int)v;
+  MKCCL_CHECK(envChoice("MKCCL_ALLREDUCE_ALGO", {"auto", "oneshot", "twoshot"}, 0, &algo));
+  t.algo = algo;
+  MKCCL_CHECK(envNumber("MKCCL_ALLREDUCE_ONESHOT_BYTES", -1, 0, 1ll << 40, &v));
+  if (v >= 0) t.oneShotMaxBytes = (size_t)v;
+  *out = t;
+  return mkcclSuccess;
 }
 
 void initArgs(const OpCtx& ctx, Kind kind, const void* send, void* recv, Args* a) {

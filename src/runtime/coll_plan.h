@@ -31,7 +31,8 @@ struct Tuning {
   static constexpr size_t kUnset = ~(size_t)0;
   size_t oneShotMaxBytes = kUnset;  // kUnset: the protocol's default
 };
-Tuning tuningFromEnv();
+// The overrides above (unset: the defaults); a value that is not one of them: mkcclInvalidUsage.
+mkcclResult_t tuningFromEnv(Tuning* out);
 
 // Starts an Args for a call on ctx (device view, buffers, rank order).
 void initArgs(const OpCtx& ctx, Kind kind, const void* send, void* recv, Args* a);
