@@ -60,8 +60,8 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 // docs/GEMM_RS_AR.md.)
 enum class PushMode : int { Bulk = 0, Team = 1 };  // the values are the env choices' indices
 mkcclResult_t pushFromEnv(int mode, PushMode* out);
-// MKCCL_GEMM_RS_ORDER: phases (unset) | interleaved (Layout::interleave).
-mkcclResult_t orderFromEnv(int* interleave);
+// MKCCL_GEMM_RS_ORDER: phases | interleaved (Layout::interleave); unset: interleaved beyond 2 ranks.
+mkcclResult_t orderFromEnv(int ws, int* interleave);
 
 
 // The op behind mkcclGemmReduceScatter (mode RS) and mkcclGemmAllReduce (mode AR).

@@ -23,7 +23,7 @@
 //
 // Order. Position p of one linear order of cluster tiles is phase p / Vc, cluster tile p % Vc of
 // that phase's chunk (Vc cluster tiles per chunk); cluster k of G takes positions k, k + G, ...
-// With `interleave` (MKCCL_GEMM_RS_ORDER=interleaved) the sending phases' positions go round-robin
+// With `interleave` (MKCCL_GEMM_RS_ORDER; the default beyond 2 ranks) the sending phases' positions go round-robin
 // over the ws-1 owners instead (p < (ws-1)*Vc: phase p % (ws-1), cluster tile p / (ws-1)), so that
 // every link carries partials all the time rather than one owner's link per phase; the final
 // phase stays last. Receivers do not care: slots and flags name (phase, u).

@@ -141,7 +141,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &in.occ));
 
   int interleave = 0;
-  MKCCL_CHECK(orderFromEnv(&interleave));
+  MKCCL_CHECK(orderFromEnv(comm->nranks, &interleave));
   const PlanChoice rule = choosePlan(in);
   Route route = rule.route;
   if (forced == PlanKind::Fused) route = Route::Fused;

@@ -53,8 +53,17 @@ mkcclResult_t pushFromEnv(int mode, PushMode* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t orderFromEnv(int* interleave) {
-  return envChoice("MKCCL_GEMM_RS_ORDER", {"phases", "interleaved"}, 0, interleave);
+mkcclResult_t orderFromEnv(int ws, int* interleave) {
+  // Unset: interleaved beyond 2 ranks (at 2 there is one owner to send to: the orders coincide).
+  // Why (4xH200 runs of d1c6290; interleaved is not measured yet): in phase order, phase j's
+  // partials (M/ws x N bf16: 32 MiB at 8192^3) all go to one owner, over the 6 NVLinks of one GPU
+  // pair (~120 GB/s: ~270 us), while the phase computes for T = a quarter of the GEMM (~90 us).
+  // Phase j's link is then busy from j*T to j*T + 270 us, the last one (j = ws-2) until 2T + 270 =
+  // ~450 us, and the owners' final epilogues wait for it: that model gives ~450, ~370 and ~900 us
+  // at 8192^3, 8192x8192x4096 and 16384x8192x8192, where 491, 385 and 1008 were measured (floor
+  // ratios 1.35, 1.09, 1.25). Interleaved, each link carries its owner's partials across the whole
+  // sending window (3T), which it can.
+  return envChoice("MKCCL_GEMM_RS_ORDER", {"phases", "interleaved"}, ws > 2 ? 1 : 0, interleave);
 }
 
 }  // namespace rs
