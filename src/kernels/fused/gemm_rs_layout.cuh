@@ -23,10 +23,10 @@
 //
 // Order. Position p of one linear order of cluster tiles is phase p / Vc, cluster tile p % Vc of
 // that phase's chunk (Vc cluster tiles per chunk); cluster k of G takes positions k, k + G, ...
-// With `interleave` (MKCCL_GEMM_RS_ORDER; the default beyond 2 ranks) the sending phases' positions go round-robin
-// over the ws-1 owners instead (p < (ws-1)*Vc: phase p % (ws-1), cluster tile p / (ws-1)), so that
-// every link carries partials all the time rather than one owner's link per phase; the final
-// phase stays last. Receivers do not care: slots and flags name (phase, u).
+// With `interleave` (MKCCL_GEMM_RS_ORDER; the default beyond 2 ranks) the sending phases'
+// positions go round-robin over the ws-1 owners instead (p < (ws-1)*Vc: phase p % (ws-1), cluster
+// tile p / (ws-1)), so that every link carries partials all the time rather than one owner's link
+// per phase; the final phase stays last. Receivers do not care: slots and flags name (phase, u).
 // Inside a chunk, cluster tiles walk bands of `group` cluster rows down, then across N (L2 reuse).
 // Every rank walks its own tiles in the same order in which the senders produce them, so the
 // partials of an own tile were sent about one phase before it is needed.
