@@ -35,14 +35,7 @@ const auto* g_env = ::testing::AddGlobalTestEnvironment(new TeamsEnv);
   Team* var = Team::get(kind, &team_why_);                          \
   ASSERT_NE(nullptr, var) << "cannot make the test ranks: " << team_why_
 
-size_t tsize(mkcclDataType_t t) {
-  switch (t) {
-    case mkcclInt8: case mkcclUint8: case mkcclFloat8e4m3: case mkcclFloat8e5m2: return 1;
-    case mkcclFloat16: case mkcclBfloat16: return 2;
-    case mkcclInt32: case mkcclUint32: case mkcclFloat32: return 4;
-    default: return 8;
-  }
-}
+size_t tsize(mkcclDataType_t t) { return typeBytes(t); }  // rank_inputs.h
 
 const char* tname(mkcclDataType_t t) {
   static const char* n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "fp16", "fp32", "fp64", "bf16", "fp8e4m3", "fp8e5m2"};

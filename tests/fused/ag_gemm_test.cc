@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -426,29 +427,21 @@ TEST(AgGemmWorld, BadArguments) {
   ASSERT_EQ(cudaSuccess, cudaMalloc(&A, m * K * kEs));
   ASSERT_EQ(cudaSuccess, cudaMalloc(&W, N * K * kEs));
   ASSERT_EQ(cudaSuccess, cudaMalloc(&C, M * N * kEs));
-  for (const char* bad : {"fastest", "fused:", "fused:x", "fused:-1", "fused:2000", "fused:4x"}) {
-    setenv("MKCCL_AG_GEMM_PLAN", bad, 1);
-    EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0)) << bad;
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_PLAN"))
-        << mkcclGetLastError(nullptr);
-  }
-  unsetenv("MKCCL_AG_GEMM_PLAN");
-  for (const char* bad : {"tma", "Bulk", "threads:4"}) {
-    setenv("MKCCL_AG_GEMM_PUSH", bad, 1);
-    EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0)) << bad;
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_PUSH"))
-        << mkcclGetLastError(nullptr);
-  }
-  unsetenv("MKCCL_AG_GEMM_PUSH");
+  // Each bad value of `var` is refused, naming the variable; then the variable is unset.
+  auto refused = [&](const char* var, std::initializer_list<const char*> values) {
+    for (const char* bad : values) {
+      setenv(var, bad, 1);
+      EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0))
+          << var << "=" << bad;
+      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(var)) << mkcclGetLastError(nullptr);
+    }
+    unsetenv(var);
+  };
+  refused("MKCCL_AG_GEMM_PLAN", {"fastest", "fused:", "fused:x", "fused:-1", "fused:2000", "fused:4x"});
+  refused("MKCCL_AG_GEMM_PUSH", {"tma", "Bulk", "threads:4"});
   if (world().nranks > 1) {  // the ce plan's copy size (one rank runs no plan)
     setenv("MKCCL_AG_GEMM_PLAN", "ce", 1);
-    for (const char* bad : {"0", "-4", "4M"}) {
-      setenv("MKCCL_AG_GEMM_CE_GROUP_KIB", bad, 1);
-      EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0)) << bad;
-      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_AG_GEMM_CE_GROUP_KIB"))
-          << mkcclGetLastError(nullptr);
-    }
-    unsetenv("MKCCL_AG_GEMM_CE_GROUP_KIB");
+    refused("MKCCL_AG_GEMM_CE_GROUP_KIB", {"0", "-4", "4M"});
     unsetenv("MKCCL_AG_GEMM_PLAN");
   }
   for (char* p : {A, W, C}) cudaFree(p);

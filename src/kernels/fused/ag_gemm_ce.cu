@@ -23,16 +23,6 @@
 namespace mkccl {
 namespace ag {
 
-namespace {
-
-// Receiver i of this rank's copies: as receiverAt (ag_gemm_push.cuh), on the host.
-int receiverOf(const Layout& L, int i) {
-  if (i == L.ws - 1) return L.me;
-  const int q = L.me + 1 + i;
-  return q >= L.ws ? q - L.ws : q;
-}
-
-}  // namespace
 
 mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
                        cudaStream_t stream) {
@@ -44,7 +34,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, 
   const int group = ceGroupChunks(L, groupBytes);
   CUstreamBatchMemOpParams ops[kMaxGroupChunks];
   for (int i = 0; i < receivers; ++i) {
-    const int q = receiverOf(L, i);
+    const int q = receiverAt(L, i);
     cudaStream_t s = ce.stream[i];
     CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
     CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(p.ceGo), go,

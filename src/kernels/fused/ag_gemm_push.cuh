@@ -135,7 +135,7 @@ __device__ __forceinline__ void teamCopy16(char* dst, const char* src, int64_t n
 
 // Receiver i of this rank's pushes: peers me+1, me+2, ... (so senders start on different
 // receivers), then this rank itself when the own shard goes to its region.
-__device__ __forceinline__ int receiverAt(const Layout& L, int i) {
+MKCCL_AG_HD int receiverAt(const Layout& L, int i) {
   if (i == L.ws - 1) return L.me;
   const int q = L.me + 1 + i;
   return q >= L.ws ? q - L.ws : q;

@@ -30,17 +30,9 @@ mkcclResult_t persistentPrepare(const void* kernel, int dev, int smCount, int th
   if (entry == 0) {
     int n = smCount;
     if (clusterSize > 1) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(static_cast<unsigned>(clusterSize * smCount));
-      cfg.blockDim = dim3(static_cast<unsigned>(threads));
-      cfg.dynamicSmemBytes = smemBytes;
       cudaLaunchAttribute attr;
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(clusterSize);
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
+      const cudaLaunchConfig_t cfg =
+          persistentConfig(clusterSize * smCount, threads, smemBytes, clusterSize, nullptr, &attr);
       if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
         cudaGetLastError();
         MKCCL_INFO("device %d: clusters of %d are not available for a GEMM kernel: single CTAs", dev, clusterSize);

@@ -15,24 +15,32 @@ namespace mkccl {
 mkcclResult_t persistentPrepare(const void* kernel, int dev, int smCount, int threads, size_t smemBytes,
                                 int clusterSize, int* maxClusters);
 
-// Launches `ctas` blocks of `kernel` (clusters of `clusterSize` along x) with `args`.
-template <typename... KernelArgs, typename... Args>
-mkcclResult_t persistentLaunch(void (*kernel)(KernelArgs...), int ctas, int threads, size_t smemBytes, int clusterSize,
-                               cudaStream_t stream, Args&&... args) {
+// A launch config of `ctas` blocks (clusters of `clusterSize` along x when > 1; `attr` holds the
+// cluster attribute and must outlive the config).
+inline cudaLaunchConfig_t persistentConfig(int ctas, int threads, size_t smemBytes, int clusterSize,
+                                           cudaStream_t stream, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(ctas));
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = smemBytes;
   cfg.stream = stream;
-  cudaLaunchAttribute attr;
   if (clusterSize > 1) {
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = static_cast<unsigned>(clusterSize);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = static_cast<unsigned>(clusterSize);
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
+  return cfg;
+}
+
+// Launches `ctas` blocks of `kernel` (clusters of `clusterSize` along x) with `args`.
+template <typename... KernelArgs, typename... Args>
+mkcclResult_t persistentLaunch(void (*kernel)(KernelArgs...), int ctas, int threads, size_t smemBytes, int clusterSize,
+                               cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = persistentConfig(ctas, threads, smemBytes, clusterSize, stream, &attr);
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
   return mkcclSuccess;
 }
