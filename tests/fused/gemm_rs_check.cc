@@ -77,7 +77,10 @@ void setPlan(bool allReduce, const char* plan) {
   setenv(allReduce ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN", plan, 1);
 }
 
-void setPush(const char* push) { setenv("MKCCL_GEMM_RS_PUSH", push, 1); }
+void setPush(const char* push) {
+  if (push) setenv("MKCCL_GEMM_RS_PUSH", push, 1);
+  else unsetenv("MKCCL_GEMM_RS_PUSH");
+}
 
 }  // namespace test
 }  // namespace mkccl
@@ -151,7 +154,7 @@ void worldShapes(bool allReduce) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   uint64_t seed = worldSeed();
-  // The fused plan with either way of sending partials (the push team, the default; bulk stores);
+  // The fused plan with either way of sending partials (the paced push team; bulk stores);
   // AllReduce also as the fused ReduceScatter then an AllGather (M not divisible: sequential).
   std::vector<std::pair<const char*, const char*>> runs = {
       {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "team"}};
@@ -177,7 +180,7 @@ void worldShapes(bool allReduce) {
     }
   }
   setPlan(allReduce, "auto");
-  setPush("bulk");
+  setPush(nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -219,7 +222,7 @@ void worldBackToBack(bool allReduce) {
     ASSERT_EQ(mkcclSuccess, r) << "call " << i << ": " << mkcclGetLastError(comm);
   }
   setPlan(allReduce, "auto");
-  setPush("bulk");
+  setPush(nullptr);
   unsetenv("MKCCL_GEMM_RS_ORDER");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
@@ -280,7 +283,7 @@ void worldBadArguments(bool allReduce) {
     setPush("bogus");
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PUSH"));
-    setPush("bulk");
+    setPush(nullptr);
     setenv("MKCCL_GEMM_RS_ORDER", "bogus", 1);
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_ORDER"));

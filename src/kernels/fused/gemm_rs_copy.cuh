@@ -7,7 +7,8 @@
 //             A tile of phase j < ws-1, bulk (default): once the consumers' counters say both
 //             halves' bulk stores into the owner's rx slot (j, u) completed, raise the owner's
 //             flag (thread 0 alone). Team (MKCCL_GEMM_RS_PUSH=team): once the counters say it is
-//             staged, copy it to the owner's rx slot, fence, raise the flag. A tile of the final
+//             staged, copy it to the owner's rx slot, paced by the next tile's mainloop
+//             (paceUntil), fence, raise the flag. A tile of the final
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
@@ -57,7 +58,8 @@ struct CtaWords {
   static constexpr uint32_t kStarted = 8;            // the consumers started tile #n (pacing only)
   static constexpr uint32_t kArNext = 9;             // AR: next item to claim
   static constexpr uint32_t kEntered0 = 10;          // + consumer, bulk: ranks whose entry it saw
-  static constexpr uint32_t kCount = 12;
+  static constexpr uint32_t kLoaded = 12;            // k-blocks the producer issued (all tiles); ~0: done
+  static constexpr uint32_t kCount = 13;
 };
 
 // How many of a final tile's partials the push team prefetches into L2 (ws - 1 of them arrive;
@@ -151,6 +153,26 @@ __device__ __forceinline__ bool waitConsumers(const DevComm& comm, uint32_t word
   }
 }
 
+// Sends are paced by the GEMM's own progress. Every SM ends its tiles at about the same moment, so
+// unpaced, all of them push a tile's partial (64 KiB) at once, far beyond what NVLink drains, and
+// the queued stores hold up the TMA loads of the next mainloop (2xH200, fused RS: the sends cost
+// 57-73 us of GEMM time where the same bytes from the copy engines cost none). Piece j of n of
+// the tile staged as #index leaves once the producer has issued kPaceNum/kPaceDen x j/n of the
+// next tile's k-blocks: a CTA's partial goes out over most of the next mainloop instead of at its
+// start (2xH200: 8192^3 792 -> 762 us; spreading over 2/3 to all of the tile time measured the
+// same). A team that has fallen behind finds its thresholds passed and copies at once.
+constexpr uint32_t kPaceNum = 3, kPaceDen = 4;
+
+// Until the producer has issued `target` k-blocks of the CTA's sequence (it posts ~0 when it has
+// issued its last). Pacing only: gives up (and lets the copy go) on an abort or after timeoutNs.
+__device__ __forceinline__ void paceUntil(uint32_t words, uint32_t target, uint64_t timeoutNs) {
+  if (*wordPtr(words, CtaWords::kLoaded) >= target) return;
+  const uint64_t start = dev::globalTimerNs();
+  while (*wordPtr(words, CtaWords::kLoaded) < target && *wordPtr(words, CtaWords::kAbort) == 0 &&
+         dev::globalTimerNs() - start < timeoutNs)
+    __nanosleep(256);
+}
+
 // dst[0, nvec) = src[0, nvec) (16-byte vectors), every thread of the team; kUnroll loads in flight
 // per thread.
 template <int kUnroll>
@@ -175,7 +197,8 @@ __device__ __forceinline__ bool teamVerdict(const Team& t, uint32_t words, uint3
 }
 
 template <int kBN>
-__device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, uint64_t timeoutNs) {
+__device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, int kBlocks,
+                         uint64_t timeoutNs) {
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
   const bool bulk = p.pushBulk != 0;
@@ -232,9 +255,16 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
     }
     const bool go = teamVerdict(t, words, CtaWords::kPushOk, ok);
     if (go) {
-      teamCopy<6>(t.tid, t.n, reinterpret_cast<uint4*>(p.scratchOf[dst] + L.rxOffset(tile.step, tile.u)),
-                  reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.stagingOffset(tile.step, tile.u)),
-                  L.tileBytes() / 16);
+      constexpr int kUnroll = 6;
+      uint4* to = reinterpret_cast<uint4*>(p.scratchOf[dst] + L.rxOffset(tile.step, tile.u));
+      const uint4* from = reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.stagingOffset(tile.step, tile.u));
+      const int64_t nvec = L.tileBytes() / 16, piece = kUnroll * int64_t(t.n);
+      const uint32_t pieces = uint32_t((nvec + piece - 1) / piece), next = index * uint32_t(kBlocks);
+      for (uint32_t j = 0; j < pieces; ++j) {
+        paceUntil(words, next + (j * uint32_t(kBlocks) * kPaceNum) / (pieces * kPaceDen), timeoutNs);
+        const int64_t off = int64_t(j) * piece;
+        teamCopy<kUnroll>(t.tid, t.n, to + off, from + off, nvec - off < piece ? nvec - off : piece);
+      }
       dev::fenceSys();  // our stores to the owner before the flag (cumulative through the sync)
     }
     t.sync();

@@ -1,13 +1,14 @@
 // GEMM+RS/AR epilogues of one consumer warpgroup (64 x BN of a tile):
-//   sendPartial a partial of another rank's chunk (default, MKCCL_GEMM_RS_PUSH=bulk): round the
+//   sendPartial a partial of another rank's chunk (MKCCL_GEMM_RS_PUSH=bulk): round the
 //              fp32 accumulators once to the input type, write them in fragment order
 //              (gemm_rs_layout.cuh) into shared memory and bulk-store them straight into the
 //              owner's rx slot (no local copy, no copy warps);
-//   stageTile  the same partial, MKCCL_GEMM_RS_PUSH=team: stored in fragment order into a local
-//              staging slot for the push team to send on (16-byte coalesced stores);
+//   stageTile  the same partial, MKCCL_GEMM_RS_PUSH=team (the default up to 2 ranks): stored in
+//              fragment order into a local staging slot for the push team to send on, paced
+//              (16-byte coalesced stores);
 //   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment
 //              order, in our rx slots) to the accumulators, round once, write C through swizzled
-//              shared memory and TMA stores.
+//              shared memory and TMA stores (at 2 ranks the partial's loads run one chunk ahead).
 // The accumulators are only read: an epilogue that wrote them would make ptxas serialise the
 // next tile's wgmma chain (C7515), so the partials are summed into a copy on the way out.
 #pragma once
@@ -89,18 +90,86 @@ __device__ __forceinline__ void addVec(float* f, const uint4& v) {
   }
 }
 
+// The warpgroup's two chunk buffers (EpilogueTmaStore's area), rotated over by storeFinal and
+// sendPartial: a buffer is rewritten once the bulk operation issued from it two chunks ago has
+// read it. (Four buffers, at the price of a pipeline stage, were measured: no faster.)
+struct Staging {
+  static constexpr uint32_t kChunkBytes = 64 * 128;
+  __device__ __forceinline__ static uint32_t take(FinalCtx& c) {
+    if (c.tid == 0) dev::bulkWaitRead<1>();
+    dev::namedBarrierSync(c.barrierId, 128);
+    return c.smem + (c.chunks & 1u) * kChunkBytes;
+  }
+};
+
+// Chunk ch of (f + partials) -> stmatrix into a 128B-swizzled buffer -> TMA store to C.
+template <class Cfg>
+__device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, int32_t row0, int32_t col0) {
+  using In = typename Cfg::In;
+  const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
+  const uint32_t buf = Staging::take(c);
+#pragma unroll
+  for (int jj = 0; jj < 8; jj += 2) {
+    // Column groups jj, jj+1 of the chunk: accumulator pairs 2j..2j+3 (j = 8ch + jj), i.e.
+    // fragment vector k = jj / 2 of the chunk, in stmatrix's matrix order.
+    const float* g = f + 4 * jj;
+    dev::stmatrixX4(buf + stmatrixOffset(warp, lane, static_cast<uint32_t>(jj)), Pair<In>::pack(g[0], g[1]),
+                    Pair<In>::pack(g[2], g[3]), Pair<In>::pack(g[4], g[5]), Pair<In>::pack(g[6], g[7]));
+  }
+  dev::fenceProxyAsyncSmem();
+  dev::namedBarrierSync(c.barrierId, 128);
+  if (c.tid == 0) {
+    dev::tmaStore2d(c.mapC, buf, col0 + ch * 64, row0);
+    dev::bulkCommit();
+  }
+  ++c.chunks;
+}
+
+// (acc + sum of kIn partials) -> C, each (chunk, partial) item's loads issued one item ahead: the
+// next chunk's first partial is in flight while this chunk is stored (one exposed L2 latency per
+// tile at 2 ranks instead of one per chunk). Indices are compile-time (the buffer stays in
+// registers); one buffer, not two: two would be live across the stores and spill.
+template <class Cfg, int kIn>
+__device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc], const uint4* base, int64_t stride,
+                                                    FinalCtx& c, int32_t row0, int32_t col0) {
+  constexpr int kChunks = Cfg::BN / 64, kItems = kChunks * kIn;
+  uint4 v[kVecsPerChunk];
+  auto load = [&](int i) {
+    const uint4* src = base + (int64_t(i % kIn) * stride) / 16 + (i / kIn) * kVecsPerChunk * kThreadsPerHalf;
+#pragma unroll
+    for (int k = 0; k < kVecsPerChunk; ++k) v[k] = __ldcg(src + k * kThreadsPerHalf);
+  };
+  if constexpr (kItems > 0) load(0);
+#pragma unroll
+  for (int ch = 0; ch < kChunks; ++ch) {
+    float f[8 * kVecsPerChunk];
+#pragma unroll
+    for (int e = 0; e < 8 * kVecsPerChunk; ++e) f[e] = acc[8 * kVecsPerChunk * ch + e];
+#pragma unroll
+    for (int s = 0; s < kIn; ++s) {
+      const int i = ch * kIn + s;
+#pragma unroll
+      for (int k = 0; k < kVecsPerChunk; ++k) addVec<typename Cfg::In>(f + 8 * k, v[k]);
+      if (i + 1 < kItems) load(i + 1);
+    }
+    storeChunk<Cfg>(f, c, ch, row0, col0);
+  }
+}
+
 // (acc + sum of nIn partials) -> C at (row0, col0) (64 rows x BN, clipped by the map), 64 columns
 // per chunk: stmatrix into a 128B-swizzled chunk, TMA store. Partial s of this half is at
-// in0 + s * stride (fragment order; L2 hits when the push team prefetched them). Double-buffered
-// like EpilogueTmaStore: a buffer is rewritten once the store issued from it two chunks ago has
-// read it.
+// in0 + s * stride (fragment order; L2 hits when the push team prefetched them). One partial (2
+// ranks): the pipelined path; more: kBatch partials of a chunk at a time.
 template <class Cfg>
 __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const char* in0, int nIn, int64_t stride,
                                            FinalCtx& c, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
-  constexpr uint32_t kChunkBytes = 64 * 128;
-  const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
   const uint4* base = reinterpret_cast<const uint4*>(in0) + c.tid;
+  switch (nIn) {
+    case 0: return storeFinalPipelined<Cfg, 0>(acc, base, stride, c, row0, col0);
+    case 1: return storeFinalPipelined<Cfg, 1>(acc, base, stride, c, row0, col0);
+    default: break;
+  }
 #pragma unroll
   for (int ch = 0; ch < Cfg::BN / 64; ++ch) {
     float f[8 * kVecsPerChunk];
@@ -123,24 +192,7 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
           for (int k = 0; k < kVecsPerChunk; ++k) addVec<In>(f + 8 * k, v[b][k]);
         }
     }
-    if (c.tid == 0) dev::bulkWaitRead<1>();
-    dev::namedBarrierSync(c.barrierId, 128);
-    const uint32_t buf = c.smem + (c.chunks & 1u) * kChunkBytes;
-#pragma unroll
-    for (int jj = 0; jj < 8; jj += 2) {
-      // Column groups jj, jj+1 of the chunk: accumulator pairs 2j..2j+3 (j = 8ch + jj), i.e.
-      // fragment vector k = jj / 2 of the chunk, in stmatrix's matrix order.
-      const float* g = f + 4 * jj;
-      dev::stmatrixX4(buf + stmatrixOffset(warp, lane, static_cast<uint32_t>(jj)), Pair<In>::pack(g[0], g[1]),
-                      Pair<In>::pack(g[2], g[3]), Pair<In>::pack(g[4], g[5]), Pair<In>::pack(g[6], g[7]));
-    }
-    dev::fenceProxyAsyncSmem();
-    dev::namedBarrierSync(c.barrierId, 128);
-    if (c.tid == 0) {
-      dev::tmaStore2d(c.mapC, buf, col0 + ch * 64, row0);
-      dev::bulkCommit();
-    }
-    ++c.chunks;
+    storeChunk<Cfg>(f, c, ch, row0, col0);
   }
 }
 
@@ -154,13 +206,11 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
 template <class Cfg>
 __device__ __forceinline__ void sendPartial(const float (&acc)[Cfg::kAcc], char* dstHalf, bool send, FinalCtx& c) {
   using In = typename Cfg::In;
-  constexpr uint32_t kChunkBytes = 64 * 128;
+  constexpr uint32_t kChunkBytes = Staging::kChunkBytes;
   static_assert(kVecsPerChunk * kThreadsPerHalf * 16 == kChunkBytes, "a chunk of fragment vectors is one buffer");
 #pragma unroll
   for (int ch = 0; ch < Cfg::BN / 64; ++ch) {
-    if (c.tid == 0) dev::bulkWaitRead<1>();
-    dev::namedBarrierSync(c.barrierId, 128);
-    const uint32_t buf = c.smem + (c.chunks & 1u) * kChunkBytes;
+    const uint32_t buf = Staging::take(c);
 #pragma unroll
     for (int k = 0; k < kVecsPerChunk; ++k) {
       const float* a = acc + 8 * (kVecsPerChunk * ch + k);

@@ -5,15 +5,16 @@
 // barriers, mainloop and failure behaviour) with what its hooks cannot express yet:
 //   - the tile order and the A rows of a tile come from the fused schedule (rank-dependent, rows
 //     counted per chunk, so not multiples of 128 globally);
-//   - the epilogue either sends a partial to its owner (bulk stores from shared memory; or, with
-//     MKCCL_GEMM_RS_PUSH=team, stages it locally for the push team) or adds the other ranks'
-//     partials on the way to C, and publishes per-warpgroup counters in shared memory instead of
+//   - the epilogue either sends a partial to its owner (staged locally for the push team, which
+//     copies it paced by the next mainloop; or bulk stores from shared memory) or adds the other
+//     ranks' partials on the way to C, and publishes per-warpgroup counters in shared memory instead of
 //     a per-tile hook (a hook that waited for its stores would stall the tensor cores for every
 //     NVLink transfer);
 //   - the three idle warps of the producer warpgroup raise the owners' flags (bulk) or copy the
 //     staged partials (team), and prefetch the final tiles' partials (gemm_rs_copy.cuh).
 // Roles of a compute CTA (384 threads, one per SM, clusters of 1 or 2 along M):
-//   warp 0, thread 0      TMA producer (the engine's loop, rows from the fused tile)
+//   warp 0, thread 0      TMA producer (the engine's loop, rows from the fused tile; posts its
+//                         k-block count, the push team's pacing clock)
 //   warps 1..3            RS: the push team (96 threads; bulk: thread 32 alone). AR: warps 1-2
 //                         push, then claim AR items; warp 3 claims AR items from the start
 //   warpgroups 1, 2       consumers: mainloop, then the epilogue of their 64 rows; AR: then they
@@ -51,6 +52,8 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const ReduceParams& 
                                          const CUtensorMap* mapB, const SmemLayout<Cfg>& sm, Schedule sched,
                                          uint32_t ctaRank) {
   const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
+  volatile uint32_t* loaded = wordPtr(sm.flags(), CtaWords::kLoaded);  // the push team's pacing clock
+  uint32_t issued = 0;
   const Layout& L = p.L;
   dev::PipeState<Cfg::kStages> pipe;
   const int cs = g.clusterSize;
@@ -67,6 +70,7 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const ReduceParams& 
       // CTA-scope wait even with remote arrivals: only TMA follows (mbarrier.cuh).
       if (!dev::mbarWait(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, abortFlag)) {
         gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultProducer);
+        *loaded = ~0u;
         return false;
       }
       dev::mbarArriveExpectTx(sm.full(s), Cfg::kStageBytes);
@@ -77,8 +81,10 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const ReduceParams& 
       else
         dev::tmaLoad2dMulticast(sm.b(s) + bOffset, mapB, sm.full(s), k0, rowB, mask);
       pipe.advance();
+      *loaded = ++issued;
     }
   }
+  *loaded = ~0u;
   return true;
 }
 
@@ -220,9 +226,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     } else if (threadIdx.x >= 32) {
       const uint32_t q = threadIdx.x - 32u;  // 0..95
       if (!p.L.allReduce()) {
-        pushTeam<Cfg::BN>(p, Team{q, 96u, kPushBarrier}, sm.flags(), sched, bound);
+        pushTeam<Cfg::BN>(p, Team{q, 96u, kPushBarrier}, sm.flags(), sched, g.kBlocks, bound);
       } else {
-        if (q < 64) pushTeam<Cfg::BN>(p, Team{q, 64u, kPushBarrier}, sm.flags(), sched, bound);
+        if (q < 64) pushTeam<Cfg::BN>(p, Team{q, 64u, kPushBarrier}, sm.flags(), sched, g.kBlocks, bound);
         arWorker<Cfg::BN, 4>(p, q & 31u, sm.flags(), sched, bound);
       }
     }

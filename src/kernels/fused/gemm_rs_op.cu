@@ -45,7 +45,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   mkcclComm* comm = ctx.comm;
   const Layout& L = plan.L;
   PushMode push = PushMode::Bulk;
-  MKCCL_CHECK(pushFromEnv(L.mode, &push));
+  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push));
 
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));

@@ -41,12 +41,15 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t pushFromEnv(int mode, PushMode* out) {
-  // Unset: bulk stores for ReduceScatter, the push team for AllReduce. 4xH200, 2026-11-22, fused
-  // plan, ws = 4: the bulk path held 378-392 us at 8192x8192x4096 in four runs where the team path
-  // took 379-1122 us (8192^3: bulk 485-500, team 508-868); AllReduce at 2 ranks: bulk 1096-1712 us
-  // against the team's 834-916 (8192^3).
-  const PushMode def = mode == kModeReduceScatter ? PushMode::Bulk : PushMode::Team;
+mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out) {
+  // Unset: the (paced) push team, except ReduceScatter beyond 2 ranks: bulk stores there until the
+  // paced team is measured at 4 ranks. 2xH200, 2026-11-22, fused RS: the paced team 762 / 1534 /
+  // 381 / 412 us at 8192^3 / 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096 against bulk
+  // stores' 793 / 1566 / 411 / 460 (probe runs on the probe-rs branch). 4xH200, before pacing:
+  // bulk held 378-392 us at 8192x8192x4096 in four runs where the unpaced team took 379-1122
+  // (8192^3: bulk 485-500, team 508-868); AllReduce at 2 ranks: bulk 1096-1712 us against the
+  // team's 834-916 (8192^3).
+  const PushMode def = mode == kModeReduceScatter && ws > 2 ? PushMode::Bulk : PushMode::Team;
   int v = 0;
   MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, static_cast<int>(def), &v));
   *out = static_cast<PushMode>(v);  // the indices are PushMode's values
