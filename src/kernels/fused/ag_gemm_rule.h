@@ -28,7 +28,11 @@
 // 2026-11-22, commit e519bfe, us, ce / the rule's plan above: 8192^3 1476 / 1442, 16384x8192x8192
 // 3251 / 3284, 8192x2048x8192 424.7 (369 with 16 MiB copies, the size the ce plan now picks) / 419,
 // 4096x8192x8192 746 / 843, 2048x8192x8192 370 / 423 -- within the run-to-run spread where it is
-// not clearly faster, and never slower than the sequential plan. At 4 ranks it is not measured yet.
+// not clearly faster, and never slower than the sequential plan. Not at 4 ranks: 4xH200, commit
+// 072cfc6 (perf/results/20261122-175606-4xNVIDIA_H200), ce / auto: 8192^3 1543 / 1430,
+// 16384x8192x8192 3209 / 3055, 8192x2048x8192 3957 / 677, 4096x8192x8192 907 / 802,
+// 2048x8192x8192 931 / 437; with one, two or three copy streams and quarter or whole-shard copies
+// 8192x2048x8192 took 1893-10224 us (the copies themselves crawl; cause not found).
 #pragma once
 #include <stdint.h>
 #include "kernels/fused/ag_gemm_model.cuh"
@@ -38,7 +42,7 @@ namespace ag {
 
 enum class AutoPlan : int { Fused, Side, Sequential, CopyEngines };
 
-constexpr int kCeMaxRanks = 2;  // world sizes the ce plan was measured at
+constexpr int kCeMaxRanks = 2;  // the ce plan wins at 2 ranks, loses at 4 (above)
 
 constexpr double kMinFusedWaves = 7.5;
 constexpr double kFusedMaxPushShare = 0.3;

@@ -1,12 +1,12 @@
 // GEMM+RS/AR communication, run by the idle warps of every compute CTA (the producer warpgroup's
 // warps 1..3; for AR also the consumers once their last tile is done). The partials themselves
-// leave from the consumers' shared memory by bulk stores (gemm_rs_epilogue.cuh: sendPartial), or,
-// with MKCCL_GEMM_RS_PUSH=team, are staged locally and copied by these warps.
+// are staged locally and copied by these warps (MKCCL_GEMM_RS_PUSH=team, the default), or leave
+// from the consumers' shared memory by bulk stores (=bulk; gemm_rs_epilogue.cuh: sendPartial).
 //
 //   pushTeam  walks the CTA's own schedule, the same tiles in the same order as its consumers.
-//             A tile of phase j < ws-1, bulk (default): once the consumers' counters say both
+//             A tile of phase j < ws-1, bulk: once the consumers' counters say both
 //             halves' bulk stores into the owner's rx slot (j, u) completed, raise the owner's
-//             flag (thread 0 alone). Team (MKCCL_GEMM_RS_PUSH=team): once the counters say it is
+//             flag (thread 0 alone). Team (default): once the counters say it is
 //             staged, copy it to the owner's rx slot, paced by the next tile's mainloop
 //             (paceUntil), fence, raise the flag. A tile of the final
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and

@@ -3,7 +3,7 @@
 //              fp32 accumulators once to the input type, write them in fragment order
 //              (gemm_rs_layout.cuh) into shared memory and bulk-store them straight into the
 //              owner's rx slot (no local copy, no copy warps);
-//   stageTile  the same partial, MKCCL_GEMM_RS_PUSH=team (the default up to 2 ranks): stored in
+//   stageTile  the same partial, MKCCL_GEMM_RS_PUSH=team (the default): stored in
 //              fragment order into a local staging slot for the push team to send on, paced
 //              (16-byte coalesced stores);
 //   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment

@@ -44,8 +44,8 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
                           int64_t N, int64_t K, mkcclDataType_t t) {
   mkcclComm* comm = ctx.comm;
   const Layout& L = plan.L;
-  PushMode push = PushMode::Bulk;
-  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push));
+  PushMode push = PushMode::Team;
+  MKCCL_CHECK(pushFromEnv(&push));
 
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));

@@ -41,31 +41,28 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out) {
-  // Unset: the (paced) push team, except ReduceScatter beyond 2 ranks: bulk stores there until the
-  // paced team is measured at 4 ranks. 2xH200, 2026-11-22, fused RS: the paced team 762 / 1534 /
-  // 381 / 412 us at 8192^3 / 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096 against bulk
-  // stores' 793 / 1566 / 411 / 460 (probe runs on the probe-rs branch). 4xH200, before pacing:
-  // bulk held 378-392 us at 8192x8192x4096 in four runs where the unpaced team took 379-1122
-  // (8192^3: bulk 485-500, team 508-868); AllReduce at 2 ranks: bulk 1096-1712 us against the
-  // team's 834-916 (8192^3).
-  const PushMode def = mode == kModeReduceScatter && ws > 2 ? PushMode::Bulk : PushMode::Team;
+mkcclResult_t pushFromEnv(PushMode* out) {
+  // Unset: the push team, paced by the GEMM (gemm_rs_copy.cuh). Fused RS forced, us at 8192^3 /
+  // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096: 2xH200 paced team 757 / 1556 / 380 / 438
+  // against bulk stores' 772 / 1668 / 381 / 439 (perf/results/20261122-174923-2xNVIDIA_H200);
+  // 4xH200 486 / 964 / 248 / 373 against 500 / 947 / 265 / 385
+  // (perf/results/20261122-175606-4xNVIDIA_H200, gemm_rs-ws4-team.json and gemm_rs-ws4.json), steady where the unpaced team had varied up to 3x between runs (379-1122 us at
+  // 8192x8192x4096) and bulk stores had been the default. AllReduce at 2 ranks: bulk 1096-1897 us
+  // against the team's 834-916 (8192^3).
   int v = 0;
-  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, static_cast<int>(def), &v));
+  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, static_cast<int>(PushMode::Team), &v));
   *out = static_cast<PushMode>(v);  // the indices are PushMode's values
   return mkcclSuccess;
 }
 
 mkcclResult_t orderFromEnv(int ws, int* interleave) {
   // Unset: interleaved beyond 2 ranks (at 2 there is one owner to send to: the orders coincide).
-  // Why (4xH200 runs of d1c6290; interleaved is not measured yet): in phase order, phase j's
-  // partials (M/ws x N bf16: 32 MiB at 8192^3) all go to one owner, over the 6 NVLinks of one GPU
-  // pair (~120 GB/s: ~270 us), while the phase computes for T = a quarter of the GEMM (~90 us).
-  // Phase j's link is then busy from j*T to j*T + 270 us, the last one (j = ws-2) until 2T + 270 =
-  // ~450 us, and the owners' final epilogues wait for it: that model gives ~450, ~370 and ~900 us
-  // at 8192^3, 8192x8192x4096 and 16384x8192x8192, where 491, 385 and 1008 were measured (floor
-  // ratios 1.35, 1.09, 1.25). Interleaved, each link carries its owner's partials across the whole
-  // sending window (3T), which it can.
+  // In phase order, phase j's partials (32 MiB at 8192^3, 4 ranks) all go to one owner over one
+  // GPU pair's 6 NVLinks while the others idle; interleaved, every link carries partials all the
+  // time. 4xH200, 072cfc6 (perf/results/20261122-175606-4xNVIDIA_H200): about the same times
+  // (bulk: 500 / 947 / 265 / 385 us interleaved, 499 / 947 / 276 / 390 in phases at 8192^3 /
+  // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096), but the paced team in phase order once
+  // took 854 us at 8192x8192x4096 where interleaved it held 373-374.
   return envChoice("MKCCL_GEMM_RS_ORDER", {"phases", "interleaved"}, ws > 2 ? 1 : 0, interleave);
 }
 
