@@ -69,21 +69,15 @@ struct LLGot {
   bool ok;
 };
 static __device__ __noinline__ LLGot llWait(const Args& a, const uint64_t* line, int peer) {
-  uint64_t start = 0, lo = 0, hi = 0;
+  uint64_t lo = 0, hi = 0;
+  dev::WaitClock clock;
   for (unsigned spins = 1;; ++spins) {
     llLoad(line, lo, hi);
     if (llHas(lo, hi, a.llFlag)) return {llData(lo, hi), true};
     if ((spins & 1023) == 0) {
-      if (*(volatile uint64_t*)dev::errorWord(a.dev) != 0) return {0, false};
-      // The abort word is host memory: a PCIe round trip, read rarely.
-      if ((spins & 16383) == 0 && *(volatile int*)&a.dev.err->abort != 0) return {0, false};
-      const uint64_t now = dev::globalTimerNs();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > a.dev.timeoutNs) {
-        dev::recordError(a.dev, /*mkcclTimeout*/ 8, peer, siteOf(a), (uint32_t)(lo >> 32), a.llFlag);
-        return {0, false};
-      }
+      const int r = clock.check(a.dev);
+      if (r == 2) dev::recordError(a.dev, /*mkcclTimeout*/ 8, peer, siteOf(a), (uint32_t)(lo >> 32), a.llFlag);
+      if (r != 0) return {0, false};
     }
   }
 }

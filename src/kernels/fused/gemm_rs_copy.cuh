@@ -95,17 +95,15 @@ __device__ __forceinline__ bool waitGeqInline(const DevComm& c, const uint64_t* 
                                               int site) {
   uint64_t v = dev::loadAcquire(flag);
   if (v >= want) return true;
-  const uint64_t start = dev::globalTimerNs();
+  dev::WaitClock clock;
   unsigned backoff = 32, spins = 0;
   while (true) {
     v = dev::loadAcquire(flag);
     if (v >= want) return true;
     if ((++spins & 63) == 0) {
-      if (dev::aborted(c)) return false;
-      if (dev::globalTimerNs() - start > c.timeoutNs) {
-        dev::recordError(c, /*mkcclTimeout*/ 8, peer, site, v, want);
-        return false;
-      }
+      const int r = clock.check(c);
+      if (r == 2) dev::recordError(c, /*mkcclTimeout*/ 8, peer, site, v, want);
+      if (r != 0) return false;
     }
     __nanosleep(backoff);
     if (backoff < 1024) backoff <<= 1;
