@@ -352,8 +352,9 @@ TEST(AgGemmPush, BulkLanesFitTheSharedMemory) {
   EXPECT_EQ(0u, kBulkBarrierBytes % 128);  // stages 128-byte aligned from a 1024-aligned base
 }
 
-// The auto plan on the shapes measured on 4xH200 (ag_gemm_rule.h): the plan that was the fastest
-// of the forced ones (or, for side teams, within the spread of the fastest) in six runs.
+// The auto plan on the measured shapes (ag_gemm_rule.h): the plan that was the fastest of the
+// forced ones -- at 4 ranks in the 0af0e62 run (comm CTAs everywhere), at 2 ranks without copy
+// engines in six earlier runs (or, for side teams, within the spread of the fastest).
 TEST(AgGemmRule, PicksTheMeasuredBestPlan) {
   struct Case {
     int ws;
@@ -362,8 +363,8 @@ TEST(AgGemmRule, PicksTheMeasuredBestPlan) {
   };
   const Case cases[] = {
       {4, 8192, 8192, 8192, AutoPlan::Fused},       {4, 16384, 8192, 8192, AutoPlan::Fused},
-      {4, 8192, 2048, 8192, AutoPlan::Side},        {4, 4096, 8192, 8192, AutoPlan::Fused},
-      {4, 2048, 8192, 8192, AutoPlan::Sequential},  {2, 8192, 8192, 8192, AutoPlan::Fused},
+      {4, 8192, 2048, 8192, AutoPlan::Fused},       {4, 4096, 8192, 8192, AutoPlan::Fused},
+      {4, 2048, 8192, 8192, AutoPlan::Fused},       {2, 8192, 8192, 8192, AutoPlan::Fused},
       {2, 16384, 8192, 8192, AutoPlan::Side},       {2, 8192, 2048, 8192, AutoPlan::Side},
       {2, 4096, 8192, 8192, AutoPlan::Fused},       {2, 2048, 8192, 8192, AutoPlan::Sequential},
   };
@@ -442,6 +443,11 @@ TEST(AgGemmRule, Edges) {
   in.gemmUs = 1e9;
   in.tiles = 132 * 7;  // 7 waves: too few
   EXPECT_EQ(static_cast<int>(AutoPlan::Sequential), static_cast<int>(chooseAutoPlan(in).plan));
+  // From kFusedEverywhereRanks on: comm CTAs whatever the waves, side teams above 64 MiB shards.
+  in.ws = kFusedEverywhereRanks;
+  EXPECT_EQ(static_cast<int>(AutoPlan::Fused), static_cast<int>(chooseAutoPlan(in).plan));
+  in.shardBytes = kFusedMaxShardBytes + 16;
+  EXPECT_EQ(static_cast<int>(AutoPlan::Side), static_cast<int>(chooseAutoPlan(in).plan));
 }
 
 }  // namespace

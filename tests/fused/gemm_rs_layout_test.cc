@@ -190,8 +190,9 @@ const Measured kRun[] = {
     {kModeReduceScatter, 4, 4096, 8192, 8192, 280.2, 407.9},   {kModeReduceScatter, 4, 8192, 8192, 4096, 385.6, 607.1},
     {kModeReduceScatter, 2, 8192, 8192, 8192, 806.8, 1048},    {kModeReduceScatter, 2, 16384, 8192, 8192, 1609, 2186},
     {kModeReduceScatter, 2, 4096, 8192, 8192, 411.6, 532.9},   {kModeReduceScatter, 2, 8192, 8192, 4096, 455.6, 707.7},
-    {kModeAllReduce, 4, 8192, 8192, 8192, 4421, 1084},         {kModeAllReduce, 4, 16384, 8192, 8192, 10830, 2117},
-    {kModeAllReduce, 4, 4096, 8192, 8192, 1309, 566.6},        {kModeAllReduce, 4, 8192, 8192, 4096, 3403, 926},
+    // AllReduce at 4 ranks: fused from 0af0e62 (the waits' host polling fixed), sequential from f9ffa77.
+    {kModeAllReduce, 4, 8192, 8192, 8192, 700.6, 1084},        {kModeAllReduce, 4, 16384, 8192, 8192, 1372, 2117},
+    {kModeAllReduce, 4, 4096, 8192, 8192, 387.1, 566.6},       {kModeAllReduce, 4, 8192, 8192, 4096, 667.2, 926},
     {kModeAllReduce, 2, 8192, 8192, 8192, 912.1, 1224},        {kModeAllReduce, 2, 16384, 8192, 8192, 1721, 2448},
     {kModeAllReduce, 2, 4096, 8192, 8192, 449.4, 616.1},       {kModeAllReduce, 2, 8192, 8192, 4096, 525.5, 854}};
 constexpr int kH200Sms = 132;
@@ -238,8 +239,9 @@ std::vector<RuleInputs> sweep() {
   return v;
 }
 
-// The sequential estimate against seq_us (every case) and the fused one against fused_us (where
-// the fused kernel works: RS at 2 and 4 ranks, AR at 2).
+// The sequential estimate against seq_us (every case) and the fused one against fused_us (RS at 2
+// and 4 ranks, AR at 2: the runs it was fitted to; at 4 ranks it overestimates the fused AllReduce,
+// 0.95-1.2x, checked loosely).
 TEST(GemmRsModel, MatchesTheCalibrationRun) {
   for (const Measured& m : kRun) {
     const RuleInputs in = ruleInputs(m);
@@ -250,8 +252,10 @@ TEST(GemmRsModel, MatchesTheCalibrationRun) {
     EXPECT_EQ(256, c.plan.bn);
     EXPECT_EQ(1, c.plan.cs);
     EXPECT_EQ(kH200Sms, c.plan.ctas);
-    if (m.mode == kModeReduceScatter || m.ws <= kMaxFusedAllReduceRanks) {
+    if (m.mode == kModeReduceScatter || m.ws <= 2) {
       EXPECT_NEAR(c.plan.estUs, m.fusedUs, 0.08 * m.fusedUs);
+    } else {
+      EXPECT_NEAR(c.plan.estUs, m.fusedUs, 0.25 * m.fusedUs);
     }
   }
 }
@@ -277,42 +281,42 @@ TEST(GemmRsRule, EveryMeasuredCasePicksTheFasterPlan) {
     const RuleInputs in = ruleInputs(m);
     SCOPED_TRACE(describe(in) << ": fused " << m.fusedUs << " us, sequential " << m.seqUs << " us");
     const PlanChoice c = choosePlan(in);
-    EXPECT_EQ(m.fusedUs < m.seqUs, c.fused);
+    // A fused route where the fused kernel beat the sequential plan (AllReduce: the fused kernel or
+    // RsThenAg, which is built on it), the sequential plan where it did not.
+    EXPECT_EQ(m.fusedUs < m.seqUs, c.route != Route::Sequential);
   }
 }
 
-// At 4 ranks the model alone would take the fused AllReduce (its estimate misses the broadcast
-// phase's slowness); the rule must not, at any world size past 2, for any shape.
-TEST(GemmRsRule, NoFusedAllReduceBeyondTwoRanks) {
-  const PlanChoice at4 = choosePlan(ruleInputs(kModeAllReduce, 4, 8192, 8192, 2048));
-  ASSERT_TRUE(at4.plan.ok);
-  EXPECT_LT(at4.plan.estUs, kFusedMargin * at4.seqUs) << "the model alone prefers fused here";
-  EXPECT_FALSE(at4.fused);
-  EXPECT_EQ(RuleReason::AllReduceWorldSize, at4.why);
-  int fusedRs = 0, fusedAr2 = 0;
+// The fused AllReduce up to kMaxFusedAllReduceRanks (measured at 2 and 4), never beyond: past it
+// the rule takes RsThenAg or the sequential plan for any shape.
+TEST(GemmRsRule, FusedAllReduceOnlyWhereMeasured) {
+  EXPECT_EQ(4, kMaxFusedAllReduceRanks);
+  int fusedRs = 0, fusedAr = 0;
   for (const RuleInputs& in : sweep()) {
     SCOPED_TRACE(describe(in));
     const PlanChoice c = choosePlan(in);
-    if (in.mode == kModeAllReduce && in.ws > 2) {
+    if (in.mode == kModeAllReduce && in.ws > kMaxFusedAllReduceRanks) {
       EXPECT_FALSE(c.fused);
       EXPECT_NE(Route::Fused, c.route);
-      EXPECT_EQ(RuleReason::AllReduceWorldSize, c.why);
+      if (c.plan.ok) EXPECT_EQ(RuleReason::AllReduceWorldSize, c.why);
     }
     if (c.fused) {
       EXPECT_TRUE(c.plan.ok);
       EXPECT_LT(c.plan.estUs, c.seqUs);
-      (in.mode == kModeAllReduce ? fusedAr2 : fusedRs)++;
+      (in.mode == kModeAllReduce ? fusedAr : fusedRs)++;
     }
   }
   EXPECT_GT(fusedRs, 0);
-  EXPECT_GT(fusedAr2, 0);
+  EXPECT_GT(fusedAr, 0);
 }
 
-// AllReduce past 2 ranks: the fused ReduceScatter, then our AllGather, at every measured shape
-// (the sequential plan there was slower than cuBLAS + NCCL). Its estimate against the two parts
-// measured on their own (fused RS above; our AllGather of C, allgather-ws4.json at a339c7f:
-// 64 MiB 171.8 us, 128 MiB 331.9, 256 MiB 618.5).
-TEST(GemmRsRule, AllReduceBeyondTwoRanksRunsReduceScatterThenAllGather) {
+// RsThenAg's estimate against its two parts measured on their own (fused RS at f9ffa77; our
+// AllGather of C, allgather-ws4.json at a339c7f: 64 MiB 171.8 us, 128 MiB 331.9, 256 MiB 618.5),
+// and the rule's pick at 4 ranks: the fused AllReduce, measured faster than RsThenAg at every
+// shape (701 / 1372 / 387 / 667 us against 802 / 1564 / 414 / 694, 0af0e62) -- except at
+// 8192x8192x4096, where the model's estimates of the two are within 5% and it takes RsThenAg
+// (4% slower there); beyond 4 ranks, where no fused AllReduce runs, RsThenAg.
+TEST(GemmRsRule, AllReduceAtFourRanksAndBeyond) {
   struct Part {
     int64_t M, N, K;
     double rsUs, agUs;
@@ -325,11 +329,13 @@ TEST(GemmRsRule, AllReduceBeyondTwoRanksRunsReduceScatterThenAllGather) {
     const RuleInputs in = ruleInputs(kModeAllReduce, 4, m.M, m.N, m.K / 4);
     SCOPED_TRACE(describe(in));
     const PlanChoice c = choosePlan(in);
-    EXPECT_EQ(Route::RsThenAg, c.route);
+    EXPECT_EQ(m.K == 4096 ? Route::RsThenAg : Route::Fused, c.route);
     ASSERT_TRUE(c.rsPlan.ok);
     EXPECT_EQ(kModeReduceScatter, c.rsPlan.L.mode);
     EXPECT_NEAR(c.rsAgUs, m.rsUs + m.agUs, 0.08 * (m.rsUs + m.agUs));
     EXPECT_LT(c.rsAgUs, c.seqUs);
+    const PlanChoice at8 = choosePlan(ruleInputs(kModeAllReduce, 8, m.M, m.N, m.K / 8));
+    EXPECT_EQ(Route::RsThenAg, at8.route);
   }
 }
 

@@ -43,6 +43,14 @@ namespace ag {
 enum class AutoPlan : int { Fused, Side, Sequential, CopyEngines };
 
 constexpr int kCeMaxRanks = 2;  // the ce plan wins at 2 ranks, loses at 4 (above)
+// From this world size on, the fused plan with comm CTAs wherever a shard fits it (<= 64 MiB):
+// 4xH200, 0af0e62 (perf/results/20261122-181104-4xNVIDIA_H200), once the device waits stopped
+// polling host memory, us fused / side teams / sequential / ce: 8192^3 1615 / 1880 / 1950 / 1549,
+// 16384x8192x8192 3304 / 4396 / 3760 / 3230, 8192x2048x8192 492 / 577 / 661 / 666,
+// 4096x8192x8192 812 / 934 / 992 / 867, 2048x8192x8192 433 / 437 / 455 / 444 (the rule below
+// had taken side teams at 8192x2048x8192 and the sequential plan at 2048x8192x8192 from runs with
+// that polling). 3 ranks are not measured; 2 ranks without copy engines keep the rule below.
+constexpr int kFusedEverywhereRanks = 3;
 
 constexpr double kMinFusedWaves = 7.5;
 constexpr double kFusedMaxPushShare = 0.3;
@@ -73,6 +81,9 @@ inline RuleChoice chooseAutoPlan(const RuleInputs& in) {
   if (in.copyEngines && in.ws >= 2 && in.ws <= kCeMaxRanks) {
     c.plan = AutoPlan::CopyEngines;
     c.why = "the copy engines push while every SM computes";
+  } else if (in.ws >= kFusedEverywhereRanks && !bigShard) {
+    c.plan = AutoPlan::Fused;
+    c.why = "beyond 2 ranks the comm CTAs' push measured fastest at every shape";
   } else if (c.waves >= kMinFusedWaves && c.pushShare <= kFusedMaxPushShare && !bigShard) {
     c.plan = AutoPlan::Fused;
     c.why = "the GEMM's waves hide the push";

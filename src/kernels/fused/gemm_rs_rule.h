@@ -32,14 +32,14 @@ struct FusedPlan {
 
 // The scratch the fused kernel may ask for, per rank.
 constexpr int64_t kMaxFusedScratchBytes = 8ll << 30;
-// The fused AllReduce runs at these world sizes only. At 4 ranks its broadcast phase (each owner
-// pushing its finished tiles to every other rank) makes it 4-8x slower than the sequential plan
-// (4xH200, 2026-11-22, commit f9ffa77, µs fused / sequential: 8192³ 4421 / 1084, 16384x8192x8192
-// 10830 / 2117, 4096x8192x8192 1309 / 567, 8192x8192x4096 3403 / 926), far beyond what the
-// model's link time explains; at 2 ranks it takes 62-75% of the sequential plan's time. 3 ranks
-// are not measured, and one more receiver per tile may well trip the same cause: sequential there
-// too until the broadcast phase is fixed.
-constexpr int kMaxFusedAllReduceRanks = 2;
+// The fused AllReduce runs at these world sizes only. Its broadcast phase (each owner pushing its
+// finished tiles to every other rank) made it 4-8x slower than the sequential plan at 4 ranks
+// (4xH200, f9ffa77) until the device waits stopped reading host memory every few microseconds
+// (0af0e62, signal.cuh: WaitClock): since, at 4 ranks it is the fastest plan (4xH200, 0af0e62,
+// perf/results/20261122-181104-4xNVIDIA_H200, us fused / rs_ag / sequential: 8192^3 701 / 802 /
+// 1015, 16384x8192x8192 1372 / 1564 / 1954, 4096x8192x8192 387 / 414 / 526, 8192x8192x4096 667 /
+// 694 / 848). 3 ranks are not measured (the same code); beyond 4, not measured either.
+constexpr int kMaxFusedAllReduceRanks = 4;
 // The fused plan must beat the sequential one by more than the model's error (its fused side is
 // within 8% of the runs it was fitted to); otherwise the sequential plan, the simpler one with
 // less scratch.
@@ -75,10 +75,10 @@ enum class RuleReason : int { Model, FusedCannotRun, AllReduceWorldSize };
 
 // How a call runs. RsThenAg (AllReduce only, M divisible by the world size): the fused
 // ReduceScatter kernel writes this rank's rows of C, then our AllGather completes C in place --
-// the GEMM hidden under the reduce-scatter half, the gather half a plain collective. It is what
-// the rule takes where the fused AllReduce cannot run: at 4 ranks the sequential plan was slower
-// than cuBLAS + NCCL (0.965-0.993x, 4xH200, d1c6290), and the fused ReduceScatter alone already
-// saves more than a third of the GEMM.
+// the GEMM hidden under the reduce-scatter half, the gather half a plain collective. The rule takes
+// it where the fused AllReduce cannot run (beyond kMaxFusedAllReduceRanks) or is estimated slower;
+// at 4 ranks it was 1.15-1.23x faster than cuBLAS + NCCL (072cfc6), the fused AllReduce faster
+// still (0af0e62).
 enum class Route : int { Sequential = 0, Fused = 1, RsThenAg = 2 };
 
 struct PlanChoice {
@@ -120,7 +120,7 @@ inline PlanChoice choosePlan(const RuleInputs& in) {
 inline const char* ruleReasonName(RuleReason r) {
   switch (r) {
     case RuleReason::FusedCannotRun: return "the fused kernel's flags or scratch would not fit";
-    case RuleReason::AllReduceWorldSize: return "no fused AllReduce beyond 2 ranks (its broadcast phase is slow)";
+    case RuleReason::AllReduceWorldSize: return "no fused AllReduce beyond 4 ranks (not measured there)";
     default: return "the model";
   }
 }
