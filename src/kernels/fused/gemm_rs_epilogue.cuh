@@ -133,9 +133,10 @@ template <class Cfg, int kIn>
 __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc], const uint4* base, int64_t stride,
                                                     FinalCtx& c, int32_t row0, int32_t col0) {
   constexpr int kChunks = Cfg::BN / 64, kItems = kChunks * kIn;
+  constexpr int kPer = kIn > 0 ? kIn : 1;  // (kIn = 0: nothing is loaded)
   uint4 v[kVecsPerChunk];
   auto load = [&](int i) {
-    const uint4* src = base + (int64_t(i % kIn) * stride) / 16 + (i / kIn) * kVecsPerChunk * kThreadsPerHalf;
+    const uint4* src = base + (int64_t(i % kPer) * stride) / 16 + (i / kPer) * kVecsPerChunk * kThreadsPerHalf;
 #pragma unroll
     for (int k = 0; k < kVecsPerChunk; ++k) v[k] = __ldcg(src + k * kThreadsPerHalf);
   };
