@@ -9,8 +9,7 @@
 //               MKCCL_AG_GEMM_PUSH=bulk; fused_threads_us instead when the env asks for bulk),
 //               fused_side_us (the compute CTAs' idle warps pushing instead of comm CTAs:
 //               MKCCL_AG_GEMM_PLAN=fused:0), ce_us (every SM computes, the copy engines push:
-//               MKCCL_AG_GEMM_PLAN=ce), ce_mix_us (3 ranks or more: the copy engines push to all
-//               peers but one, the comm CTAs to that one: MKCCL_AG_GEMM_PLAN=ce_mix), tflops, speedup
+//               MKCCL_AG_GEMM_PLAN=ce), tflops, speedup
 // Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
 // Every number is the max over ranks of the ranks' medians (the row is then the same on all).
 #include <cublas_v2.h>
@@ -182,8 +181,6 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   const double sideUs = timeOurs("fused:0", nullptr, ours, a, env, &failed);
   const double seqUs = timeOurs("sequential", nullptr, ours, a, env, &failed);
   const double ceUs = timeOurs("ce", nullptr, ours, a, env, &failed);
-  // ce_mix needs a peer to leave to the comm CTAs besides the copy engines' (3 ranks or more).
-  const double ceMixUs = env.nranks >= 3 ? timeOurs("ce_mix", nullptr, ours, a, env, &failed) : -1;
   if (failed) {
     fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
     return 1;
@@ -210,14 +207,13 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     }
   }
 
-  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, otherPushUs, ceUs, ceMixUs};
+  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, otherPushUs, ceUs};
   if (!maxOverRanks(&v)) return 1;
   r.timeUs = v[0];
   r.extra["fused_us"] = v[1];
   r.extra["sequential_us"] = v[2];
   r.extra["fused_side_us"] = v[6];
   r.extra["ce_us"] = v[8];
-  if (v[9] > 0) r.extra["ce_mix_us"] = v[9];
   r.extra[threadsPush ? "fused_bulk_us" : "fused_threads_us"] = v[7];
   r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
   if (nccl) {

@@ -178,11 +178,9 @@ const Shape kShapes[] = {
 void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
   // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM;
   // each with the default push (threads) of the comm CTAs and the AllGather, and again with bulk copies;
-  // ce: every SM computes, the copy engines push; ce_mix (3 ranks or more, else ce): the comm CTAs
-  // push to one peer, the copy engines to the others.
-  const char* plans[] = {"fused",      "fused:0",      "fused:2",         "sequential", "ce",
-                         "ce_mix",     nullptr,        "fused/bulk",      "fused:2/bulk", "sequential/bulk",
-                         "ce_mix/bulk"};
+  // ce: every SM computes, the copy engines push.
+  const char* plans[] = {"fused",      "fused:0", "fused:2", "sequential", "ce", nullptr, "fused/bulk",
+                         "fused:2/bulk", "sequential/bulk"};
   const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -229,9 +227,9 @@ void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const Plan
   }
   EXPECT_TRUE(ok) << "allocations";
   ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
-  const char* plans[] = {"fused", "sequential", "ce", "fused/threads", nullptr, "ce_mix"};
+  const char* plans[] = {"fused", "sequential", "ce", "fused/threads", nullptr};
   for (int i = 0; i < calls; ++i) {
-    if (i % 16 == 0) sw(rank, plans[(i / 16) % 6]);  // the calls already queued keep running
+    if (i % 16 == 0) sw(rank, plans[(i / 16) % 5]);  // the calls already queued keep running
     if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
       ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
       ok = false;  // keep switching with the other ranks
@@ -262,7 +260,7 @@ void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const P
   const size_t m = 128;                                      // one M-block per rank
   const size_t N = 256 * static_cast<size_t>((160 + ws - 1) / ws);  // >= 160 tiles of 128 x 256
   const size_t Ks[] = {2560, 2048, 1536, 1024, 512};         // the first call is the largest: grows once
-  const char* plans[] = {"fused:0", "fused", "sequential", nullptr, "ce", "ce_mix"};
+  const char* plans[] = {"fused:0", "fused", "sequential", nullptr, "ce", "ce"};
   const int calls = 30;                                      // every (K, plan) pair once
   std::vector<Call> cs(calls);
   bool ok = true;  // no fatal assertion before the last plan switch: every rank must get there
@@ -492,7 +490,7 @@ TEST(AgGemmInProcess, InitAllOneTwoAllGpus) {
 TEST(AgGemmInProcess, PeerNeverJoins) {
   MKCCL_REQUIRE_GPUS(2);
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
-  for (const char* plan : {"fused", "sequential", "ce", "ce_mix"}) {
+  for (const char* plan : {"fused", "sequential", "ce"}) {
     SCOPED_TRACE(plan);
     setenv("MKCCL_TIMEOUT_MS", "1500", 1);
     std::vector<mkcclComm_t> comms(2);

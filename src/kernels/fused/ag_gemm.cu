@@ -27,23 +27,21 @@ namespace {
 
 const char* kOp = "mkcclAllGatherGemm";
 
-enum class Plan { Auto, Fused, Sequential, Ce, CeMix };
+enum class Plan { Auto, Fused, Sequential, Ce };
 
 const char* planName(Plan p) {
   switch (p) {
     case Plan::Fused: return "fused";
     case Plan::Sequential: return "sequential";
     case Plan::Ce: return "ce (fused, copy engines push)";
-    case Plan::CeMix: return "ce_mix (fused, copy engines push to all peers but one, comm CTAs to it)";
     default: return "auto";
   }
 }
 
-// MKCCL_AG_GEMM_PLAN=auto|fused|fused:<n>|ce|ce_mix|sequential (read on every call, like
+// MKCCL_AG_GEMM_PLAN=auto|fused|fused:<n>|ce|sequential (read on every call, like
 // MKCCL_GEMM_VARIANT). fused:<n> also sets the fused kernel's comm CTAs (0: the side teams),
 // overriding MKCCL_COMM_CTAS; ce: the fused kernel on every SM, the copy engines push
-// (ag_gemm_ce.cu); ce_mix (3 ranks or more; below: ce): the fused plan's kernel, its teams
-// pushing to one peer (and the own region) while the copy engines push to the others.
+// (ag_gemm_ce.cu).
 mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
   const char* s = getenv("MKCCL_AG_GEMM_PLAN");
   *out = Plan::Auto;
@@ -54,8 +52,6 @@ mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
     *out = Plan::Sequential;
   } else if (strcmp(s, "ce") == 0) {
     *out = Plan::Ce;
-  } else if (strcmp(s, "ce_mix") == 0) {
-    *out = Plan::CeMix;
   } else if (strncmp(s, "fused:", 6) == 0) {
     char* end = nullptr;
     const long n = strtol(s + 6, &end, 10);
@@ -64,7 +60,7 @@ mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
     *out = Plan::Fused;
     *commCtas = static_cast<int>(n);
   } else {
-    return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PLAN=%s: expected auto, fused, fused:<n>, ce, ce_mix or sequential", s);
+    return setError(mkcclInvalidUsage, "MKCCL_AG_GEMM_PLAN=%s: expected auto, fused, fused:<n>, ce or sequential", s);
   }
   return mkcclSuccess;
 }
@@ -192,20 +188,17 @@ mkcclResult_t shapeState(const OpCtx& ctx, const ag::FusedCall& c, CommShapes& c
 // Says which plan a shape got (INFO), once per shape and kind of call (auto or forced).
 void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan plan, bool forced) {
   if (logLevel() < LogLevel::Info) return;
-  const int bit = forced ? (plan == Plan::Fused ? 2 : plan == Plan::Ce ? 8 : plan == Plan::CeMix ? 16 : 4) : 1;
+  const int bit = forced ? (plan == Plan::Fused ? 2 : plan == Plan::Ce ? 8 : 4) : 1;
   if (st.logged & bit) return;
   st.logged |= bit;
   const ag::FusedPlan& fp = plan == Plan::Ce ? st.fpCe : forced ? st.fp : st.fpAuto;
-  const GemmPlan& g = plan == Plan::Fused || plan == Plan::CeMix ? fp.gemm : fp.full;
+  const GemmPlan& g = plan == Plan::Fused ? fp.gemm : fp.full;
   char comm[200];
   const char* push = st.bulk ? "bulk" : "threads";
   if (plan == Plan::Sequential)
     snprintf(comm, sizeof(comm), "AllGather first (%d CTAs, %s push)", ag::kGatherCtas, push);
   else if (plan == Plan::Ce)
     snprintf(comm, sizeof(comm), "the copy engines push (%d streams)", ctx.comm->nranks - 1);
-  else if (plan == Plan::CeMix)
-    snprintf(comm, sizeof(comm), "the copy engines push to %d peers (a stream each), %d comm CTAs to the last",
-             ctx.comm->nranks - 2, fp.commCtas);
   else
     snprintf(comm, sizeof(comm), "%d comm CTAs%s (%s push)%s", fp.commCtas,
              fp.commFromBudget ? " taken from the GEMM" : "", push,
@@ -225,14 +218,11 @@ void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan pl
 template <class In>
 mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, Plan plan) {
   const ag::Layout& L = c.push.L;
-  if (plan == Plan::Ce || plan == Plan::CeMix) {
+  if (plan == Plan::Ce) {
     CopyEngines* ce = nullptr;
     MKCCL_CHECK(copyEnginesGet(ctx.comm, &ce));
     c.push.ownToRegion = L.m % ag::kTileRows != 0;
     c.push.ce = 1;
-    // ce: every receiver (the peers, then the own region when a tile straddles the own shard);
-    // ce_mix: the peers but the last, whose shard and the own region the kernel's teams push.
-    c.push.ceReceivers = plan == Plan::Ce ? L.ws - 1 + c.push.ownToRegion : L.ws - 2;
     c.push.ceGo = reinterpret_cast<uint64_t*>(ctx.dev.peers[L.me]) + kCopyEngineSlot;
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
     MKCCL_CHECK(ag::fusedLaunch<In>(c, fp, ctx.stream));
@@ -262,13 +252,12 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
     plan = st->rule.plan == ag::AutoPlan::Sequential    ? Plan::Sequential
            : st->rule.plan == ag::AutoPlan::CopyEngines ? Plan::Ce
                                                         : Plan::Fused;
-  if ((plan == Plan::Ce || plan == Plan::CeMix) && !copyEnginesUsable()) {
-    MKCCL_WARN("%s: the ce plans need the driver's stream memory operations (cuStreamWaitValue64, "
+  if (plan == Plan::Ce && !copyEnginesUsable()) {
+    MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
                "cuStreamBatchMemOp), not found: fused",
                kOp);
     plan = Plan::Fused;
   }
-  if (plan == Plan::CeMix && ctx.comm->nranks < 3) plan = Plan::Ce;  // one peer: nothing to share
   logChoice(ctx, c, *st, plan, forced != Plan::Auto);
   const ag::FusedPlan& fp = plan == Plan::Ce ? st->fpCe : forced == Plan::Auto ? st->fpAuto : st->fp;
   return launchPlan<In>(ctx, c, fp, plan);

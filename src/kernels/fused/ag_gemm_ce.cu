@@ -29,7 +29,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, 
   const PushArgs& p = c.push;
   const Layout& L = p.L;
   const uint64_t F = dev::flagValue(seq, 0), go = dev::flagValue(seq, 1);
-  const int receivers = p.ceReceivers;  // the rest (ce_mix) are the kernel's teams'
+  const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
   const int64_t at = static_cast<int64_t>(L.me) * L.shardBytes();
   const int group = ceGroupChunks(L, groupBytes);
   CUstreamBatchMemOpParams ops[kMaxGroupChunks];

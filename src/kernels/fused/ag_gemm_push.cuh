@@ -51,8 +51,6 @@ struct PushArgs {
   int ownToRegion;                    // push the own shard into this rank's region too
   int bulk;                           // teams with shared memory push with bulk copies (pushBulk)
   int ce;                             // the copy engines move the shards (ce plan, ag_gemm_ce.cu)
-  int ceReceivers;                    // ce: receivers [0, ceReceivers) are the copy engines'; the
-                                      // teams push to the rest (ce_mix) -- none when it is all
   uint64_t* ceGo;                     // ce: this rank's go word for its copy-engine streams
 };
 
@@ -174,15 +172,13 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
   const uint64_t F = dev::flagValue(p.dev.seq, 0);
   uint64_t* mine = p.counters[L.me];
   const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
-  const int first = p.ce ? p.ceReceivers : 0;        // receivers before it are the copy engines'
-  const bool toGathered = p.gatheredOwn && !p.ce;    // ce: the host copies the gathered A out
   __shared__ char* dsts[kMaxDsts];
   if (t.tid == 0) {
     const int64_t at = L.me * L.shardBytes();  // the shard's place in every gathered A
-    for (int i = first; i < receivers; ++i) dsts[i - first] = p.region[receiverAt(L, i)] + at;
-    if (toGathered) dsts[receivers - first] = p.gathered + at;
+    for (int i = 0; i < receivers; ++i) dsts[i] = p.region[receiverAt(L, i)] + at;
+    if (p.gatheredOwn) dsts[receivers] = p.gathered + at;
   }
-  const int nd = receivers - first + (toGathered ? 1 : 0);
+  const int nd = receivers + (p.gatheredOwn ? 1 : 0);
   while (true) {
     const int g0 = static_cast<int>(teamBroadcast(t, t.tid == 0 ? claim(mine + L.pushClaimSlot(), F, unit) : 0));
     if (g0 >= L.nSlices) return;
@@ -192,8 +188,8 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
     teamCopyMulti16(dsts, nd, off, p.A + off, len, t);
     __threadfence_system();  // this thread's stores reach every receiver before the counters move
     teamSync(t);
-    if (t.tid < static_cast<uint32_t>(receivers - first)) {
-      uint64_t* counters = p.counters[receiverAt(L, first + static_cast<int>(t.tid))];
+    if (t.tid < static_cast<uint32_t>(receivers)) {
+      uint64_t* counters = p.counters[receiverAt(L, static_cast<int>(t.tid))];
       for (int c = L.chunkOfSlice(g0); c <= L.chunkOfSlice(g1 - 1); ++c)
         dev::addRelease(counters + L.chunkSlot(L.me, c), static_cast<uint64_t>(L.slicesIn(c, g0, g1)));
     }
@@ -234,8 +230,7 @@ MKCCL_AG_HD int bulkLanes(uint32_t bytes, uint32_t threads) {
 // did not complete within the communicator's timeout (recorded as its error). The loads read
 // local memory, so the wait does not give up on an abort: a lane never leaves with a load still
 // writing its stages (like the thread teams, it pushes on after an abort; receivers give up).
-__device__ __forceinline__ bool bulkLane(const PushArgs& p, char* const* dsts, int nd, int first, int receivers,
-                                         uint32_t stages,
+__device__ __forceinline__ bool bulkLane(const PushArgs& p, char* const* dsts, int nd, int receivers, uint32_t stages,
                                          uint32_t bars, int unit, const volatile int* neverSet) {
   const Layout& L = p.L;
   const uint64_t F = dev::flagValue(p.dev.seq, 0);
@@ -285,7 +280,7 @@ __device__ __forceinline__ bool bulkLane(const PushArgs& p, char* const* dsts, i
     if (!ok) break;
     dev::fenceProxyAsyncGlobal();  // async-proxy writes before the generic release below
     __threadfence_system();
-    for (int i = first; i < receivers; ++i) {
+    for (int i = 0; i < receivers; ++i) {
       uint64_t* counters = p.counters[receiverAt(L, i)];
       for (int c = L.chunkOfSlice(g0); c <= L.chunkOfSlice(g1 - 1); ++c)
         dev::addRelease(counters + L.chunkSlot(L.me, c), static_cast<uint64_t>(L.slicesIn(c, g0, g1)));
@@ -299,23 +294,21 @@ __device__ __forceinline__ bool bulkLane(const PushArgs& p, char* const* dsts, i
 __device__ __forceinline__ bool pushBulk(const PushArgs& p, const Team& t, int unit, BulkSmem sm) {
   const Layout& L = p.L;
   const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
-  const int first = p.ce ? p.ceReceivers : 0;  // as in pushShard
-  const bool toGathered = p.gatheredOwn && !p.ce;
   __shared__ char* dsts[kMaxDsts];
   __shared__ int zero;  // the lanes' mbarrier waits have no abort word (bulkLane)
   if (t.tid == 0) {
     const int64_t at = L.me * L.shardBytes();
-    for (int i = first; i < receivers; ++i) dsts[i - first] = p.region[receiverAt(L, i)] + at;
-    if (toGathered) dsts[receivers - first] = p.gathered + at;
+    for (int i = 0; i < receivers; ++i) dsts[i] = p.region[receiverAt(L, i)] + at;
+    if (p.gatheredOwn) dsts[receivers] = p.gathered + at;
     zero = 0;
   }
   teamSync(t);
-  const int nd = receivers - first + (toGathered ? 1 : 0);
+  const int nd = receivers + (p.gatheredOwn ? 1 : 0);
   const int lanes = bulkLanes(sm.bytes, t.n);
   const int lane = static_cast<int>(t.tid / 32);
   bool failed = false;
   if (t.tid % 32 == 0 && lane < lanes)
-    failed = !bulkLane(p, dsts, nd, first, receivers, sm.base + kBulkBarrierBytes + lane * kBulkLaneBytes,
+    failed = !bulkLane(p, dsts, nd, receivers, sm.base + kBulkBarrierBytes + lane * kBulkLaneBytes,
                        sm.base + 8u * kBulkStages * lane, unit, &zero);
   __syncwarp();
   return !teamAny(t, failed);
@@ -380,24 +373,25 @@ __device__ __forceinline__ bool waitArrivals(const PushArgs& p, const Team& t, i
 // it inlined into the GEMM kernel, ptxas takes many minutes and gigabytes on the whole kernel. The
 // team comes by value (by reference it would live on the stack).
 // sm: shared memory for the bulk push (bytes = 0, or too few for a lane: the threads push).
-// ce: the copy engines move the shards (their streams wait for the go word); the leader's team
+// ce: the copy engines move the shards (their streams wait for the go word); the leader's team only
 // enters the call and then releases them, also after a failed wait (recorded as the call's error)
-// so that they never wait for ever: the copies then land in whatever state the peers are in. With
-// receivers left to the teams (ce_mix), the teams push to those; the host copies the gathered A out.
+// so that they never wait for ever: the copies then land in whatever state the peers are in.
 static __device__ __noinline__ bool commTeam(const PushArgs& p, Team t, bool leader, int unit, BulkSmem sm) {
   const bool entered = enterCall(p, t, leader);
-  if (p.ce && leader && t.tid == 0) {
-    __threadfence_system();
-    dev::storeRelease(p.ceGo, dev::flagValue(p.dev.seq, 1));
+  if (p.ce) {
+    if (leader && t.tid == 0) {
+      __threadfence_system();
+      dev::storeRelease(p.ceGo, dev::flagValue(p.dev.seq, 1));
+    }
+    return entered;
   }
   if (!entered) return false;
-  if (p.ce && p.ceReceivers >= p.L.ws - 1 + (p.ownToRegion ? 1 : 0)) return true;
   if (bulkLanes(sm.bytes, t.n) > 0) {
     if (!pushBulk(p, t, unit, sm)) return false;
   } else {
     pushShard(p, t, unit);
   }
-  return p.ce ? true : gatherOut(p, t, unit);
+  return gatherOut(p, t, unit);
 }
 
 }  // namespace ag
