@@ -31,8 +31,9 @@
 // not clearly faster, and never slower than the sequential plan. Not at 4 ranks: 4xH200, commit
 // 072cfc6 (perf/results/20261122-175606-4xNVIDIA_H200), ce / auto: 8192^3 1543 / 1430,
 // 16384x8192x8192 3209 / 3055, 8192x2048x8192 3957 / 677, 4096x8192x8192 907 / 802,
-// 2048x8192x8192 931 / 437; with one, two or three copy streams and quarter or whole-shard copies
-// 8192x2048x8192 took 1893-10224 us (the copies themselves crawl; cause not found).
+// 2048x8192x8192 931 / 437 (the copies crawled while the kernel's waits polled host memory; after
+// that fix, 0af0e62: 1549 / 3230 / 666 / 867 / 444 against the comm CTAs' 1615 / 3304 / 492 / 812
+// / 433 -- the copy engines move ~200 GB/s out of a GPU at 4 ranks, too little for short GEMMs).
 #pragma once
 #include <stdint.h>
 #include "kernels/fused/ag_gemm_model.cuh"

@@ -155,11 +155,11 @@ __device__ __forceinline__ bool waitConsumers(const DevComm& comm, uint32_t word
 // unpaced, all of them push a tile's partial (64 KiB) at once, far beyond what NVLink drains, and
 // the queued stores appear to hold up the next mainloop's loads (2xH200, fused RS: the sends cost
 // 57-73 us of GEMM time; four staging buffers for the bulk path did not help, so it is not the
-// epilogue waiting for its buffers). Piece j of n of
-// the tile staged as #index leaves once the producer has issued kPaceNum/kPaceDen x j/n of the
-// next tile's k-blocks: a CTA's partial goes out over most of the next mainloop instead of at its
-// start (2xH200: 8192^3 792 -> 762 us; spreading over 2/3 to all of the tile time measured the
-// same). A team that has fallen behind finds its thresholds passed and copies at once.
+// epilogue waiting for its buffers). Piece j of n of the tile staged as #index leaves once the
+// producer has issued kPaceNum/kPaceDen x j/n of the next tile's k-blocks: a CTA's partial goes
+// out over most of the next mainloop instead of at its start (2xH200: 8192^3 792 -> 762 us;
+// spreading over 2/3 to all of the tile time measured the same). A team that has fallen behind
+// finds its thresholds passed and copies at once.
 constexpr uint32_t kPaceNum = 3, kPaceDen = 4;
 
 // Until the producer has issued `target` k-blocks of the CTA's sequence (it posts ~0 when it has

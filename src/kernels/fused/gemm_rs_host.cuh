@@ -55,8 +55,8 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 
 // MKCCL_GEMM_RS_PUSH: how the fused kernel sends its partials. bulk: bulk stores from the
 // epilogue's shared memory; team (unset): staged locally, copied by the push team, paced by the
-// GEMM. Ranks may differ: both ends' formats and flags are the same. (Copy engines were tried for the partials:
-// docs/GEMM_RS_AR.md.)
+// GEMM. Ranks may differ: both ends' formats and flags are the same. (Copy engines were tried for
+// the partials: docs/GEMM_RS_AR.md.)
 enum class PushMode : int { Bulk = 0, Team = 1 };  // the values are the env choices' indices
 mkcclResult_t pushFromEnv(PushMode* out);
 // MKCCL_GEMM_RS_ORDER: phases | interleaved (Layout::interleave); unset: interleaved beyond 2 ranks.

@@ -7,9 +7,9 @@
 //     counted per chunk, so not multiples of 128 globally);
 //   - the epilogue either sends a partial to its owner (staged locally for the push team, which
 //     copies it paced by the next mainloop; or bulk stores from shared memory) or adds the other
-//     ranks' partials on the way to C, and publishes per-warpgroup counters in shared memory instead of
-//     a per-tile hook (a hook that waited for its stores would stall the tensor cores for every
-//     NVLink transfer);
+//     ranks' partials on the way to C, and publishes per-warpgroup counters in shared memory
+//     instead of a per-tile hook (a hook that waited for its stores would stall the tensor cores
+//     for every NVLink transfer);
 //   - the three idle warps of the producer warpgroup raise the owners' flags (bulk) or copy the
 //     staged partials (team), and prefetch the final tiles' partials (gemm_rs_copy.cuh).
 // Roles of a compute CTA (384 threads, one per SM, clusters of 1 or 2 along M):

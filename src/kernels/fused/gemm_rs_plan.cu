@@ -46,7 +46,8 @@ mkcclResult_t pushFromEnv(PushMode* out) {
   // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096: 2xH200 paced team 757 / 1556 / 380 / 438
   // against bulk stores' 772 / 1668 / 381 / 439 (perf/results/20261122-174923-2xNVIDIA_H200);
   // 4xH200 486 / 964 / 248 / 373 against 500 / 947 / 265 / 385
-  // (perf/results/20261122-175606-4xNVIDIA_H200, gemm_rs-ws4-team.json and gemm_rs-ws4.json), steady where the unpaced team had varied up to 3x between runs (379-1122 us at
+  // (perf/results/20261122-175606-4xNVIDIA_H200, gemm_rs-ws4-team.json and gemm_rs-ws4.json),
+  // and steady, where the unpaced team had varied up to 3x between runs (379-1122 us at
   // 8192x8192x4096) and bulk stores had been the default. AllReduce at 2 ranks: bulk 1096-1897 us
   // against the team's 834-916 (8192^3).
   int v = 0;
