@@ -91,14 +91,12 @@ __device__ __forceinline__ void addVec(float* f, const uint4& v) {
 }
 
 // The warpgroup's two chunk buffers (EpilogueTmaStore's area), rotated over by storeFinal and
-// sendPartial: a buffer is rewritten once the bulk operation issued from it two chunks ago has
-// read it. (Four buffers, at the price of a pipeline stage, were measured: no faster.)
+// sendPartial as the engine's epilogue does. (Four buffers, at the price of a pipeline stage, were
+// measured: no faster.)
 struct Staging {
-  static constexpr uint32_t kChunkBytes = 64 * 128;
+  static constexpr uint32_t kChunkBytes = EpilogueTmaStore::kChunkBytes;
   __device__ __forceinline__ static uint32_t take(FinalCtx& c) {
-    if (c.tid == 0) dev::bulkWaitRead<1>();
-    dev::namedBarrierSync(c.barrierId, 128);
-    return c.smem + (c.chunks & 1u) * kChunkBytes;
+    return EpilogueTmaStore::chunkBuffer(c.smem, c.barrierId, c.tid, c.chunks);
   }
 };
 

@@ -70,6 +70,15 @@ struct EpilogueTmaStore {
       store16<Cfg, true>(acc, c);
   }
 
+  // The warpgroup's staging buffer for its chunk number `chunks` (two, alternating), once the bulk
+  // operation issued from it two chunks ago has read it. Also the fused GEMM+RS epilogues'.
+  __device__ __forceinline__ static uint32_t chunkBuffer(uint32_t smem, uint32_t barrierId, uint32_t tid,
+                                                         uint32_t chunks) {
+    if (tid == 0) dev::bulkWaitRead<1>();
+    dev::namedBarrierSync(barrierId, 128);
+    return smem + (chunks & 1u) * kChunkBytes;
+  }
+
   // Makes this warpgroup's stores of the tile complete and visible before a tile hook (thread 0).
   __device__ __forceinline__ static void complete(EpiCtx& c) {
     if (c.tid == 0) {
@@ -86,9 +95,7 @@ struct EpilogueTmaStore {
  private:
   // Waits until the buffer about to be written is no longer read by an earlier store.
   __device__ __forceinline__ static uint32_t acquireBuffer(EpiCtx& c) {
-    if (c.tid == 0) dev::bulkWaitRead<1>();
-    dev::namedBarrierSync(c.barrierId, 128);
-    return c.smem + (c.chunks & 1u) * kChunkBytes;
+    return chunkBuffer(c.smem, c.barrierId, c.tid, c.chunks);
   }
   __device__ __forceinline__ static void storeBuffer(EpiCtx& c, uint32_t buf, int64_t col) {
     dev::fenceProxyAsyncSmem();  // our st.shared / stmatrix before the TMA (async proxy) read
