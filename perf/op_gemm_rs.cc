@@ -8,7 +8,7 @@
 //   seq_us           our sequential plan (GEMM engine, then our collective), forced
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
 //   fused_other_push_us  the fused plan with the other way of sending partials
-//                    (MKCCL_GEMM_RS_PUSH: team for RS and bulk for AR when unset; else the other one): A/B
+//                    (MKCCL_GEMM_RS_PUSH: bulk when unset or team, team when bulk): A/B
 //   rs_ag_us         gemm_ar, M divisible by the ranks: the fused ReduceScatter then our AllGather, forced
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
@@ -209,9 +209,9 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       return timeWithEnv({{planVar, plan}, {"MKCCL_GEMM_RS_PUSH", push}}, run, a.warmup, a.iters, env.stream,
                          env.comm, &oursFailed);
     };
-    // The library's push when unset: bulk for ReduceScatter, team for AllReduce.
+    // The library's push when unset: the paced team, for both ops (gemm_rs_plan.cu: pushFromEnv).
     const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
-    const std::string push = pushEnv && *pushEnv ? pushEnv : (allReduce ? "team" : "bulk");
+    const std::string push = pushEnv && *pushEnv ? pushEnv : "team";
     v[0] = timeOurs(nullptr, nullptr);
     v[4] = timeOurs("sequential", nullptr);
     v[6] = timeOurs("fused", push == "bulk" ? "team" : "bulk");

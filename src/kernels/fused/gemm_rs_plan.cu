@@ -43,8 +43,9 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out) {
 
 mkcclResult_t pushFromEnv(PushMode* out) {
   // Unset: the push team, paced by the GEMM (gemm_rs_copy.cuh). Fused RS forced, us at 8192^3 /
-  // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096: 2xH200 paced team 757 / 1556 / 380 / 438
-  // against bulk stores' 772 / 1668 / 381 / 439 (perf/results/20261122-174923-2xNVIDIA_H200);
+  // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096: 2xH200, probe builds of one session, the
+  // team paced by time 762 / 1534 / 381 / 412 against bulk stores' 793 / 1566 / 411 / 460 (the
+  // shipped k-block pacing: 757 / 1556 / 380 / 438, perf/results/20261122-174923-2xNVIDIA_H200);
   // 4xH200 486 / 964 / 248 / 373 against 500 / 947 / 265 / 385
   // (perf/results/20261122-175606-4xNVIDIA_H200, gemm_rs-ws4-team.json and gemm_rs-ws4.json),
   // and steady, where the unpaced team had varied up to 3x between runs (379-1122 us at
