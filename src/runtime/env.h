@@ -1,6 +1,7 @@
 // Environment variables that take one of a fixed set of values (the plan, push, tile and protocol
-// overrides) or a number (the collectives' tuning): one parser each, one message. Unset or empty: *out = def. A value not in `names`: mkcclInvalidUsage
-// naming the variable and every value it accepts (a typo never silently runs the default).
+// overrides) or a number (the collectives' tuning): one parser each, one message. Unset or empty:
+// *out = def. A value not in `names`: mkcclInvalidUsage naming the variable and every value it
+// accepts (a typo never silently runs the default).
 #pragma once
 #include <initializer_list>
 #include "mkccl.h"

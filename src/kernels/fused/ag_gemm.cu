@@ -72,7 +72,8 @@ mkcclResult_t planFromEnv(Plan* out, int* commCtas) {
 mkcclResult_t pushFromEnv(int* bulk) { return envChoice("MKCCL_AG_GEMM_PUSH", {"threads", "bulk"}, 0, bulk); }
 
 // MKCCL_AG_GEMM_CE_GROUP_KIB: the ce plan's bytes per copy (rounded to whole chunks). Unset (0):
-// ceCopies picks (ag_gemm_ce.cu).
+// ceCopies picks (ag_gemm_ce.cu). Not envNumber: its K/M/G suffixes on a value already in KiB
+// would read as KiB x 2^20 and the like, so a plain number only.
 mkcclResult_t ceGroupFromEnv(int64_t* bytes) {
   *bytes = 0;
   const char* s = getenv("MKCCL_AG_GEMM_CE_GROUP_KIB");

@@ -27,7 +27,7 @@ constexpr double kSideCopyGBps = 10;    // ... by one side team (guess)
 constexpr double kLaunchUs = 4;         // one more kernel on the stream
 constexpr double kEntryUs = 5;          // the call's entry handshake before the first push
 constexpr int kGatherCtas = 24;         // CTAs of the sequential plan's AllGather (512 threads each)
-constexpr double kCeGBps = 360;         // the ce plan's copy engines, bytes each rank sends (2xH200: 362-367 GB/s for 64 MiB to one peer; 4 ranks a guess)
+constexpr double kCeGBps = 360;         // the ce plan's copy engines, bytes each rank sends (2xH200: 362-367 GB/s for 64 MiB to one peer; 4xH200: ~200 GB/s in all, where the rule does not take the ce plan)
 constexpr double kCeStartUs = 10;       // the copy streams' go-word wait and first copy (guess)
 
 struct Estimate {
@@ -203,7 +203,7 @@ constexpr int kMaxGroupChunks = 64;
 // its counter writes cost the stream a gap of ~6-12 us (2xH200, 8192x2048x8192, 64 MiB shards:
 // 1 MiB copies 1090 us, 4 MiB 435-440, 16 MiB 369 = 1.045x the GEMM alone), while smaller copies
 // let the first peers' tiles start sooner: at 4 ranks a quarter of a 32 MiB shard is the balance
-// of the two in the model (not measured yet).
+// of the two in the model (the ce plan loses at 4 ranks whatever the copy size: docs/AG_GEMM.md).
 inline int64_t ceAutoGroupBytes(const Layout& L) { return std::max<int64_t>(int64_t{4} << 20, L.shardBytes() / 4); }
 
 inline int ceGroupChunks(const Layout& L, int64_t groupBytes) {
