@@ -213,8 +213,16 @@ void worldBackToBack(bool allReduce) {
     setPlan(allReduce, allReduce && i % 3 == 1 ? "rs_ag" : i < 50 || i % 2 ? "fused" : "sequential");
     // Push paths mixed across calls and across ranks (both ends' formats and flags agree).
     setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
-    // The order of the sending phases: a rank's own business (receivers key partials by slot).
-    setenv("MKCCL_GEMM_RS_ORDER", (i + w.rank) % 5 < 2 ? "interleaved" : "phases", 1);
+    // The order: phases or interleaved, a rank's own business (receivers key partials by slot);
+    // spread on every rank alike, every fourth call, with a lag of one tile (a final tile right
+    // after the sends of the next one) or the planner's.
+    if (i % 4 == 3) {
+      setenv("MKCCL_GEMM_RS_ORDER", "spread", 1);
+      if (i % 8 == 3) setenv("MKCCL_GEMM_RS_LAG", "1", 1);
+      else unsetenv("MKCCL_GEMM_RS_LAG");
+    } else {
+      setenv("MKCCL_GEMM_RS_ORDER", (i + w.rank) % 5 < 2 ? "interleaved" : "phases", 1);
+    }
     const ReduceBuffers& in = sets[i % kSets];
     const mkcclResult_t r = allReduce
                                 ? mkcclGemmAllReduce(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream)
@@ -224,6 +232,7 @@ void worldBackToBack(bool allReduce) {
   setPlan(allReduce, "auto");
   setPush(nullptr);
   unsetenv("MKCCL_GEMM_RS_ORDER");
+  unsetenv("MKCCL_GEMM_RS_LAG");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -288,6 +297,10 @@ void worldBadArguments(bool allReduce) {
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_ORDER"));
     unsetenv("MKCCL_GEMM_RS_ORDER");
+    setenv("MKCCL_GEMM_RS_LAG", "0", 1);
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_LAG"));
+    unsetenv("MKCCL_GEMM_RS_LAG");
     setPlan(allReduce, "auto");
   }
   // Rejected calls left the communicator healthy.

@@ -1,12 +1,14 @@
 // CPU checks of the GEMM+RS/AR layout and schedule (src/kernels/fused/gemm_rs_layout.cuh): every
-// rank computes every (phase, tile) exactly once whatever the grid, phases come in order, both CTAs
-// of a cluster see the same phases and N-blocks, the final-tile bookkeeping the AR workers use
-// agrees with the schedule, every partial goes to the rank that owns its rows into a slot no other
+// rank computes every (phase, tile) exactly once whatever the grid and order, phases come in order
+// where the order says so, a final tile comes after every sender's partial of it, both CTAs of a
+// cluster see the same phases and N-blocks, the final tiles the AR workers exchange agree across
+// ranks, every partial goes to the rank that owns its rows into a slot no other
 // sender uses, chunks cover M, scratch and flag slots do not overlap. The cost model against the
 // measurements it was calibrated on, and the auto plan's rule (gemm_rs_rule.h): every measured
 // case picks the plan that was faster, no fused AllReduce beyond 2 ranks, and the choice is a
 // function of the shape alone (ranks must agree without talking).
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -75,17 +77,25 @@ TEST(GemmRsLayout, ChunksCoverRowsAndSlotsDoNotOverlap) {
   }
 }
 
-// (With interleave the sending phases alternate; the final phase still comes last.) Slot keys u
-// name the same (mb, nb) on every rank and phase, and follow the production order inside a phase.
+// Every order, and for spread a lag of one cluster tile, a few, the planner's one wave and two
+// (clamped to the chunk where that is longer).
+std::vector<std::pair<int, int>> orders(const Case& c) {
+  return {{kOrderPhases, 1},         {kOrderInterleaved, 1},       {kOrderSpread, 1},
+          {kOrderSpread, 3},         {kOrderSpread, c.clusters},   {kOrderSpread, 2 * c.clusters}};
+}
+
+// Slot keys u name the same (mb, nb) on every rank and phase, and follow the production order
+// inside a phase. Phases in order (phases); the final phase last (interleaved).
 TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
   for (const Case& c : cases())
-    for (int interleave : {0, 1}) {
+    for (const auto& [order, lag] : orders(c)) {
     Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
-    L.interleave = interleave;
+    L.order = order;
+    L.finalLag = lag;
     std::map<int, std::pair<int, int>> tileOf;  // u -> (mb, nb), over every rank and phase
     for (int rank = 0; rank < c.ws; ++rank) {
       SCOPED_TRACE(testing::Message() << "ws " << c.ws << " M " << c.M << " N " << c.N << " cs " << c.cs << " rank "
-                                      << rank << " interleave " << interleave);
+                                      << rank << " order " << order << " lag " << lag);
       std::set<std::pair<int, int>> seen;  // (phase, u)
       for (int cl = 0; cl < c.clusters; ++cl) {
         std::vector<std::vector<Tile>> perCta(c.cs);
@@ -103,11 +113,11 @@ TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
             lastU[t.step] = t.u;
             EXPECT_EQ(L.chunkAt(rank, t.step), t.chunk);
             EXPECT_EQ(cr, t.mb % c.cs);
-            if (!interleave || c.ws <= 2) EXPECT_GE(t.step, lastStep) << "phases out of order";
-            else if (lastStep == c.ws - 1) EXPECT_EQ(c.ws - 1, t.step) << "a send after the final phase began";
+            if (order == kOrderPhases) EXPECT_GE(t.step, lastStep) << "phases out of order";
+            else if (order == kOrderInterleaved && lastStep == c.ws - 1)
+              EXPECT_EQ(c.ws - 1, t.step) << "a send after the final phase began";
             lastStep = t.step;
-            // The final phase starts at firstFinal() and runs to the end.
-            EXPECT_EQ(t.step == c.ws - 1, n >= s.firstFinal()) << "tile #" << n;
+            EXPECT_EQ(t.step, s.stepAt(n));
             Tile a;
             s.at(n, a);
             EXPECT_EQ(std::make_tuple(a.step, a.u, a.chunk), std::make_tuple(t.step, t.u, t.chunk));
@@ -116,7 +126,6 @@ TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
             ++n;
           }
           EXPECT_EQ(n, s.count());
-          EXPECT_EQ(n - s.firstFinal(), s.finalCount());
         }
         for (int cr = 1; cr < c.cs; ++cr) {
           ASSERT_EQ(perCta[0].size(), perCta[cr].size());
@@ -134,26 +143,69 @@ TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
     }
 }
 
-// The AR workers of CTA k on every rank exchange the final tiles CTA k computes: every rank's
-// CTA k must own the same tiles u in its final phase, in the same order.
-TEST(GemmRsLayout, FinalTilesAgreeAcrossRanks) {
-  for (const Case& c : cases()) {
-    const Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
-    for (int cl = 0; cl < c.clusters; ++cl)
-      for (int cr = 0; cr < c.cs; ++cr) {
-        const Schedule s0(L, 0, cl, c.clusters, cr);
-        for (int rank = 1; rank < c.ws; ++rank) {
-          const Schedule s(L, rank, cl, c.clusters, cr);
-          ASSERT_EQ(s0.finalCount(), s.finalCount());
-          for (int k = 0; k < s.finalCount(); ++k) {
-            Tile a, b;
-            s0.at(s0.firstFinal() + k, a);
-            s.at(s.firstFinal() + k, b);
-            EXPECT_EQ(a.u, b.u) << "cluster " << cl << " final tile " << k << " rank " << rank;
+// Where each (phase, u) sits in the whole order of rank `rank` (position = cluster + n * clusters).
+std::map<std::pair<int, int>, int64_t> positions(const Layout& L, const Case& c, int rank) {
+  std::map<std::pair<int, int>, int64_t> pos;
+  for (int cl = 0; cl < c.clusters; ++cl)
+    for (int cr = 0; cr < c.cs; ++cr) {
+      Schedule s(L, rank, cl, c.clusters, cr);
+      Tile t;
+      for (int n = 0; s.next(t); ++n) pos[{t.step, t.u}] = cl + int64_t(n) * c.clusters;
+    }
+  return pos;
+}
+
+// No wait can close a cycle: a rank's final tile u comes after every other rank's partial of u
+// (rank q sends it at phase (r - q - 1) mod ws), at least lag positions after with spread (the
+// tail's last gaps), and positions are the same on every rank. (Phases and interleaved: the
+// sends first.)
+TEST(GemmRsLayout, AFinalTileComesAfterEverySendersPartialOfIt) {
+  for (const Case& c : cases())
+    for (const auto& [order, lag] : orders(c)) {
+      Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
+      L.order = order;
+      L.finalLag = lag;
+      std::vector<std::map<std::pair<int, int>, int64_t>> pos;
+      for (int r = 0; r < c.ws; ++r) pos.push_back(positions(L, c, r));
+      const int64_t gap = order == kOrderSpread ? std::min(lag, L.clusterTiles) : 1;
+      for (int r = 0; r < c.ws; ++r)
+        for (int u = 0; u < L.tiles; ++u) {
+          const int64_t fin = pos[r].at({c.ws - 1, u});
+          for (int q = 0; q < c.ws; ++q) {
+            if (q == r) continue;
+            const int j = ((r - q - 1) % c.ws + c.ws) % c.ws;
+            ASSERT_EQ(r, L.chunkAt(q, j));
+            EXPECT_GE(fin - pos[q].at({j, u}), gap) << "ws " << c.ws << " order " << order << " lag " << lag
+                                                    << " owner " << r << " sender " << q << " tile " << u;
           }
         }
-      }
-  }
+    }
+}
+
+// The AR workers of CTA k on every rank exchange the final tiles CTA k computes: every rank's
+// CTA k must have the same tiles u at the same places of its sequence among its final tiles.
+TEST(GemmRsLayout, FinalTilesAgreeAcrossRanks) {
+  for (const Case& c : cases())
+    for (const auto& [order, lag] : orders(c)) {
+      Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
+      L.order = order;
+      L.finalLag = lag;
+      for (int cl = 0; cl < c.clusters; ++cl)
+        for (int cr = 0; cr < c.cs; ++cr) {
+          const Schedule s0(L, 0, cl, c.clusters, cr);
+          for (int rank = 1; rank < c.ws; ++rank) {
+            const Schedule s(L, rank, cl, c.clusters, cr);
+            ASSERT_EQ(s0.count(), s.count());
+            for (int n = 0; n < s.count(); ++n) {
+              Tile a, b;
+              s0.at(n, a);
+              s.at(n, b);
+              EXPECT_EQ(a.step == c.ws - 1, b.step == c.ws - 1) << "cluster " << cl << " tile #" << n;
+              if (a.step == c.ws - 1) EXPECT_EQ(a.u, b.u) << "cluster " << cl << " final tile #" << n << " rank " << rank;
+            }
+          }
+        }
+    }
 }
 
 TEST(GemmRsLayout, PartialsGoToTheirOwnerIntoADistinctSlot) {

@@ -12,8 +12,8 @@
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
-//             (k, 0) copies our k-th finished tile from C to every other rank's ag slot and raises
-//             their flags; item (k, s) copies the tile of chunk (r + s) mod ws that its owner sent
+//             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises
+//             their flags; item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent
 //             us from our ag slot into C.
 // Before its first write into rank q's memory a warp waits for q's entry into this call (q is then
 // done with every earlier call's use of that memory). A failed wait (recorded as dev::waitGeq does)
@@ -208,10 +208,11 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
     ++index;
     // Tiles are taken in order, so every flag of an earlier tile is raised before this thread
     // waits for the partials of a final one (and the consumers published those tiles before
-    // they wait themselves): no wait can close a cycle between ranks.
+    // they wait themselves), and a final tile comes after every rank's sends of it at the same
+    // positions of the order: no wait can close a cycle between ranks.
     if (tile.step == L.ws - 1) {
-      // Final phase (the rest of the sequence): thread 0 alone, no team syncs any more.
-      if (t.tid != 0) break;
+      // A final tile: thread 0 alone (the others go on to the next send and wait for it there).
+      if (t.tid != 0) continue;
       if (draining(words)) continue;
       bool ok = waitConsumers(p.comm, words, index, timeoutNs, /*started=*/true);
       for (int j = 0; ok && j < L.ws - 1; ++j) {
@@ -278,7 +279,7 @@ __device__ __forceinline__ int tileRows(const Layout& L, int c, int mb, int64_t*
   return int(max64(0, min64(kTileRows, L.chunkEnd(c) - *r0)));
 }
 
-// AR item (k, 0), one warp: our finished tile (rows x vpr vectors of C from `src`, row pitch ldc
+// AR item (n, 0), one warp: our finished tile (rows x vpr vectors of C from `src`, row pitch ldc
 // vectors) to the ag slot (row-major, pitch kVpr) of every other rank, kUnroll loads in flight per
 // lane, each stored to every destination. 32-bit indices: a tile has at most 128 x 32 vectors.
 template <int kVpr, int kUnroll>
@@ -304,7 +305,7 @@ __device__ __forceinline__ void sendFinished(const ReduceParams& p, uint32_t lan
   }
 }
 
-// AR item (k, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr) into C.
+// AR item (n, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr) into C.
 template <int kVpr, int kUnroll>
 __device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t ldc, const uint4* src, int rows,
                                              int vpr) {
@@ -324,8 +325,11 @@ __device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t 
   }
 }
 
-// One warp (see the file comment). Items are claimed in order, so an item (k, 0) is always taken
-// before any (k, s > 0): every rank's sends of tile k are under way before anyone waits for them.
+// One warp (see the file comment). Item (n, s) is number n * ws + s; those of tiles that are not
+// final are claimed and dropped (a shared-memory atomic each: cheaper than finding the CTA's k-th
+// final tile in an order where they are spread). Items are claimed in order, so an item (n, 0) is
+// always taken before any (n, s > 0): every rank's sends of tile n are under way before anyone
+// waits for them.
 template <int kBN, int kUnroll>
 __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, uint32_t words, const Schedule& sched,
                                          uint64_t timeoutNs) {
@@ -334,19 +338,19 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
   const int ws = L.ws;
   const uint64_t want = dev::flagValue(p.comm.seq);
   const int64_t ldc = L.N / 8;  // C's row pitch in vectors (N is a multiple of 8)
-  const int64_t first = sched.firstFinal();
-  const int64_t items = sched.finalCount() * ws;
+  const int64_t items = int64_t(sched.count()) * ws;
   unsigned* next = reinterpret_cast<unsigned*>(__cvta_shared_to_generic(words + 4 * CtaWords::kArNext));
   while (true) {
     unsigned item = 0;
     if (lane == 0) item = atomicAdd(next, 1u);
     item = __shfl_sync(0xffffffffu, item, 0);
     if (int64_t(item) >= items) break;
-    const int64_t k = int64_t(item) / ws;
-    const int s = int(int64_t(item) - k * ws);
+    const int n = int(int64_t(item) / ws);
+    const int s = int(int64_t(item) - int64_t(n) * ws);
+    if (sched.stepAt(n) != ws - 1) continue;
     Tile tile;
-    sched.at(first + k, tile);
-    const uint32_t index = uint32_t(first + k + 1);
+    sched.at(n, tile);
+    const uint32_t index = uint32_t(n + 1);
     const int c = (p.rank + s) % ws;  // s == 0: our own chunk
     const int64_t col0 = int64_t(tile.nb) * kBN;
     const int vpr = int(min64(kBN, L.N - col0) / 8);

@@ -21,15 +21,26 @@
 // has the same tiles and every rank the same raster, so (slot, u) names a partial, and slots in u
 // order are the order in which a phase's tiles are produced (runs of slots fill front to back).
 //
-// Order. Position p of one linear order of cluster tiles is phase p / Vc, cluster tile p % Vc of
-// that phase's chunk (Vc cluster tiles per chunk); cluster k of G takes positions k, k + G, ...
-// With `interleave` (MKCCL_GEMM_RS_ORDER; the default beyond 2 ranks) the sending phases'
-// positions go round-robin over the ws-1 owners instead (p < (ws-1)*Vc: phase p % (ws-1), cluster
-// tile p / (ws-1)), so that every link carries partials all the time rather than one owner's link
-// per phase; the final phase stays last. Receivers do not care: slots and flags name (phase, u).
+// Order. Position p of one linear order of cluster tiles names (phase, cluster tile v of that
+// phase's chunk); cluster k of G takes positions k, k + G, ... (Vc cluster tiles per chunk, ws
+// phases). `order` (MKCCL_GEMM_RS_ORDER) picks the mapping:
+//   phases       p -> phase p / Vc, tile p % Vc: every sending phase, then the final one.
+//   interleaved  the sending phases' positions round-robin over the ws-1 owners (p < (ws-1)*Vc:
+//                phase p % (ws-1), tile p / (ws-1)), so that every link carries partials all the
+//                time rather than one owner's link per phase; the final phase stays last.
+//   spread       the final tiles are spread over the whole order instead of forming its tail:
+//                after the ws-1 sends of tile v + D comes final tile v (D = finalLag cluster
+//                tiles). Sends then use the links for the whole GEMM, not its first (ws-1)/ws
+//                (the links' load drops by that factor), and an AR tile is broadcast while the
+//                GEMM runs. The order ends with the last D final tiles. A final tile comes at
+//                least D positions after every sender's partial of it (ws*D + 1 before the tail;
+//                the tail's gaps shrink to D + 1 at its end). The plan sets D to one wave
+//                (the clusters of the grid): the tail is one wave long and its last tiles find
+//                partials that were copied during their own mainloop.
+// Receivers do not care: slots and flags name (phase, u), and positions are the same on every
+// rank, so what a rank waits for at position P was sent at positions before P.
 // Inside a chunk, cluster tiles walk bands of `group` cluster rows down, then across N (L2 reuse).
-// Every rank walks its own tiles in the same order in which the senders produce them, so the
-// partials of an own tile were sent about one phase before it is needed.
+// Every rank walks its own tiles in the same order in which the senders produce them.
 //
 // Scratch (this rank's share of the symmetric region kScratchGemmReduce), in tile slots of
 // 128 x bn elements (tileBytes):
@@ -63,6 +74,7 @@ namespace mkccl {
 namespace rs {
 
 enum Mode : int { kModeReduceScatter = 0, kModeAllReduce = 1 };
+enum Order : int { kOrderPhases = 0, kOrderInterleaved = 1, kOrderSpread = 2 };  // MKCCL_GEMM_RS_ORDER's
 
 constexpr int kTileRows = 128;  // GemmCfg::BM
 constexpr int kThreadsPerHalf = 128;  // one consumer warpgroup
@@ -82,7 +94,8 @@ struct Layout {
   int tiles = 0;            // U: tiles per chunk
   int clusterTiles = 0;     // Vc = tiles / cs
   int group = 1;            // raster band height, in cluster rows
-  int interleave = 0;       // sending phases round-robin over the owners (see Order)
+  int order = kOrderPhases; // see Order
+  int finalLag = 1;         // spread: D, in cluster tiles (>= 1)
 
   MKCCL_RS_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
   MKCCL_RS_HD int64_t halfBytes() const { return tileBytes() / 2; }
@@ -169,23 +182,21 @@ class Schedule {
   MKCCL_RS_HD Schedule(const Layout& L, int rank, int cluster, int numClusters, int ctaRank)
       : L_(&L), rank_(rank), cluster_(cluster), stride_(numClusters), ctaRank_(ctaRank), n_(0) {}
 
-  // Tiles of this CTA, and the first one (0-based) of the final phase.
+  // Tiles of this CTA.
   MKCCL_RS_HD int count() const { return countBelow(L_->ws * L_->clusterTiles); }
-  MKCCL_RS_HD int firstFinal() const { return countBelow((L_->ws - 1) * L_->clusterTiles); }
-  MKCCL_RS_HD int finalCount() const { return count() - firstFinal(); }
+
+  // The phase of the CTA's n-th tile (0-based; n < count()): cheaper than at().
+  MKCCL_RS_HD int stepAt(int n) const {
+    int step, v;
+    locate(cluster_ + n * stride_, &step, &v);
+    return step;
+  }
 
   // The CTA's n-th tile (0-based); n < count().
   MKCCL_RS_HD void at(int n, Tile& t) const {
     const Layout& L = *L_;
-    const int p = cluster_ + n * stride_;
     int v;
-    if (L.interleave && L.ws > 2 && p < (L.ws - 1) * L.clusterTiles) {
-      t.step = p % (L.ws - 1);
-      v = p / (L.ws - 1);
-    } else {
-      t.step = p / L.clusterTiles;
-      v = p - t.step * L.clusterTiles;
-    }
+    locate(cluster_ + n * stride_, &t.step, &v);
     int cr = 0;
     rasterTile(L, v, &cr, &t.nb);
     t.mb = cr * L.cs + ctaRank_;
@@ -200,8 +211,34 @@ class Schedule {
   }
 
  private:
-  // Positions < p that belong to this cluster (32-bit: a 64-bit division is a subroutine call,
-  // which the consumers' register budget cannot afford around their accumulators).
+  // Position p of the order -> (phase, cluster tile of the chunk). 32-bit: a 64-bit division is a
+  // subroutine call, which the consumers' register budget cannot afford around their accumulators.
+  MKCCL_RS_HD void locate(int p, int* step, int* v) const {
+    const Layout& L = *L_;
+    const int sends = L.ws - 1;  // >= 1: the fused kernel runs on 2 ranks or more
+    if (L.order == kOrderSpread) {
+      const int lag = L.finalLag < 1 ? 1 : (L.finalLag < L.clusterTiles ? L.finalLag : L.clusterTiles);
+      const int head = sends * lag;                            // the sends of tiles 0 .. lag-1
+      const int body = head + L.ws * (L.clusterTiles - lag);   // then block k: sends of lag + k, final k
+      if (p < head) {
+        *step = p % sends;
+        *v = p / sends;
+      } else if (p < body) {
+        const int k = (p - head) / L.ws, r = (p - head) - k * L.ws;
+        *step = r;
+        *v = r < sends ? lag + k : k;
+      } else {  // the last `lag` final tiles
+        *step = sends;
+        *v = L.clusterTiles - lag + (p - body);
+      }
+    } else if (L.order == kOrderInterleaved && p < sends * L.clusterTiles) {
+      *step = p % sends;
+      *v = p / sends;
+    } else {
+      *step = p / L.clusterTiles;
+      *v = p - *step * L.clusterTiles;
+    }
+  }
   MKCCL_RS_HD int countBelow(int p) const { return p > cluster_ ? (p - cluster_ + stride_ - 1) / stride_ : 0; }
 
   const Layout* L_;

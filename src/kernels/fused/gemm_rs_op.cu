@@ -140,8 +140,6 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &in.occ));
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &in.occ));
 
-  int interleave = 0;
-  MKCCL_CHECK(orderFromEnv(comm->nranks, &interleave));
   const PlanChoice rule = choosePlan(in);
   Route route = rule.route;
   if (forced == PlanKind::Fused) route = Route::Fused;
@@ -156,7 +154,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
     PlanInputs pin = in;
     if (route == Route::RsThenAg) pin.mode = kModeReduceScatter;
     plan = planFused(pin);
-    plan.L.interleave = interleave;
+    MKCCL_CHECK(orderFromEnv(in.ws, plan.cs > 0 ? plan.ctas / plan.cs : 1, &plan.L));
     if (!plan.ok) {
       MKCCL_WARN("%s: the fused kernel (tiles: %s) cannot run %zux%zux%zu on %d ranks (flags or scratch would not "
                  "fit): sequential",

@@ -57,7 +57,7 @@ mkcclResult_t pushFromEnv(PushMode* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t orderFromEnv(int ws, int* interleave) {
+mkcclResult_t orderFromEnv(int ws, int numClusters, Layout* L) {
   // Unset: interleaved beyond 2 ranks (at 2 there is one owner to send to: the orders coincide).
   // In phase order, phase j's partials (32 MiB at 8192^3, 4 ranks) all go to one owner over one
   // GPU pair's 6 NVLinks while the others idle; interleaved, every link carries partials all the
@@ -65,7 +65,17 @@ mkcclResult_t orderFromEnv(int ws, int* interleave) {
   // (bulk: 500 / 947 / 265 / 385 us interleaved, 499 / 947 / 276 / 390 in phases at 8192^3 /
   // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096), but the paced team in phase order once
   // took 854 us at 8192x8192x4096 where interleaved it held 373-374.
-  return envChoice("MKCCL_GEMM_RS_ORDER", {"phases", "interleaved"}, ws > 2 ? 1 : 0, interleave);
+  int order = 0;
+  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_ORDER", {"phases", "interleaved", "spread"},
+                        ws > 2 ? kOrderInterleaved : kOrderPhases, &order));
+  L->order = order;  // the indices are Order's values
+  // spread: a lag of one wave of tiles (numClusters), so that the tail of final tiles is one wave
+  // and its last tile comes a wave after the last partials (computed in one wave, copied paced by
+  // the next mainloop).
+  long long lag = 0;
+  MKCCL_CHECK(envNumber("MKCCL_GEMM_RS_LAG", std::max(1, numClusters), 1, 1LL << 30, &lag));
+  L->finalLag = int(lag);
+  return mkcclSuccess;
 }
 
 }  // namespace rs
