@@ -6,9 +6,10 @@
 //   pushTeam  walks the CTA's own schedule, the same tiles in the same order as its consumers.
 //             A tile of phase j < ws-1, bulk: once the consumers' counters say both
 //             halves' bulk stores into the owner's rx slot (j, u) completed, raise the owner's
-//             flag (thread 0 alone). Team (default): once the counters say it is
-//             staged, copy it to the owner's rx slot, paced by the next tile's mainloop
-//             (paceUntil), fence, raise the flag. A tile of the final
+//             flag (thread 0 alone). Team (default): once the counters say its bulk stores
+//             into our staging slot completed (after the consumers' next mainloop), copy it to
+//             the owner's rx slot, paced by the mainloop after that (paceUntil), fence, raise
+//             the flag. A tile of the final
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
@@ -155,11 +156,11 @@ __device__ __forceinline__ bool waitConsumers(const DevComm& comm, uint32_t word
 // unpaced, all of them push a tile's partial (64 KiB) at once, far beyond what NVLink drains, and
 // the queued stores appear to hold up the next mainloop's loads (2xH200, fused RS: the sends cost
 // 57-73 us of GEMM time; four staging buffers for the bulk path did not help, so it is not the
-// epilogue waiting for its buffers). Piece j of n of the tile staged as #index leaves once the
-// producer has issued kPaceNum/kPaceDen x j/n of the next tile's k-blocks: a CTA's partial goes
-// out over most of the next mainloop instead of at its start (2xH200: 8192^3 792 -> 762 us;
-// spreading over 2/3 to all of the tile time measured the same). A team that has fallen behind
-// finds its thresholds passed and copies at once.
+// epilogue waiting for its buffers). Piece j of n of the tile staged as #index (published once
+// the consumers finished tile #index+1) leaves once the producer has issued kPaceNum/kPaceDen x
+// j/n of tile #index+2's k-blocks: a CTA's partial goes out over most of a mainloop instead of at
+// its start (2xH200: 8192^3 792 -> 762 us; spreading over 2/3 to all of the tile time measured
+// the same). A team that has fallen behind finds its thresholds passed and copies at once.
 constexpr uint32_t kPaceNum = 3, kPaceDen = 4;
 
 // Until the producer has issued `target` k-blocks of the CTA's sequence (it posts ~0 when it has
@@ -259,7 +260,8 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       uint4* to = reinterpret_cast<uint4*>(p.scratchOf[dst] + L.rxOffset(tile.step, tile.u));
       const uint4* from = reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.stagingOffset(tile.step, tile.u));
       const int64_t nvec = L.tileBytes() / 16, piece = kUnroll * int64_t(t.n);
-      const uint32_t pieces = uint32_t((nvec + piece - 1) / piece), next = index * uint32_t(kBlocks);
+      // The consumers publish a staged tile after their next mainloop: pace by the one after.
+      const uint32_t pieces = uint32_t((nvec + piece - 1) / piece), next = (index + 1) * uint32_t(kBlocks);
       for (uint32_t j = 0; j < pieces; ++j) {
         paceUntil(words, next + (j * uint32_t(kBlocks) * kPaceNum) / (pieces * kPaceDen), timeoutNs);
         const int64_t off = int64_t(j) * piece;

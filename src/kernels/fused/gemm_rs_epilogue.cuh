@@ -1,11 +1,8 @@
 // GEMM+RS/AR epilogues of one consumer warpgroup (64 x BN of a tile):
-//   sendPartial a partial of another rank's chunk (MKCCL_GEMM_RS_PUSH=bulk): round the
-//              fp32 accumulators once to the input type, write them in fragment order
-//              (gemm_rs_layout.cuh) into shared memory and bulk-store them straight into the
-//              owner's rx slot (no local copy, no copy warps);
-//   stageTile  the same partial, MKCCL_GEMM_RS_PUSH=team (the default): stored in
-//              fragment order into a local staging slot for the push team to send on, paced
-//              (16-byte coalesced stores);
+//   sendPartial a partial of another rank's chunk: round the fp32 accumulators once to the input
+//              type, write them in fragment order (gemm_rs_layout.cuh) into shared memory and
+//              bulk-store them, straight into the owner's rx slot (MKCCL_GEMM_RS_PUSH=bulk) or
+//              into a local staging slot that the push team sends on, paced (team, the default);
 //   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment
 //              order, in our rx slots) to the accumulators, round once, write C through swizzled
 //              shared memory and TMA stores (at 2 ranks the partial's loads run one chunk ahead).
@@ -45,23 +42,6 @@ struct Pair<dev::F16> {
     return __half22float2(h);
   }
 };
-
-// acc -> fragment-order slot `outHalf` (this warpgroup's 64 rows). Every thread stores; the
-// caller synchronises the warpgroup before publishing.
-template <class Cfg>
-__device__ __forceinline__ void stageTile(const float (&acc)[Cfg::kAcc], char* outHalf, uint32_t tid) {
-  using In = typename Cfg::In;
-  uint4* out = reinterpret_cast<uint4*>(outHalf) + tid;
-#pragma unroll
-  for (int i = 0; i < Cfg::BN / 16; ++i) {
-    uint4 r;
-    r.x = Pair<In>::pack(acc[8 * i + 0], acc[8 * i + 1]);
-    r.y = Pair<In>::pack(acc[8 * i + 2], acc[8 * i + 3]);
-    r.z = Pair<In>::pack(acc[8 * i + 4], acc[8 * i + 5]);
-    r.w = Pair<In>::pack(acc[8 * i + 6], acc[8 * i + 7]);
-    out[i * kThreadsPerHalf] = r;
-  }
-}
 
 // What storeFinal and sendPartial keep between tiles (one per consumer warpgroup).
 struct FinalCtx {
@@ -195,13 +175,14 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
   }
 }
 
-// A partial of another rank's chunk, sent from shared memory (MKCCL_GEMM_RS_PUSH=bulk): 64
-// columns at a time, round the accumulators once and write them in fragment order (4 vectors per
-// thread: exactly the contiguous 8 KiB those vectors occupy in the rx slot) into the staging
-// buffer storeFinal uses (same double buffering, same chunk counter), then thread 0 bulk-stores
-// the chunk to `dstHalf` (this half in the owner's rx slot, over NVLink) and commits it. send is
-// thread 0's (false in drain mode: nothing leaves). Completion is the caller's business
-// (bulkWait<0> before the tile is published); only the reuse of a buffer waits for its read.
+// A partial of another rank's chunk from shared memory: 64 columns at a time, round the
+// accumulators once and write them in fragment order (4 vectors per thread: exactly the
+// contiguous 8 KiB those vectors occupy in a staging or rx slot) into the staging buffer
+// storeFinal uses (same double buffering, same chunk counter), then thread 0 bulk-stores the
+// chunk to `dstHalf` (this half of a local staging slot, or of the owner's rx slot over NVLink)
+// and commits it. send is thread 0's (false in drain mode: nothing leaves). Completion is the
+// caller's business (bulkWait<0> before the tile is published); only the reuse of a buffer waits
+// for its read.
 template <class Cfg>
 __device__ __forceinline__ void sendPartial(const float (&acc)[Cfg::kAcc], char* dstHalf, bool send, FinalCtx& c) {
   using In = typename Cfg::In;

@@ -103,9 +103,9 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
   float acc[Cfg::kAcc];
   dev::PipeState<Cfg::kStages> pipe;
   uint32_t done = 0;
-  // The last tile's bulk stores (a partial sent to its owner, or AR: a final tile's TMA stores to
-  // C) are not known to be complete: it is published after the next mainloop, so the tensor
-  // cores never wait for NVLink, and always before this warpgroup waits for a peer's partials.
+  // The last tile's bulk stores (a partial sent to its owner or staged, or AR: a final tile's TMA
+  // stores to C) are not known to be complete: it is published after the next mainloop, so the
+  // tensor cores never wait for them, and always before this warpgroup waits for a peer's partials.
   bool pending = false;
   Tile t;
   uint32_t index = 0;  // this tile's number in the CTA's sequence, from 1
@@ -144,10 +144,11 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
         pending = true;
         continue;
       }
-      stageTile<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, tid);
-      dev::namedBarrierSync(fc.barrierId, 128);  // every thread's stores before the count
-      if (tid == 0) stReleaseCtaShared(doneAddr, done + 1);
-      ++done;
+      // Staged for the push team by bulk stores from shared memory, published after the next
+      // mainloop like a bulk send: the tensor cores do not wait for 64 KiB of stores to drain
+      // (stored from registers, the partials cost the GEMM 10-25 us at 2 ranks).
+      sendPartial<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, true, fc);
+      pending = true;
       continue;
     }
     // Our own chunk: the other ranks' partials of this tile (usually the push team has seen them
