@@ -63,7 +63,8 @@ struct CtaWords {
   static constexpr uint32_t kArNext = 9;             // AR: next item to claim
   static constexpr uint32_t kEntered0 = 10;          // + consumer, bulk: ranks whose entry it saw
   static constexpr uint32_t kLoaded = 12;            // k-blocks the producer issued (all tiles); ~0: done
-  static constexpr uint32_t kCount = 13;
+  static constexpr uint32_t kWaiting0 = 13;          // + consumer: waiting for another rank's partials
+  static constexpr uint32_t kCount = 15;
 };
 
 // How many of a final tile's partials the push team prefetches into L2 (ws - 1 of them arrive;
@@ -167,11 +168,16 @@ __device__ __forceinline__ bool waitConsumers(const DevComm& comm, uint32_t word
 constexpr uint32_t kPaceNum = 3, kPaceDen = 4;
 
 // Until the producer has issued `target` k-blocks of the CTA's sequence (it posts ~0 when it has
-// issued its last). Pacing only: gives up (and lets the copy go) on an abort or after timeoutNs.
+// issued its last). Pacing only: gives up (and lets the copy go) on an abort, after timeoutNs, and
+// while a consumer waits for another rank's partials. That last one keeps pacing from closing a
+// cycle: the clock is a later tile's loads, which stall while a final tile's epilogue waits, and
+// that wait may be for a rank whose own copies are paced the same way (2xH200, the spread order
+// with a one-wave lag: 993 us at 8192^3 instead of ~790 before this exit).
 __device__ __forceinline__ void paceUntil(uint32_t words, uint32_t target, uint64_t timeoutNs) {
   if (*wordPtr(words, CtaWords::kLoaded) >= target) return;
   const uint64_t start = dev::globalTimerNs();
   while (*wordPtr(words, CtaWords::kLoaded) < target && *wordPtr(words, CtaWords::kAbort) == 0 &&
+         *wordPtr(words, CtaWords::kWaiting0) == 0 && *wordPtr(words, CtaWords::kWaiting0 + 1) == 0 &&
          dev::globalTimerNs() - start < timeoutNs)
     __nanosleep(256);
 }

@@ -157,9 +157,12 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
     if (tid == 0) {
       bool ok = !draining(words);
       if (ok && ldAcquireCtaShared(words + 4 * CtaWords::kInReady) < index) {
+        volatile uint32_t* waiting = wordPtr(words, CtaWords::kWaiting0 + half);  // the push team stops pacing
+        *waiting = 1;
         for (int j = 0; ok && j < L.ws - 1; ++j)
           ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxSlot(j, t.u), want, p.localOf[L.senderOf(p.rank, j)],
                              kSiteFusedTile);
+        *waiting = 0;
       }
       if (!ok) setDrain(words);
       *wordPtr(words, CtaWords::kOk0 + half) = ok ? 1u : 0u;
