@@ -211,8 +211,10 @@ void worldBackToBack(bool allReduce) {
     // 50 fused calls in a row, then fused and sequential interleaved (collectives in between).
     // AllReduce: every third call the fused ReduceScatter then an AllGather (two kernels).
     setPlan(allReduce, allReduce && i % 3 == 1 ? "rs_ag" : i < 50 || i % 2 ? "fused" : "sequential");
-    // Push paths mixed across calls and across ranks (both ends' formats and flags agree).
+    // Push paths and publication mixed across calls and across ranks (both ends' formats and
+    // flags agree; publication is local).
     setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
+    setenv("MKCCL_GEMM_RS_PUBLISH", (i + w.rank) % 4 < 2 ? "early" : "late", 1);
     // The order: phases or interleaved, a rank's own business (receivers key partials by slot);
     // spread on every rank alike, every fourth call, with a lag of one tile (a final tile right
     // after the sends of the next one) or the planner's.
@@ -233,6 +235,7 @@ void worldBackToBack(bool allReduce) {
   setPush(nullptr);
   unsetenv("MKCCL_GEMM_RS_ORDER");
   unsetenv("MKCCL_GEMM_RS_LAG");
+  unsetenv("MKCCL_GEMM_RS_PUBLISH");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -297,6 +300,10 @@ void worldBadArguments(bool allReduce) {
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_ORDER"));
     unsetenv("MKCCL_GEMM_RS_ORDER");
+    setenv("MKCCL_GEMM_RS_PUBLISH", "soon", 1);
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PUBLISH"));
+    unsetenv("MKCCL_GEMM_RS_PUBLISH");
     setenv("MKCCL_GEMM_RS_LAG", "0", 1);
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_LAG"));

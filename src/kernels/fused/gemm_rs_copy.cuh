@@ -45,6 +45,8 @@ struct ReduceParams {
   char* C;                          // the user's output (AR: [M, N]; RS: [M/ws, N])
   int pushBulk;                     // 1: the consumers bulk-store partials to their owners
                                     // (MKCCL_GEMM_RS_PUSH=bulk); 0: staged, the push team copies
+  int earlyPublish;                 // 1: staged tiles published a few k-blocks into the next
+                                    // tile, paced by it (MKCCL_GEMM_RS_PUBLISH=early)
 
   __device__ __forceinline__ uint64_t* opFlags(int q) const { return wsOf[q] + kOpFlagSlot; }
   // Our barrier slot that rank q posts its entry into, and q's slot we post ours into.
@@ -269,8 +271,9 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       uint4* to = reinterpret_cast<uint4*>(p.scratchOf[dst] + L.rxOffset(tile.step, tile.u));
       const uint4* from = reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.stagingOffset(tile.step, tile.u));
       const int64_t nvec = L.tileBytes() / 16, piece = kUnroll * int64_t(t.n);
-      // The consumers publish a staged tile after their next mainloop: pace by the one after.
-      const uint32_t pieces = uint32_t((nvec + piece - 1) / piece), next = (index + 1) * uint32_t(kBlocks);
+      // Paced by the tile after the one during which the consumers published this one.
+      const uint32_t pieces = uint32_t((nvec + piece - 1) / piece),
+                     next = (index + (p.earlyPublish ? 0u : 1u)) * uint32_t(kBlocks);
       for (uint32_t j = 0; j < pieces; ++j) {
         paceUntil(words, next + (j * uint32_t(kBlocks) * kPaceNum) / (pieces * kPaceDen), timeoutNs);
         const int64_t off = int64_t(j) * piece;

@@ -40,6 +40,10 @@ namespace mkccl {
 namespace rs {
 
 constexpr uint32_t kPushBarrier = 3;  // named barriers 1, 2 are the consumers'
+// A consumer's unpublished tile (consumer()): none, local bulk stores, bulk stores to a peer.
+constexpr int kPendingNone = 0, kPendingLocal = 1, kPendingRemote = 2;
+// earlyPublish: local stores are published once this k-block of the next tile is issued.
+constexpr int kPublishKBlock = 3;
 
 // Registers per thread after setmaxnreg (BN = 256): the copy warps of the producer warpgroup need
 // more than the engine's 56, the consumers fewer than its 224 (no call in their tile path).
@@ -104,27 +108,34 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
   float acc[Cfg::kAcc];
   dev::PipeState<Cfg::kStages> pipe;
   uint32_t done = 0;
-  // The last tile's bulk stores (a partial sent to its owner or staged, or AR: a final tile's TMA
-  // stores to C) are not known to be complete: it is published after the next mainloop, so the
-  // tensor cores never wait for them, and always before this warpgroup waits for a peer's partials.
-  bool pending = false;
+  // The last tile's bulk stores are not known to be complete when its epilogue ends: it is
+  // published (counted in kDone) after the next mainloop, so the tensor cores do not wait for
+  // them, and always before this warpgroup waits for a peer's partials. With earlyPublish, local
+  // stores (a partial staged for the push team; AR: a final tile's stores to C and its ag slot)
+  // are published once k-block kPublishKBlock of the next tile is issued instead (the push team
+  // then paces by that tile); a bulk send to a peer always waits for the whole next mainloop.
+  int pending = kPendingNone;
+  auto publish = [&]() {
+    if (tid == 0) {
+      dev::bulkWait<0>();
+      dev::fenceProxyAsyncGlobal();
+      stReleaseCtaShared(doneAddr, done + 1);
+    }
+    ++done;
+    pending = kPendingNone;
+  };
+  auto earlyPublish = [&](int kb) {
+    if (kb == kPublishKBlock && pending == kPendingLocal && p.earlyPublish) publish();
+  };
   Tile t;
   uint32_t index = 0;  // this tile's number in the CTA's sequence, from 1
   while (sched.next(t)) {
     ++index;
     if (half == 0 && tid == 0) *wordPtr(words, CtaWords::kStarted) = index;
-    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, half, tid & 31u, ctaRank)) break;
-    // The previous tile's stores had a whole mainloop to land: tell the push team (which raises
-    // the owner's flag) or the AR workers.
-    if (pending) {
-      if (tid == 0) {
-        dev::bulkWait<0>();
-        dev::fenceProxyAsyncGlobal();
-        stReleaseCtaShared(doneAddr, done + 1);
-      }
-      ++done;
-      pending = false;
-    }
+    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, half, tid & 31u, ctaRank, earlyPublish)) break;
+    // Whatever is still unpublished had a whole mainloop to land: tell the push team (which
+    // copies it on, or raises the owner's flag) or the AR workers.
+    if (pending != kPendingNone) publish();
     if (t.step < L.ws - 1) {
       if (p.pushBulk) {
         const int dst = t.chunk;
@@ -142,14 +153,14 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
           }
         }
         sendPartial<Cfg>(acc, p.scratchOf[dst] + L.rxOffset(t.step, t.u) + halfOff, send, fc);
-        pending = true;
+        pending = kPendingRemote;
         continue;
       }
       // Staged for the push team by bulk stores from shared memory, published after the next
       // mainloop like a bulk send: the tensor cores do not wait for 64 KiB of stores to drain
       // (stored from registers, the partials cost the GEMM 10-25 us at 2 ranks).
       sendPartial<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, true, fc);
-      pending = true;
+      pending = kPendingLocal;
       continue;
     }
     // Our own chunk: the other ranks' partials of this tile (usually the push team has seen them
@@ -182,19 +193,14 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
       agHalf = scratch + L.agOffset(t.u) + halfOff;
     storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0, agHalf);
     if (L.allReduce()) {
-      pending = true;
+      pending = kPendingLocal;
     } else {
       if (tid == 0) stReleaseCtaShared(doneAddr, done + 1);
       ++done;
     }
   }
-  if (tid == 0) {
-    dev::bulkWait<0>();
-    if (pending) {
-      dev::fenceProxyAsyncGlobal();
-      stReleaseCtaShared(doneAddr, done + 1);
-    }
-  }
+  if (pending != kPendingNone) publish();
+  if (tid == 0) dev::bulkWait<0>();
 }
 
 template <class Cfg>

@@ -46,6 +46,8 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   const Layout& L = plan.L;
   PushMode push = PushMode::Team;
   MKCCL_CHECK(pushFromEnv(&push));
+  int early = 0;
+  MKCCL_CHECK(publishFromEnv(&early));
 
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
@@ -76,6 +78,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   }
   p.C = static_cast<char*>(C);
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
+  p.earlyPublish = early;
   MKCCL_TRACE("%s: partials sent by %s", opName(L.mode), push == PushMode::Bulk ? "bulk stores" : "the push team");
   if (t == mkcclBfloat16) return reduceLaunch<dev::Bf16>(f, ctx.stream);
   return reduceLaunch<dev::F16>(f, ctx.stream);

@@ -57,6 +57,12 @@ mkcclResult_t pushFromEnv(PushMode* out) {
   return mkcclSuccess;
 }
 
+mkcclResult_t publishFromEnv(int* early) {
+  // Unset: late. 2xH200 (fused RS forced, 8192^3, phase order): late 765-771 us, early 784-797;
+  // with the spread order early was faster (797 against 836-863).
+  return envChoice("MKCCL_GEMM_RS_PUBLISH", {"late", "early"}, 0, early);
+}
+
 mkcclResult_t orderFromEnv(int ws, int numClusters, Layout* L) {
   // Unset: interleaved beyond 2 ranks (at 2 there is one owner to send to: the orders coincide).
   // In phase order, phase j's partials (32 MiB at 8192^3, 4 ranks) all go to one owner over one

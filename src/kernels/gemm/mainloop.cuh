@@ -84,13 +84,20 @@ __device__ __forceinline__ void consumerRelease(uint32_t emptyBar, int clusterSi
   }
 }
 
+// No work beside the k-blocks (consumerMainloop's default hook).
+struct NoKBlockHook {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
 // One consumer warpgroup: acc (64 x BN of the tile, rows 64*consumer..) = A . W^T over all of K.
 // Keeps one wgmma group in flight: the stage of k-block kb-1 is released once k-block kb is
-// issued and kb-1 retired. Returns false if it gave up (fault recorded).
-template <class Cfg>
+// issued and kb-1 retired. hook(kb) runs once k-block kb's wgmma group is issued (work that should
+// overlap the tensor cores, e.g. publishing the previous tile's stores). Returns false if it gave
+// up (fault recorded).
+template <class Cfg, class Hook = NoKBlockHook>
 __device__ __forceinline__ bool consumerMainloop(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>& pipe,
                                                  const GemmArgs& g, const SmemLayout<Cfg>& sm, int consumer,
-                                                 uint32_t lane, uint32_t ctaRank) {
+                                                 uint32_t lane, uint32_t ctaRank, Hook hook = Hook()) {
   using Mma = dev::Wgmma<Cfg::BN, typename Cfg::In>;
   const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
   const uint32_t aOffset = static_cast<uint32_t>(consumer) * 64u * (Cfg::BK * 2);
@@ -110,6 +117,7 @@ __device__ __forceinline__ bool consumerMainloop(float (&acc)[Cfg::kAcc], dev::P
     for (int k = 0; k < Cfg::BK / 16; ++k)
       Mma::mma(acc, descA + k * dev::kDescK16Step, descB + k * dev::kDescK16Step, (kb | k) != 0 ? 1u : 0u);
     dev::wgmmaCommit();
+    hook(kb);
     dev::wgmmaWait<1>();  // k-block kb-1 retired (at kb = 0 nothing older is pending)
     if (kb > 0) consumerRelease(sm.empty(prev), g.clusterSize, lane);
     prev = s;
