@@ -154,21 +154,38 @@ void worldShapes(bool allReduce) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   uint64_t seed = worldSeed();
-  // The fused plan with either way of sending partials (the paced push team; bulk stores);
-  // AllReduce also as the fused ReduceScatter then an AllGather (M not divisible: sequential).
-  std::vector<std::pair<const char*, const char*>> runs = {
-      {"auto", "team"}, {"fused", "bulk"}, {"fused", "team"}, {"sequential", "team"}};
+  // The fused plan with either way of sending partials (the paced push team; bulk stores), with
+  // the other tile configurations (clusters of 2 CTAs, 128-wide tiles), and with the spread order
+  // and early publication; AllReduce also as the fused ReduceScatter then an AllGather (M not
+  // divisible: sequential). Unset fields: the default.
+  struct Run {
+    const char* plan;
+    const char* push;
+    const char* variant = nullptr;  // MKCCL_GEMM_VARIANT
+    const char* order = nullptr;    // MKCCL_GEMM_RS_ORDER (with MKCCL_GEMM_RS_PUBLISH=early)
+  };
+  std::vector<Run> runs = {{"auto", "team"},           {"fused", "bulk"},          {"fused", "team"},
+                           {"sequential", "team"},     {"fused", "team", "256x2"}, {"fused", "bulk", "128x1"},
+                           {"fused", "team", "128x2"}, {"fused", "team", nullptr, "spread"}};
   if (allReduce) runs.push_back({"rs_ag", "bulk"});
-  for (const auto& run : runs) {
-    const char* plan = run.first;
+  auto setOrUnset = [](const char* var, const char* value) {
+    if (value) setenv(var, value, 1);
+    else unsetenv(var);
+  };
+  for (const Run& run : runs) {
+    const char* plan = run.plan;
     setPlan(allReduce, plan);
-    setPush(run.second);
+    setPush(run.push);
+    setOrUnset("MKCCL_GEMM_VARIANT", run.variant);
+    setOrUnset("MKCCL_GEMM_RS_ORDER", run.order);
+    setOrUnset("MKCCL_GEMM_RS_PUBLISH", run.order ? "early" : nullptr);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
-        SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.second << "), M " << s.M << " N "
-                                        << s.N << " K/rank " << s.Kr << ", " << typeLabel(t) << ", " << w.nranks
-                                        << " ranks");
+        SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.push << ", tiles "
+                                        << (run.variant ? run.variant : "auto") << ", order "
+                                        << (run.order ? run.order : "default") << "), M " << s.M << " N " << s.N
+                                        << " K/rank " << s.Kr << ", " << typeLabel(t) << ", " << w.nranks << " ranks");
         seed += 7919;
         ReduceBuffers b;
         makeRankBuffers(&b, s, t, seed, w.rank, w.nranks, allReduce);
@@ -181,6 +198,9 @@ void worldShapes(bool allReduce) {
   }
   setPlan(allReduce, "auto");
   setPush(nullptr);
+  setOrUnset("MKCCL_GEMM_VARIANT", nullptr);
+  setOrUnset("MKCCL_GEMM_RS_ORDER", nullptr);
+  setOrUnset("MKCCL_GEMM_RS_PUBLISH", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }

@@ -55,7 +55,7 @@ void setPush(const char* push);
 // The test bodies shared by gemm_rs_test.cc (allReduce = false) and gemm_ar_test.cc (true).
 // World tests run on one communicator over the process world (alone: a world of 1); in-process
 // tests skip under a launcher.
-void worldShapes(bool allReduce);        // odd shapes x plans x types against the reference
+void worldShapes(bool allReduce);        // odd shapes x plans (tiles, orders) x types against the reference
 void worldBackToBack(bool allReduce);    // >= 50 calls queued back to back, plans interleaved
 void worldBadArguments(bool allReduce);  // argument errors, then a valid call still works
 void inProcessWorlds(bool allReduce);    // mkcclCommInitAll over 1, 2 and all GPUs
