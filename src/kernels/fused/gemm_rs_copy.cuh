@@ -7,9 +7,9 @@
 //             A tile of phase j < ws-1, bulk: once the consumers' counters say both
 //             halves' bulk stores into the owner's rx slot (j, u) completed, raise the owner's
 //             flag (thread 0 alone). Team (default): once the counters say its bulk stores
-//             into our staging slot completed (after the consumers' next mainloop), copy it to
-//             the owner's rx slot, paced by the mainloop after that (paceUntil), fence, raise
-//             the flag. A tile of the final
+//             into our staging slot completed (after the consumers' next mainloop, or early in
+//             it), copy it to the owner's rx slot, paced by a later mainloop (paceUntil), fence,
+//             raise the flag. A tile of the final
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
@@ -163,10 +163,11 @@ __device__ __forceinline__ bool waitConsumers(const DevComm& comm, uint32_t word
 // the queued stores appear to hold up the next mainloop's loads (2xH200, fused RS: the sends cost
 // 57-73 us of GEMM time; four staging buffers for the bulk path did not help, so it is not the
 // epilogue waiting for its buffers). Piece j of n of the tile staged as #index (published once
-// the consumers finished tile #index+1) leaves once the producer has issued kPaceNum/kPaceDen x
-// j/n of tile #index+2's k-blocks: a CTA's partial goes out over most of a mainloop instead of at
-// its start (2xH200: 8192^3 792 -> 762 us; spreading over 2/3 to all of the tile time measured
-// the same). A team that has fallen behind finds its thresholds passed and copies at once.
+// the consumers finished tile #index+1; earlyPublish: a few k-blocks into it) leaves once the
+// producer has issued kPaceNum/kPaceDen x j/n of tile #index+2's (earlyPublish: #index+1's)
+// k-blocks: a CTA's partial goes out over most of a mainloop instead of at its start (2xH200:
+// 8192^3 792 -> 762 us; spreading over 2/3 to all of the tile time measured the same). A team
+// that has fallen behind finds its thresholds passed and copies at once.
 constexpr uint32_t kPaceNum = 3, kPaceDen = 4;
 
 // Until the producer has issued `target` k-blocks of the CTA's sequence (it posts ~0 when it has

@@ -156,8 +156,8 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
         pending = kPendingRemote;
         continue;
       }
-      // Staged for the push team by bulk stores from shared memory, published after the next
-      // mainloop like a bulk send: the tensor cores do not wait for 64 KiB of stores to drain
+      // Staged for the push team by bulk stores from shared memory, published during or after
+      // the next mainloop (above): the tensor cores do not wait for 64 KiB of stores to drain
       // (stored from registers, the partials cost the GEMM 10-25 us at 2 ranks).
       sendPartial<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, true, fc);
       pending = kPendingLocal;
