@@ -60,9 +60,10 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 enum class PushMode : int { Bulk = 0, Team = 1 };  // the values are the env choices' indices
 mkcclResult_t pushFromEnv(PushMode* out);
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
-// (unset: after its next mainloop; the team then paces by the tile after) | early (a few k-blocks
-// into the next tile, paced by it). A rank's own business: ranks may differ.
-mkcclResult_t publishFromEnv(int* early);
+// (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
+// the next tile, paced by it). Unset: early with the spread order (Layout::order), else late. A
+// rank's own business: ranks may differ.
+mkcclResult_t publishFromEnv(int order, int* early);
 // MKCCL_GEMM_RS_ORDER: phases | interleaved | spread (Layout::order; gemm_rs_layout.cuh), and
 // MKCCL_GEMM_RS_LAG: spread's lag D in cluster tiles (unset: one wave, numClusters). Both must be the same on every rank (a rank's waits assume its senders' order);
 // phases and interleaved may differ between ranks (they differ only in the order of the sends).

@@ -47,7 +47,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   PushMode push = PushMode::Team;
   MKCCL_CHECK(pushFromEnv(&push));
   int early = 0;
-  MKCCL_CHECK(publishFromEnv(&early));
+  MKCCL_CHECK(publishFromEnv(L.order, &early));
 
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));

@@ -57,10 +57,10 @@ mkcclResult_t pushFromEnv(PushMode* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t publishFromEnv(int* early) {
-  // Unset: late. 2xH200 (fused RS forced, 8192^3, phase order): late 765-771 us, early 784-797;
-  // with the spread order early was faster (797 against 836-863).
-  return envChoice("MKCCL_GEMM_RS_PUBLISH", {"late", "early"}, 0, early);
+mkcclResult_t publishFromEnv(int order, int* early) {
+  // Unset: early with the spread order, else late. 2xH200 (fused RS forced, 8192^3): phase order
+  // late 765-771 us, early 784-797; spread order early 797-808, late 836-863.
+  return envChoice("MKCCL_GEMM_RS_PUBLISH", {"late", "early"}, order == kOrderSpread ? 1 : 0, early);
 }
 
 mkcclResult_t orderFromEnv(int ws, int numClusters, Layout* L) {
