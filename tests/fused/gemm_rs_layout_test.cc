@@ -63,8 +63,8 @@ TEST(GemmRsLayout, ChunksCoverRowsAndSlotsDoNotOverlap) {
     EXPECT_EQ(L.rxOffset(0, 0), L.stagingOffset(c.ws - 2, L.tiles - 1) + L.tileBytes());
     EXPECT_EQ(L.rxOffset(1, 0) - L.rxOffset(0, 0), L.slotStride());
     if (c.mode == kModeAllReduce) {
-      EXPECT_EQ(L.agOffset(0), L.rxOffset(c.ws - 2, L.tiles - 1) + L.tileBytes());
-      EXPECT_EQ(L.scratchBytes(), L.agOffset(L.tiles - 1) + L.tileBytes());
+      EXPECT_EQ(L.agOffset(0, 0), L.rxOffset(c.ws - 2, L.tiles - 1) + L.tileBytes());
+      EXPECT_EQ(L.scratchBytes(), L.agOffset(c.ws - 1, L.tiles - 1) + L.tileBytes());
       EXPECT_EQ(L.flagSlots(), L.agSlot(c.ws - 1, L.tiles - 1) + 1);
       EXPECT_EQ(L.agSlot(0, 0), L.rxSlot(c.ws - 2, L.tiles - 1) + 1);
     } else {

@@ -13,11 +13,9 @@
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
-//             (n, 0): once our finished tile #n is in our ag slot (the consumers' epilogue
-//             copied it there), raise every other rank's flag for it; item (n, s): once rank
-//             c = (r + s) mod ws raised ours, read its tile u from c's ag slot (over NVLink)
-//             into our C. (Pulled rather than pushed: one pass over the data instead of a read
-//             of C and a store per rank by the owner, then a copy by the receiver.)
+//             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises
+//             their flags; item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent
+//             us from our ag slot into C.
 // Before its first write into rank q's memory a warp waits for q's entry into this call (q is then
 // done with every earlier call's use of that memory). A failed wait (recorded as dev::waitGeq does)
 // puts the CTA in drain mode: nothing more is sent, missing partials are skipped, the GEMM runs
@@ -25,7 +23,6 @@
 #pragma once
 #include <stdint.h>
 #include "kernels/device/signal.cuh"
-#include "kernels/device/store.cuh"
 #include "kernels/device/warpgroup.cuh"
 #include "kernels/fused/gemm_rs_layout.cuh"
 #include "runtime/devcomm.h"
@@ -294,24 +291,43 @@ __device__ __forceinline__ int tileRows(const Layout& L, int c, int mb, int64_t*
   return int(max64(0, min64(kTileRows, L.chunkEnd(c) - *r0)));
 }
 
-// AR item (n, s > 0), one warp: rank c's finished tile (its ag slot at `src`, as its epilogue
-// staged it: 64 x 64 swizzled chunks, gemm_rs_layout.cuh) into our C (rows x vpr vectors at dst,
-// row pitch ldc vectors). kUnroll remote loads in flight per lane; 32-bit indices: a tile has at
-// most 128 x 32 vectors.
-template <int kBN, int kUnroll>
-__device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t ldc, const uint4* src, int rows,
-                                             int vpr) {
-  constexpr int kVpr = kBN / 8, kChunks = kBN / 64;
+// AR item (n, 0), one warp: our finished tile (rows x vpr vectors of C from `src`, row pitch ldc
+// vectors) to the ag slot (row-major, pitch kVpr) of every other rank, kUnroll loads in flight per
+// lane, each stored to every destination. 32-bit indices: a tile has at most 128 x 32 vectors.
+template <int kVpr, int kUnroll>
+__device__ __forceinline__ void sendFinished(const ReduceParams& p, uint32_t lane, const uint4* src, int64_t ldc,
+                                             int rows, int vpr, int64_t dstOffset) {
+  const int ws = p.L.ws;
   const int total = rows * kVpr;
   for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
     uint4 r[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int e = e0 + u * 32, row = e / kVpr, vec = e % kVpr;
-      if (e < total && vec < vpr) {
-        const int chunk = (row >> 6) * kChunks + (vec >> 3);
-        r[u] = __ldcg(src + chunk * 512 + dev::sw128Offset(uint32_t(row & 63), uint32_t(vec & 7)) / 16);
+      const int e = e0 + u * 32;
+      if (e < total && e % kVpr < vpr) r[u] = __ldcg(src + (e / kVpr) * ldc + e % kVpr);
+    }
+    for (int d = 1; d < ws; ++d) {
+      uint4* dst = reinterpret_cast<uint4*>(p.scratchOf[(p.rank + d) % ws] + dstOffset) + e0;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int e = e0 + u * 32;
+        if (e < total && e % kVpr < vpr) dst[u * 32] = r[u];
       }
+    }
+  }
+}
+
+// AR item (n, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr) into C.
+template <int kVpr, int kUnroll>
+__device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t ldc, const uint4* src, int rows,
+                                             int vpr) {
+  const int total = rows * kVpr;
+  for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
+    uint4 r[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * 32;
+      if (e < total && e % kVpr < vpr) r[u] = __ldcg(src + e);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -323,12 +339,13 @@ __device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t 
 
 // One warp (see the file comment). Item (n, s) is number n * ws + s; those of tiles that are not
 // final are claimed and dropped (a shared-memory atomic each: cheaper than finding the CTA's k-th
-// final tile in an order where they are spread). An item (n, 0) waits only for our own
-// consumers, an item (n, s > 0) for rank c's item (n, 0), which waits for c's consumers, which
-// wait for partials that push teams send without waiting for any AR item: no cycle.
+// final tile in an order where they are spread). Items are claimed in order, so an item (n, 0) is
+// always taken before any (n, s > 0): every rank's sends of tile n are under way before anyone
+// waits for them.
 template <int kBN, int kUnroll>
 __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, uint32_t words, const Schedule& sched,
                                          uint64_t timeoutNs) {
+  constexpr int kVpr = kBN / 8;  // 16-byte vectors per tile row
   const Layout& L = p.L;
   const int ws = L.ws;
   const uint64_t want = dev::flagValue(p.comm.seq);
@@ -352,30 +369,35 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
     int64_t r0 = 0;
     const int rows = tileRows(L, c, tile.mb, &r0);
     if (rows == 0) continue;  // a padding tile past M: neither side sends or waits
-    if (s == 0) {
-      // Our tile's bulk copies into the ag slot completed (the consumers' counter; a drained
-      // consumer did not make them, and set the drain word before publishing): raise the flags.
-      if (lane == 0 && !draining(words)) {
-        bool ok = waitConsumers(p.comm, words, index, timeoutNs, false) && !draining(words);
-        if (ok) {
-          dev::fenceSys();  // the async-proxy writes the consumers' release passed on, then the flags
-          for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want);
-        } else {
-          setDrain(words);
-        }
-      }
-      continue;
-    }
     bool ok = false;
     if (lane == 0) {
-      ok = !draining(words) &&
-           waitGeqInline(p.comm, p.opFlags(p.rank) + L.agSlot(c, tile.u), want, p.localOf[c], kSiteFusedTile);
+      ok = !draining(words);
+      if (s == 0) {
+        // Our tile is in C (its TMA stores completed), and every other rank has entered.
+        if (ok) ok = waitConsumers(p.comm, words, index, timeoutNs, false);
+        for (int d = 1; ok && d < ws; ++d) {
+          const int q = (p.rank + d) % ws;
+          ok = waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
+        }
+      } else if (ok) {
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.agSlot(c, tile.u), want, p.localOf[c], kSiteFusedTile);
+      }
       if (!ok) setDrain(words);
     }
-    __syncwarp();  // lane 0's acquire before every lane's reads
+    __syncwarp();  // lane 0's acquires before every lane's reads
     if (__shfl_sync(0xffffffffu, ok ? 1 : 0, 0) == 0) continue;
-    copyReceived<kBN, kUnroll>(lane, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
-                               reinterpret_cast<const uint4*>(p.scratchOf[c] + L.agOffset(tile.u)), rows, vpr);
+    if (s == 0) {
+      sendFinished<kVpr, kUnroll>(p, lane, reinterpret_cast<const uint4*>(p.C + (r0 * L.N + col0) * 2), ldc, rows,
+                                  vpr, L.agOffset(p.rank, tile.u));
+      dev::fenceSys();
+      __syncwarp();
+      if (lane == 0)
+        for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want);
+    } else {
+      copyReceived<kVpr, kUnroll>(lane, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
+                                  reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u)), rows,
+                                  vpr);
+    }
   }
 }
 

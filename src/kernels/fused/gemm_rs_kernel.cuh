@@ -7,9 +7,9 @@
 //     counted per chunk, so not multiples of 128 globally);
 //   - the epilogue either sends a partial to its owner (staged locally for the push team, which
 //     copies it paced by a later mainloop; or bulk stores from shared memory) or adds the other
-//     ranks' partials on the way to C (AR: and to its ag slot), and publishes per-warpgroup
-//     counters in shared memory instead of a per-tile hook (a hook that waited for its stores
-//     would stall the tensor cores for every NVLink transfer);
+//     ranks' partials on the way to C, and publishes per-warpgroup counters in shared memory
+//     instead of a per-tile hook (a hook that waited for its stores would stall the tensor cores
+//     for every NVLink transfer);
 //   - the three idle warps of the producer warpgroup raise the owners' flags (bulk) or copy the
 //     staged partials (team), and prefetch the final tiles' partials (gemm_rs_copy.cuh).
 // Roles of a compute CTA (384 threads, one per SM, clusters of 1 or 2 along M):
@@ -18,8 +18,7 @@
 //   warps 1..3            RS: the push team (96 threads; bulk: thread 32 alone). AR: warps 1-2
 //                         push, then claim AR items; warp 3 claims AR items from the start
 //   warpgroups 1, 2       consumers: mainloop, then the epilogue of their 64 rows; AR: then they
-//                         claim AR items too (the kernel's tail is reading the other ranks'
-//                         finished tiles)
+//                         claim AR items too (the kernel's tail is the finished tiles' exchange)
 // No role waits on another rank inside the GEMM: only final-phase epilogues wait for partials,
 // which were sent about one phase earlier.
 #pragma once
@@ -184,14 +183,7 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
     const int64_t base = L.allReduce() ? L.chunkBegin(t.chunk) : 0;
     const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
     const int32_t col0 = t.nb * Cfg::BN;
-    // AR: the finished tile also goes to our ag slot, where the other ranks read it -- unless a
-    // partial is missing (drain) or the tile lies past M (no rank reads it). Having every other
-    // rank's partial of it, we know they all entered this call: none still reads the slot's
-    // previous contents.
-    char* agHalf = nullptr;
-    if (L.allReduce() && nIn == L.ws - 1 && base + int64_t(t.mb) * kTileRows < L.M)
-      agHalf = scratch + L.agOffset(t.u) + halfOff;
-    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0, agHalf);
+    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0);
     if (L.allReduce()) {
       pending = kPendingLocal;
     } else {

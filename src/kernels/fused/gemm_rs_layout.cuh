@@ -11,8 +11,8 @@
 // phase (c - q - 1) mod ws. The last phase is r's own chunk: its epilogue adds the ws-1 partials
 // that arrived meanwhile and writes C. No tile waits for another rank's tile of the same phase,
 // so the GEMM runs at its own rate; at any phase every rank sends to a different owner, so each
-// link carries one sender. AR: each finished tile also goes to the owner's own ag slot, and every
-// other rank reads it from there into its C.
+// link carries one sender. AR: each finished tile is then pushed to every other rank (its ag slot)
+// and copied into C there.
 //
 // Tiles. A chunk is tiled on its own (128-row M-blocks counted from the chunk's first row), so no
 // tile straddles two owners; M-blocks per chunk are padded to the cluster size (padding rows are
@@ -49,20 +49,18 @@
 //                            bulk path sends from shared memory; the slots stay so that rx
 //                            offsets agree whichever path each rank uses)
 //   rx      [(ws-1) x U]     partials of our chunk: slot j from rank (r - j - 1) mod ws
-//   ag      [U]              AR only: our finished tiles (the other ranks read them from here)
+//   ag      [ws x U]         AR only: finished tiles of chunk c received from its owner
 // A staging / rx slot holds a tile in "fragment order": half h (64 rows, one consumer
 // warpgroup), then 16-byte vector i of thread t at ((h * nVec + i) * 128 + t) * 16, the vector
 // holding the thread's accumulator pairs 4i..4i+3 (wgmma's register order): every epilogue load
-// and store is a coalesced 16-byte access. An ag slot holds the tile as the epilogue stages it for
-// its TMA stores: 64 x 64 chunks of 8 KiB, chunk ch of half h at (h * bn/64 + ch) * 8 KiB, row r's
-// 16-byte unit c at dev::sw128Offset(r, c) (the 128-byte swizzle), bulk-copied from shared memory.
+// and store is a coalesced 16-byte access. An ag slot holds the tile row-major, [128][bn].
 //
 // Flags (64-bit slots of each rank's workspace flags; values flagValue(seq, 0), never reset):
 //   barrier slot [q]          entry: rank q has started this call (the convention of
 //                             signal.cuh's barrier slots, shared by every op): it is done with
 //                             our earlier data, so we may write into its areas
 //   kOpFlagSlot + j*U + u     rx (j, u) has landed
-//   kOpFlagSlot + (ws-1)*U + c*U + u   AR: rank c's finished tile u is in its ag slot u
+//   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
 #pragma once
 #include <stdint.h>
 
@@ -114,9 +112,11 @@ struct Layout {
   MKCCL_RS_HD int64_t slotStride() const { return int64_t(tiles) * tileBytes(); }  // slot j -> j+1
   MKCCL_RS_HD int64_t stagingOffset(int j, int u) const { return (int64_t(j) * tiles + u) * tileBytes(); }
   MKCCL_RS_HD int64_t rxOffset(int j, int u) const { return (int64_t(ws - 1 + j) * tiles + u) * tileBytes(); }
-  MKCCL_RS_HD int64_t agOffset(int u) const { return (int64_t(2 * (ws - 1)) * tiles + u) * tileBytes(); }
+  MKCCL_RS_HD int64_t agOffset(int c, int u) const {
+    return (int64_t(2 * (ws - 1) + c) * tiles + u) * tileBytes();
+  }
   MKCCL_RS_HD int64_t scratchBytes() const {
-    return int64_t(2 * (ws - 1) + (allReduce() ? 1 : 0)) * tiles * tileBytes();
+    return int64_t(2 * (ws - 1) + (allReduce() ? ws : 0)) * tiles * tileBytes();
   }
 
   // Flag slots, relative to kOpFlagSlot.
