@@ -8,7 +8,8 @@
 //   seq_us           our sequential plan (GEMM engine, then our collective), forced
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
 //   fused_other_push_us  the fused plan with the other way of sending partials
-//                    (MKCCL_GEMM_RS_PUSH: bulk when unset or team, team when bulk): A/B
+//                    (MKCCL_GEMM_RS_PUSH: the one the library does not use by default, or
+//                    team when bulk is set, bulk when team is set): A/B
 //   rs_ag_us         gemm_ar, M divisible by the ranks: the fused ReduceScatter then our AllGather, forced
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
@@ -196,7 +197,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     // Ours, as configured; then each plan forced (for the model, and to show what auto left out).
     mkcclResult_t firstErr = mkcclSuccess;
     // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan, the fused plan
-    // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH: bulk stores when unset or team),
+    // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH, the other of bulk and team),
     // AllReduce: the fused ReduceScatter then our AllGather (rs_ag; M divisible by the ranks)
     double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     bool oursFailed = false;
@@ -209,9 +210,10 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       return timeWithEnv({{planVar, plan}, {"MKCCL_GEMM_RS_PUSH", push}}, run, a.warmup, a.iters, env.stream,
                          env.comm, &oursFailed);
     };
-    // The library's push when unset: the paced team, for both ops (gemm_rs_plan.cu: pushFromEnv).
+    // The library's push when unset: bulk stores for the AllReduce from 4 ranks on, else the paced
+    // team (gemm_rs_plan.cu: pushFromEnv; no API exposes it).
     const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
-    const std::string push = pushEnv && *pushEnv ? pushEnv : "team";
+    const std::string push = pushEnv && *pushEnv ? pushEnv : (allReduce && ws >= 4 ? "bulk" : "team");
     v[0] = timeOurs(nullptr, nullptr);
     v[4] = timeOurs("sequential", nullptr);
     v[6] = timeOurs("fused", push == "bulk" ? "team" : "bulk");

@@ -53,12 +53,13 @@ FusedPlan planFused(const PlanInputs& in);
 // for AllReduce also rs_ag (the fused ReduceScatter, then our AllGather; gemm_rs_rule.h).
 mkcclResult_t planFromEnv(int mode, PlanKind* out);
 
-// MKCCL_GEMM_RS_PUSH: how the fused kernel sends its partials. bulk: bulk stores from the
-// epilogue's shared memory; team (unset): staged locally, copied by the push team, paced by the
-// GEMM. Ranks may differ: both ends' formats and flags are the same. (Copy engines were tried for
-// the partials: docs/GEMM_RS_AR.md.)
+// MKCCL_GEMM_RS_PUSH: how the fused kernel (of `mode`, on ws ranks) sends its partials. bulk:
+// bulk stores from the epilogue's shared memory; team: staged locally, copied by the push team,
+// paced by the GEMM. Unset: bulk for the AllReduce from 4 ranks on, else team. Ranks may differ:
+// both ends' formats and flags are the same. (Copy engines were tried for the partials:
+// docs/GEMM_RS_AR.md.)
 enum class PushMode : int { Bulk = 0, Team = 1 };  // the values are the env choices' indices
-mkcclResult_t pushFromEnv(PushMode* out);
+mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out);
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
 // (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
 // the next tile, paced by it). Unset: early with the spread order (Layout::order), else late. A

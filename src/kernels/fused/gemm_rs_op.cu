@@ -45,7 +45,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   mkcclComm* comm = ctx.comm;
   const Layout& L = plan.L;
   PushMode push = PushMode::Team;
-  MKCCL_CHECK(pushFromEnv(&push));
+  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push));
   int early = 0;
   MKCCL_CHECK(publishFromEnv(L.order, &early));
 

@@ -41,18 +41,21 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t pushFromEnv(PushMode* out) {
-  // Unset: the push team, paced by the GEMM (gemm_rs_copy.cuh). Fused RS forced, us at 8192^3 /
-  // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096: 2xH200, probe builds of one session, the
-  // team paced by time 762 / 1534 / 381 / 412 against bulk stores' 793 / 1566 / 411 / 460 (the
-  // shipped k-block pacing: 757 / 1556 / 380 / 438, perf/results/20261122-174923-2xNVIDIA_H200);
-  // 4xH200 486 / 964 / 248 / 373 against 500 / 947 / 265 / 385
-  // (perf/results/20261122-175606-4xNVIDIA_H200, gemm_rs-ws4-team.json and gemm_rs-ws4.json),
-  // and steady, where the unpaced team had varied up to 3x between runs (379-1122 us at
-  // 8192x8192x4096) and bulk stores had been the default. AllReduce at 2 ranks: bulk 1096-1897 us
-  // against the team's 834-916 (8192^3).
+mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out) {
+  // Unset: the push team, paced by the GEMM (gemm_rs_copy.cuh), except for the AllReduce from 4
+  // ranks on: bulk stores. Fused RS forced, us at 8192^3 / 16384x8192x8192 / 4096x8192x8192 /
+  // 8192x8192x4096: 2xH200, probe builds of one session, the team paced by time 762 / 1534 / 381 /
+  // 412 against bulk stores' 793 / 1566 / 411 / 460 (the shipped k-block pacing: 757 / 1556 / 380 /
+  // 438, perf/results/20261122-174923-2xNVIDIA_H200); 4xH200 486 / 964 / 248 / 373 against 500 /
+  // 947 / 265 / 385 (perf/results/20261122-175606-4xNVIDIA_H200, gemm_rs-ws4-team.json and
+  // gemm_rs-ws4.json), and steady, where the unpaced team had varied up to 3x between runs. The
+  // AllReduce at 2 ranks: bulk 1096-1897 us against the team's 834-916 (8192^3); at 4 ranks
+  // (4xH200, 9d75455, twice each, the team staging by bulk stores): bulk 699 / 1338-1340 / 402-403
+  // / 633-634 against the team's 718-720 / 1395-1396 / 403 / 683-685 (published early: 704-707 /
+  // 1384-1387 / 382 / 675-676). 3 ranks: not measured (team).
+  const int def = mode == kModeAllReduce && ws >= 4 ? static_cast<int>(PushMode::Bulk) : static_cast<int>(PushMode::Team);
   int v = 0;
-  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, static_cast<int>(PushMode::Team), &v));
+  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, def, &v));
   *out = static_cast<PushMode>(v);  // the indices are PushMode's values
   return mkcclSuccess;
 }
