@@ -77,6 +77,14 @@ TEST(GemmRsLayout, ChunksCoverRowsAndSlotsDoNotOverlap) {
   }
 }
 
+// The case's layout walked in `order` with spread lag `lag`.
+Layout orderedLayout(const Case& c, int order, int lag) {
+  Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
+  L.order = order;
+  L.finalLag = lag;
+  return L;
+}
+
 // Every order, and for spread a lag of one cluster tile, a few, the planner's one wave and two
 // (clamped to the chunk where that is longer).
 std::vector<std::pair<int, int>> orders(const Case& c) {
@@ -89,9 +97,7 @@ std::vector<std::pair<int, int>> orders(const Case& c) {
 TEST(GemmRsLayout, EveryRankComputesEveryTileOncePhasesInOrderClustersAgree) {
   for (const Case& c : cases())
     for (const auto& [order, lag] : orders(c)) {
-    Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
-    L.order = order;
-    L.finalLag = lag;
+    const Layout L = orderedLayout(c, order, lag);
     std::map<int, std::pair<int, int>> tileOf;  // u -> (mb, nb), over every rank and phase
     for (int rank = 0; rank < c.ws; ++rank) {
       SCOPED_TRACE(testing::Message() << "ws " << c.ws << " M " << c.M << " N " << c.N << " cs " << c.cs << " rank "
@@ -162,9 +168,7 @@ std::map<std::pair<int, int>, int64_t> positions(const Layout& L, const Case& c,
 TEST(GemmRsLayout, AFinalTileComesAfterEverySendersPartialOfIt) {
   for (const Case& c : cases())
     for (const auto& [order, lag] : orders(c)) {
-      Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
-      L.order = order;
-      L.finalLag = lag;
+      const Layout L = orderedLayout(c, order, lag);
       std::vector<std::map<std::pair<int, int>, int64_t>> pos;
       for (int r = 0; r < c.ws; ++r) pos.push_back(positions(L, c, r));
       const int64_t gap = order == kOrderSpread ? std::min(lag, L.clusterTiles) : 1;
@@ -187,9 +191,7 @@ TEST(GemmRsLayout, AFinalTileComesAfterEverySendersPartialOfIt) {
 TEST(GemmRsLayout, FinalTilesAgreeAcrossRanks) {
   for (const Case& c : cases())
     for (const auto& [order, lag] : orders(c)) {
-      Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
-      L.order = order;
-      L.finalLag = lag;
+      const Layout L = orderedLayout(c, order, lag);
       for (int cl = 0; cl < c.clusters; ++cl)
         for (int cr = 0; cr < c.cs; ++cr) {
           const Schedule s0(L, 0, cl, c.clusters, cr);
@@ -201,7 +203,8 @@ TEST(GemmRsLayout, FinalTilesAgreeAcrossRanks) {
               s0.at(n, a);
               s.at(n, b);
               EXPECT_EQ(a.step == c.ws - 1, b.step == c.ws - 1) << "cluster " << cl << " tile #" << n;
-              if (a.step == c.ws - 1) EXPECT_EQ(a.u, b.u) << "cluster " << cl << " final tile #" << n << " rank " << rank;
+              if (a.step == c.ws - 1)
+                EXPECT_EQ(a.u, b.u) << "cluster " << cl << " final tile #" << n << " rank " << rank;
             }
           }
         }

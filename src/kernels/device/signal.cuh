@@ -55,10 +55,10 @@ __device__ __forceinline__ uint64_t* errorWord(const DevComm& c) {
   return reinterpret_cast<uint64_t*>(c.peers[c.localRank]) + kErrorSlot;
 }
 
-// True once this communicator has a device error or the host asked every wait to give up.
+// This communicator has a device error; the host asked every wait to give up (host memory: read
+// rarely, see WaitClock).
 __device__ __forceinline__ bool deviceFailed(const DevComm& c) { return *(volatile uint64_t*)errorWord(c) != 0; }
 __device__ __forceinline__ bool hostAborted(const DevComm& c) { return *(volatile int*)&c.err->abort != 0; }
-__device__ __forceinline__ bool aborted(const DevComm& c) { return deviceFailed(c) || hostAborted(c); }
 
 // The host's abort word is host memory: every read of it crosses PCIe. Read by every waiting
 // thread every ~20 us, those reads stalled the GPU's copy engines (4xH200, AllGather+GEMM's ce

@@ -66,8 +66,9 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out);
 // rank's own business: ranks may differ.
 mkcclResult_t publishFromEnv(int order, int* early);
 // MKCCL_GEMM_RS_ORDER: phases | interleaved | spread (Layout::order; gemm_rs_layout.cuh), and
-// MKCCL_GEMM_RS_LAG: spread's lag D in cluster tiles (unset: one wave, numClusters). Both must be the same on every rank (a rank's waits assume its senders' order);
-// phases and interleaved may differ between ranks (they differ only in the order of the sends).
+// MKCCL_GEMM_RS_LAG: spread's lag D in cluster tiles (unset: one wave, numClusters). Both must be
+// the same on every rank (a rank's waits assume its senders' order); phases and interleaved may
+// differ between ranks (they differ only in the order of the sends).
 mkcclResult_t orderFromEnv(int ws, int numClusters, Layout* L);
 
 

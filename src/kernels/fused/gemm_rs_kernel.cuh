@@ -110,7 +110,7 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
   // The last tile's bulk stores are not known to be complete when its epilogue ends: it is
   // published (counted in kDone) after the next mainloop, so the tensor cores do not wait for
   // them, and always before this warpgroup waits for a peer's partials. With earlyPublish, local
-  // stores (a partial staged for the push team; AR: a final tile's stores to C and its ag slot)
+  // stores (a partial staged for the push team; AR: a final tile's TMA stores to C)
   // are published once k-block kPublishKBlock of the next tile is issued instead (the push team
   // then paces by that tile); a bulk send to a peer always waits for the whole next mainloop.
   int pending = kPendingNone;

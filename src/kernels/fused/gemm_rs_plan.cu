@@ -53,9 +53,9 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out) {
   // (4xH200, 9d75455, twice each, the team staging by bulk stores): bulk 699 / 1338-1340 / 402-403
   // / 633-634 against the team's 718-720 / 1395-1396 / 403 / 683-685 (published early: 704-707 /
   // 1384-1387 / 382 / 675-676). 3 ranks: not measured (team).
-  const int def = mode == kModeAllReduce && ws >= 4 ? static_cast<int>(PushMode::Bulk) : static_cast<int>(PushMode::Team);
+  const PushMode def = mode == kModeAllReduce && ws >= 4 ? PushMode::Bulk : PushMode::Team;
   int v = 0;
-  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, def, &v));
+  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team"}, static_cast<int>(def), &v));
   *out = static_cast<PushMode>(v);  // the indices are PushMode's values
   return mkcclSuccess;
 }
