@@ -1,6 +1,8 @@
 // One-off probe (docs/AG_GEMM.md, the ce plan): can copy engines carry an AllGather at NVLink rate while a GEMM runs on every SM?
 // Build: nvcc -O2 -std=c++17 -arch=sm_90a tools/probes/ce_overlap.cu -lcublas -lcuda -o ce_overlap
-// Run:   ./ce_overlap <gpus> <N> <chunks> <streams per peer> <1: writes without memory barrier>
+// Run:   ./ce_overlap <gpus> <N> <chunks> <streams per peer> <1: writes without memory barrier> <1: pull>
+//        (pull: each receiver's own copy engines read the peers' shards; default: the sender's write them;
+//         streams per peer 0: one stream per GPU carries every peer's copies, one after another)
 // Times (host clock, median of 25) a copy-engine AllGather of M=8192 x K=8192 bf16 shards, cuBLAS
 // on each GPU, and both at once. Host-enqueue time is inside the numbers (many chunks: pessimistic).
 #include <cuda.h>
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
   const int chunks = argc > 3 ? atoi(argv[3]) : 1;
   const int nsp = argc > 4 ? atoi(argv[4]) : 1;          // streams per peer
   const unsigned wflags = argc > 5 && atoi(argv[5]) ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 0;
+  const bool pull = argc > 6 && atoi(argv[6]);
   std::vector<char*> A(ws), G(ws), W(ws), C(ws);
   std::vector<uint64_t*> flags(ws);
   std::vector<cublasHandle_t> h(ws);
@@ -38,15 +41,16 @@ int main(int argc, char** argv) {
   uint64_t iter = 0;
   auto copies = [&]() {
     ++iter;
-    for (int g = 0; g < ws; ++g) {
+    for (int g = 0; g < ws; ++g) {   // g: the GPU whose engines copy
       CK(cudaSetDevice(g));
       for (int q = 0; q < ws; ++q) {
         if (q == g) continue;
+        const int src = pull ? q : g, dst = pull ? g : q;
         const size_t per = shard / chunks;
         for (int c = 0; c < chunks; ++c) {
-          cudaStream_t st = cs[g][q * 4 + c % nsp];
-          CK(cudaMemcpyAsync(G[q] + g * shard + c * per, A[g] + c * per, per, cudaMemcpyDeviceToDevice, st));
-          if (chunks > 1) cuStreamWriteValue64(st, (CUdeviceptr)(flags[q] + g * 64 + c), iter, wflags);
+          cudaStream_t st = nsp == 0 ? cs[g][0] : cs[g][q * 4 + c % nsp];
+          CK(cudaMemcpyAsync(G[dst] + src * shard + c * per, A[src] + c * per, per, cudaMemcpyDeviceToDevice, st));
+          if (chunks > 1) cuStreamWriteValue64(st, (CUdeviceptr)(flags[dst] + src * 64 + c), iter, wflags);
         }
       }
     }
@@ -73,7 +77,7 @@ int main(int argc, char** argv) {
     return t[t.size() / 2];
   };
   const double tc = timeIt(copies), tg = timeIt(gemm), tb = timeIt([&] { copies(); gemm(); });
-  printf("streams/peer %d nobarrier %d ", nsp, wflags != 0);
+  printf("%s streams/peer %d nobarrier %d ", pull ? "pull" : "push", nsp, wflags != 0);
   printf("ws %d  %zux%zux%zu  chunks %d  shard %zu MiB: CE allgather %.1f us (%.0f GB/s out per GPU), gemm %.1f us, both %.1f us (floor ratio %.3f)\n",
          ws, M, N, K, chunks, shard >> 20, tc, shard * (ws - 1) / tc / 1e3, tg, tb, tb / std::max(tc, tg));
   return 0;
