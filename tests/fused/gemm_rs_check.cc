@@ -163,10 +163,15 @@ void worldShapes(bool allReduce) {
     const char* push;
     const char* variant = nullptr;  // MKCCL_GEMM_VARIANT
     const char* order = nullptr;    // MKCCL_GEMM_RS_ORDER (with MKCCL_GEMM_RS_PUBLISH=early)
+    const char* ceBatch = nullptr;  // MKCCL_GEMM_RS_CE_BATCH (push "ce")
   };
-  std::vector<Run> runs = {{"auto", "team"},           {"fused", "bulk"},          {"fused", "team"},
-                           {"sequential", "team"},     {"fused", "team", "256x2"}, {"fused", "bulk", "128x1"},
-                           {"fused", "team", "128x2"}, {"fused", "team", nullptr, "spread"}};
+  // Copy engines with the default batch (most shapes: one batch per slot) and batches of 3 tiles
+  // (a short last batch), with 128-wide tiles and clusters of 2.
+  std::vector<Run> runs = {{"auto", "team"},           {"fused", "bulk"},
+                           {"fused", "team"},          {"sequential", "team"},
+                           {"fused", "team", "256x2"}, {"fused", "bulk", "128x1"},
+                           {"fused", "team", "128x2"}, {"fused", "team", nullptr, "spread"},
+                           {"fused", "ce"},            {"fused", "ce", "128x2", nullptr, "3"}};
   if (allReduce) runs.push_back({"rs_ag", "bulk"});
   auto setOrUnset = [](const char* var, const char* value) {
     if (value) setenv(var, value, 1);
@@ -179,10 +184,13 @@ void worldShapes(bool allReduce) {
     setOrUnset("MKCCL_GEMM_VARIANT", run.variant);
     setOrUnset("MKCCL_GEMM_RS_ORDER", run.order);
     setOrUnset("MKCCL_GEMM_RS_PUBLISH", run.order ? "early" : nullptr);
+    setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.ceBatch);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
-        SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.push << ", tiles "
+        SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.push
+                                        << (run.ceBatch ? ", batch " : "") << (run.ceBatch ? run.ceBatch : "")
+                                        << ", tiles "
                                         << (run.variant ? run.variant : "auto") << ", order "
                                         << (run.order ? run.order : "default") << "), M " << s.M << " N " << s.N
                                         << " K/rank " << s.Kr << ", " << typeLabel(t) << ", " << w.nranks << " ranks");
@@ -201,6 +209,7 @@ void worldShapes(bool allReduce) {
   setOrUnset("MKCCL_GEMM_VARIANT", nullptr);
   setOrUnset("MKCCL_GEMM_RS_ORDER", nullptr);
   setOrUnset("MKCCL_GEMM_RS_PUBLISH", nullptr);
+  setOrUnset("MKCCL_GEMM_RS_CE_BATCH", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -235,6 +244,11 @@ void worldBackToBack(bool allReduce) {
     // flags agree; publication is local).
     setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
     setenv("MKCCL_GEMM_RS_PUBLISH", (i + w.rank) % 4 < 2 ? "early" : "late", 1);
+    // Copy engines (every rank alike, not with spread): every eighth call, batches of 1 or 2 tiles.
+    if (i % 8 == 1 || i % 8 == 6) {
+      setPush("ce");
+      setenv("MKCCL_GEMM_RS_CE_BATCH", i % 16 < 8 ? "1" : "2", 1);
+    }
     // The order: phases or interleaved, a rank's own business (receivers key partials by slot);
     // spread on every rank alike, every fourth call, with a lag of one tile (a final tile right
     // after the sends of the next one) or the planner's.
@@ -256,6 +270,7 @@ void worldBackToBack(bool allReduce) {
   unsetenv("MKCCL_GEMM_RS_ORDER");
   unsetenv("MKCCL_GEMM_RS_LAG");
   unsetenv("MKCCL_GEMM_RS_PUBLISH");
+  unsetenv("MKCCL_GEMM_RS_CE_BATCH");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -328,6 +343,16 @@ void worldBadArguments(bool allReduce) {
     EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_LAG"));
     unsetenv("MKCCL_GEMM_RS_LAG");
+    setPush("ce");  // copy engines cannot run the spread order; a batch of 0 tiles is no batch
+    setenv("MKCCL_GEMM_RS_ORDER", "spread", 1);
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("spread"));
+    unsetenv("MKCCL_GEMM_RS_ORDER");
+    setenv("MKCCL_GEMM_RS_CE_BATCH", "0", 1);
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_CE_BATCH"));
+    unsetenv("MKCCL_GEMM_RS_CE_BATCH");
+    setPush(nullptr);
     setPlan(allReduce, "auto");
   }
   // Rejected calls left the communicator healthy.

@@ -49,7 +49,7 @@ mkcclResult_t runReduceOp(bool allReduce, const ReduceBuffers& b, const ReduceSh
 
 // Sets MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN for the rest of the process ("auto", "fused", ...).
 void setPlan(bool allReduce, const char* plan);
-// Sets MKCCL_GEMM_RS_PUSH (both ops' fused kernel: "bulk" or "team"; nullptr: unset, the default).
+// Sets MKCCL_GEMM_RS_PUSH (both ops' fused kernel: "bulk", "team" or "ce"; nullptr: unset, the default).
 void setPush(const char* push);
 
 // The test bodies shared by gemm_rs_test.cc (allReduce = false) and gemm_ar_test.cc (true).

@@ -77,6 +77,44 @@ TEST(GemmRsLayout, ChunksCoverRowsAndSlotsDoNotOverlap) {
   }
 }
 
+// Copy-engine batches (MKCCL_GEMM_RS_PUSH=ce): they cover a slot's tiles once, each tile's flag is
+// its batch's first tile's, and the batch counts, words and the CTA count take slots of their own
+// after every other flag; without batches nothing changes.
+TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
+  for (const Case& c : cases()) {
+    Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
+    const int64_t base = L.flagSlots();
+    EXPECT_EQ(base, L.baseFlagSlots());
+    EXPECT_EQ(L.rxSlot(0, L.tiles - 1), L.rxFlag(0, L.tiles - 1));
+    for (int B : {1, 2, 3, 64, L.tiles, L.tiles + 5}) {
+      SCOPED_TRACE(testing::Message() << "mode " << c.mode << " ws " << c.ws << " M " << c.M << " N " << c.N
+                                      << " cs " << c.cs << " batch " << B);
+      L.setCeBatch(B);
+      int covered = 0;
+      for (int b = 0; b < L.ceBatches(); ++b) {
+        EXPECT_GE(L.ceBatchTiles(b), 1);
+        EXPECT_LE(L.ceBatchTiles(b), B);
+        for (int u = b * B; u < b * B + L.ceBatchTiles(b); ++u)
+          for (int j = 0; j + 1 < c.ws; ++j) EXPECT_EQ(L.rxSlot(j, b * B), L.rxFlag(j, u));
+        covered += L.ceBatchTiles(b);
+      }
+      EXPECT_EQ(L.tiles, covered);
+      std::set<int64_t> slots;
+      for (int j = 0; j + 1 < c.ws; ++j)
+        for (int b = 0; b < L.ceBatches(); ++b) {
+          slots.insert(L.ceCountSlot(j, b));
+          slots.insert(L.ceWordSlot(j, b));
+        }
+      slots.insert(L.ceDoneSlot());
+      EXPECT_EQ(size_t(2 * (c.ws - 1) * L.ceBatches() + 1), slots.size());
+      EXPECT_EQ(base, *slots.begin());
+      EXPECT_EQ(L.flagSlots(), *slots.rbegin() + 1);
+    }
+    L.setCeBatch(0);
+    EXPECT_EQ(base, L.flagSlots());
+  }
+}
+
 // The case's layout walked in `order` with spread lag `lag`.
 Layout orderedLayout(const Case& c, int order, int lag) {
   Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);

@@ -12,6 +12,11 @@
 //             raise the flag. A tile of the final
 //             phase: once the consumers started it, wait for its ws-1 partials' flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
+//             Copy engines (=ce): once staged, the tile is counted in its batch (slot j, B
+//             tiles); the batch's last one raises the batch's word, which a copy stream of ours
+//             waits for (cuStreamWaitValue64) before it copies the batch to the owner and raises
+//             the owner's flag (gemm_rs_ce.cu). The last CTA to end raises every word, so that no
+//             copy stream waits forever after a failed call.
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
 //             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises
 //             their flags; item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent
@@ -44,6 +49,8 @@ struct ReduceParams {
                                     // (MKCCL_GEMM_RS_PUSH=bulk); 0: staged, the push team copies
   int earlyPublish;                 // 1: staged tiles published a few k-blocks into the next
                                     // tile, paced by it (MKCCL_GEMM_RS_PUBLISH=early)
+  int pushCe;                       // 1: staged, counted in batches, copied by our copy streams
+                                    // (MKCCL_GEMM_RS_PUSH=ce; L.ceBatch > 0)
 
   __device__ __forceinline__ uint64_t* opFlags(int q) const { return wsOf[q] + kOpFlagSlot; }
   // Our barrier slot that rank q posts its entry into, and q's slot we post ours into.
@@ -210,8 +217,8 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
                          uint64_t timeoutNs) {
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
-  const bool bulk = p.pushBulk != 0;
-  if (bulk && t.tid != 0) return;  // flags and prefetches: one thread, no team syncs
+  const bool bulk = p.pushBulk != 0, ce = p.pushCe != 0;
+  if ((bulk || ce) && t.tid != 0) return;  // flags, counts and prefetches: one thread, no team syncs
   Tile tile;
   uint32_t index = 0, entered = 0;  // entered: ranks whose entry thread 0 has seen
   while (sched.next(tile)) {
@@ -227,7 +234,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       bool ok = waitConsumers(p.comm, words, index, timeoutNs, /*started=*/true);
       for (int j = 0; ok && j < L.ws - 1; ++j) {
         const int q = L.senderOf(p.rank, j);
-        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxSlot(j, tile.u), want, p.localOf[q], kSiteFusedTile);
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, tile.u), want, p.localOf[q], kSiteFusedTile);
       }
       if (!ok) {
         setDrain(words);
@@ -263,6 +270,22 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       }
       if (!ok) setDrain(words);
     }
+    if (ce) {
+      // Thread 0 alone. Staged (the consumers' counter) and the owner entered (our copy stream
+      // writes into its slot once the batch's word is up): count the tile. Drain: not counted
+      // (the words go up at the kernel's end).
+      if (!ok) continue;
+      uint64_t* own = p.opFlags(p.rank);
+      const int b = tile.u / L.ceBatch;
+      dev::fenceSys();  // the staged tile (passed on by the consumers' release) before the count
+      const unsigned long long seen =
+          atomicAdd(reinterpret_cast<unsigned long long*>(own + L.ceCountSlot(tile.step, b)), 1ull);
+      if (seen + 1 == static_cast<unsigned long long>(L.ceBatchTiles(b))) {
+        dev::fenceSys();  // every count's tile (their fences, then their adds) before the word
+        dev::storeRelease(own + L.ceWordSlot(tile.step, b), want);
+      }
+      continue;
+    }
     const bool go = teamVerdict(t, words, CtaWords::kPushOk, ok);
     if (go) {
       constexpr int kUnroll = 6;
@@ -282,6 +305,22 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
     t.sync();
     if (go && t.tid == 0) dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want);
   }
+}
+
+// Copy engines: the last CTA to end raises every batch word (already up after a good call), so
+// that our copy streams, which have no timeout of their own, never wait past the kernel. One
+// thread per CTA, after the CTA's last sync.
+__device__ __forceinline__ void ceEndOfKernel(const ReduceParams& p) {
+  const Layout& L = p.L;
+  uint64_t* own = p.opFlags(p.rank);
+  dev::fenceSys();
+  const unsigned long long ended = atomicAdd(reinterpret_cast<unsigned long long*>(own + L.ceDoneSlot()), 1ull);
+  if (ended + 1 != gridDim.x) return;
+  dev::fenceSys();
+  const uint64_t want = dev::flagValue(p.comm.seq);
+  for (int j = 0; j < L.ws - 1; ++j)
+    for (int b = 0; b < L.ceBatches(); ++b)
+      if (dev::loadAcquire(own + L.ceWordSlot(j, b)) < want) dev::storeRelease(own + L.ceWordSlot(j, b), want);
 }
 
 // Rows of tile (mb, nb) of chunk c that lie in the output, and its first row (AR chunks are whole

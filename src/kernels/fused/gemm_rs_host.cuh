@@ -8,6 +8,7 @@
 #include "kernels/fused/gemm_rs_rule.h"
 #include "kernels/gemm/gemm_plan.h"
 #include "mkccl.h"
+#include "runtime/copy_engines.h"
 #include "runtime/enqueue.h"
 
 namespace mkccl {
@@ -55,11 +56,18 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 
 // MKCCL_GEMM_RS_PUSH: how the fused kernel (of `mode`, on ws ranks) sends its partials. bulk:
 // bulk stores from the epilogue's shared memory; team: staged locally, copied by the push team,
-// paced by the GEMM. Unset: bulk for the AllReduce from 4 ranks on, else team. Ranks may differ:
-// both ends' formats and flags are the same. (Copy engines were tried for the partials:
-// docs/GEMM_RS_AR.md.)
-enum class PushMode : int { Bulk = 0, Team = 1 };  // the values are the env choices' indices
-mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out);
+// paced by the GEMM; ce: staged locally, copied by the GPU's copy engines in batches of
+// MKCCL_GEMM_RS_CE_BATCH tiles (*ceBatch; gemm_rs_ce.cu). Unset: bulk for the AllReduce from 4
+// ranks on, else team. bulk and team may differ between ranks (both ends' formats and flags are
+// the same); ce and its batch must be the same on every rank (one flag per batch).
+enum class PushMode : int { Bulk = 0, Team = 1, Ce = 2 };  // the values are the env choices' indices
+mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch);
+
+// The copy engines' part of a fused call with MKCCL_GEMM_RS_PUSH=ce, enqueued after the kernel:
+// per owner one stream of the communicator's copy engines that waits for each batch's word,
+// copies the batch from our staging slots into the owner's receive slots and raises the owner's
+// flag; the caller's stream joins them. `fork` was recorded on `stream` before the kernel.
+mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_t stream);
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
 // (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
 // the next tile, paced by it). Unset: early with the spread order (Layout::order), else late. A

@@ -170,7 +170,7 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
         volatile uint32_t* waiting = wordPtr(words, CtaWords::kWaiting0 + half);  // the push team stops pacing
         *waiting = 1;
         for (int j = 0; ok && j < L.ws - 1; ++j)
-          ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxSlot(j, t.u), want, p.localOf[L.senderOf(p.rank, j)],
+          ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, t.u), want, p.localOf[L.senderOf(p.rank, j)],
                              kSiteFusedTile);
         *waiting = 0;
       }
@@ -250,6 +250,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // No CTA of a cluster may exit while its peer can still arrive on its barriers or multicast
   // into its shared memory.
   if (cs > 1) dev::clusterSync(); else __syncthreads();
+  if (p.pushCe && threadIdx.x == 0) ceEndOfKernel(p);
 }
 
 }  // namespace rs

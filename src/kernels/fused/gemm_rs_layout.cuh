@@ -59,8 +59,10 @@
 //   barrier slot [q]          entry: rank q has started this call (the convention of
 //                             signal.cuh's barrier slots, shared by every op): it is done with
 //                             our earlier data, so we may write into its areas
-//   kOpFlagSlot + j*U + u     rx (j, u) has landed
+//   kOpFlagSlot + j*U + u     rx (j, u) has landed (copy engines: rx (j, u..u+B-1), u = b*B)
 //   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
+//   then, MKCCL_GEMM_RS_PUSH=ce only (local, zeroed before the launch): per (slot j, batch b) a
+//   count of the staged tiles and the word the copy stream waits for; one count of CTAs done.
 #pragma once
 #include <stdint.h>
 
@@ -96,6 +98,9 @@ struct Layout {
   int group = 1;            // raster band height, in cluster rows
   int order = kOrderPhases; // see Order
   int finalLag = 1;         // spread: D, in cluster tiles (>= 1)
+  int ceBatch = 0;          // copy engines carry the partials in runs of B tiles of a slot
+                            // (MKCCL_GEMM_RS_PUSH=ce; the same on every rank); 0: not
+  int ceNb = 0;             // batches per slot, ceil(U / B) (setCeBatch)
 
   MKCCL_RS_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
   MKCCL_RS_HD int64_t halfBytes() const { return tileBytes() / 2; }
@@ -121,8 +126,23 @@ struct Layout {
 
   // Flag slots, relative to kOpFlagSlot.
   MKCCL_RS_HD int64_t rxSlot(int j, int u) const { return int64_t(j) * tiles + u; }
+  // The flag that says rx (j, u) landed: its own, or its copy-engine batch's (the first tile's).
+  MKCCL_RS_HD int64_t rxFlag(int j, int u) const { return rxSlot(j, ceBatch > 0 ? u - u % ceBatch : u); }
   MKCCL_RS_HD int64_t agSlot(int c, int u) const { return int64_t(ws - 1) * tiles + int64_t(c) * tiles + u; }
-  MKCCL_RS_HD int64_t flagSlots() const { return int64_t(ws - 1) * tiles + (allReduce() ? int64_t(ws) * tiles : 0); }
+  MKCCL_RS_HD int64_t baseFlagSlots() const {
+    return int64_t(ws - 1) * tiles + (allReduce() ? int64_t(ws) * tiles : 0);
+  }
+  // Copy-engine batches of a slot, and batch b's tiles [b*B, min((b+1)*B, U)).
+  MKCCL_RS_HD void setCeBatch(int B) {
+    ceBatch = B > 0 ? B : 0;
+    ceNb = ceBatch > 0 ? int(ceilDiv(tiles, ceBatch)) : 0;
+  }
+  MKCCL_RS_HD int ceBatches() const { return ceNb; }
+  MKCCL_RS_HD int ceBatchTiles(int b) const { return b + 1 < ceNb ? ceBatch : tiles - b * ceBatch; }
+  MKCCL_RS_HD int64_t ceCountSlot(int j, int b) const { return baseFlagSlots() + j * ceNb + b; }
+  MKCCL_RS_HD int64_t ceWordSlot(int j, int b) const { return baseFlagSlots() + (ws - 1 + j) * ceNb + b; }
+  MKCCL_RS_HD int64_t ceDoneSlot() const { return baseFlagSlots() + int64_t(2 * (ws - 1)) * ceBatches(); }
+  MKCCL_RS_HD int64_t flagSlots() const { return baseFlagSlots() + (ceBatch > 0 ? ceDoneSlot() + 1 - baseFlagSlots() : 0); }
 
   // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:
   // flag slots bound them.

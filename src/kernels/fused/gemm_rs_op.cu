@@ -12,6 +12,7 @@
 #include "kernels/gemm/gemm_plan.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/copy_engines.h"
 #include "runtime/cudriver.h"
 #include "runtime/log.h"
 #include "runtime/ops.h"
@@ -43,11 +44,29 @@ const char* routeName(Route r) {
 mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, const void* W, void* C, int64_t M,
                           int64_t N, int64_t K, mkcclDataType_t t) {
   mkcclComm* comm = ctx.comm;
-  const Layout& L = plan.L;
+  Layout L = plan.L;
   PushMode push = PushMode::Team;
-  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push));
+  int ceBatch = 0;
+  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push, &ceBatch));
+  L.setCeBatch(ceBatch);
   int early = 0;
   MKCCL_CHECK(publishFromEnv(L.order, &early));
+  CopyEngines* ce = nullptr;
+  if (push == PushMode::Ce) {
+    // A batch's word waits for all its tiles, some of which the spread order sends after a final
+    // tile that waits for another rank's batch: a cycle between ranks.
+    if (L.order == kOrderSpread)
+      return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce cannot run with MKCCL_GEMM_RS_ORDER=spread",
+                      opName(L.mode));
+    if (L.flagSlots() > int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot)
+      return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce: %lld flag slots needed, %lld available",
+                      opName(L.mode), (long long)L.flagSlots(),
+                      (long long)(int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot));
+    if (!copyEnginesUsable())
+      return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce needs the driver's stream memory operations",
+                      opName(L.mode));
+    MKCCL_CHECK(copyEnginesGet(comm, &ce));
+  }
 
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
@@ -78,10 +97,20 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   }
   p.C = static_cast<char*>(C);
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
+  p.pushCe = push == PushMode::Ce ? 1 : 0;
   p.earlyPublish = early;
-  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode), push == PushMode::Bulk ? "bulk stores" : "the push team");
-  if (t == mkcclBfloat16) return reduceLaunch<dev::Bf16>(f, ctx.stream);
-  return reduceLaunch<dev::F16>(f, ctx.stream);
+  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode),
+              push == PushMode::Bulk ? "bulk stores" : push == PushMode::Ce ? "copy engines" : "the push team");
+  if (ce) {
+    // The batch counts, words and CTA count start from zero (the kernel counts up from there).
+    uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
+    CUDA_CHECK(cudaMemsetAsync(own + L.baseFlagSlots(), 0, size_t(L.flagSlots() - L.baseFlagSlots()) * 8,
+                               ctx.stream));
+    CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
+  }
+  if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
+  else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
+  return ce ? ceCopies(*ce, p, ctx.stream) : mkcclSuccess;
 }
 
 mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,

@@ -1,0 +1,56 @@
+// GEMM+RS/AR with MKCCL_GEMM_RS_PUSH=ce: the fused kernel stages its partials locally and counts
+// them in batches (slot j, B tiles; gemm_rs_copy.cuh); the GPU's copy engines carry each batch to
+// its owner while the GEMM keeps every SM. Per owner q (our slot j at q), one stream:
+//   wait for the caller's stream up to the kernel (the fork event: the batch counts are zeroed),
+//   then batch by batch, in the order the kernel fills them: wait for the batch's word (the
+//   kernel raises it once the batch is staged and q has entered the call), one copy of the
+//   batch's tiles from our staging slots into q's receive slots, one 64-bit write of q's flag for
+//   the batch (fenced after the copy). The caller's stream joins every copy stream.
+// Enqueued after the kernel: the driver does not see a stream wait's dependency on the kernel,
+// and a wait enqueued first can hold the kernel's launch behind it (the first version of
+// tools/probes/ce_wait_latency.cu hung that way). The waits have no timeout of their own: the
+// last CTA to end raises every word (ceEndOfKernel), after a failed call too; the owner's waits
+// for the flags are the bounded ones.
+// A wait for a word the kernel writes wakes its stream ~11-16 us after the write (2xH200,
+// tools/probes/ce_wait_latency.cu), and one copy with its wait costs ~6 us besides its bytes.
+#include <string.h>
+#include "kernels/device/signal.cuh"
+#include "kernels/fused/gemm_rs_host.cuh"
+#include "runtime/check.h"
+#include "runtime/copy_engines.h"
+#include "runtime/cudriver.h"
+
+namespace mkccl {
+namespace rs {
+
+mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_t stream) {
+  const Layout& L = p.L;
+  const uint64_t want = dev::flagValue(p.comm.seq);
+  uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
+  for (int j = 0; j < L.ws - 1; ++j) {
+    const int q = L.chunkAt(p.rank, j);  // the owner our slot j goes to
+    cudaStream_t s = ce.stream[j];
+    CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
+    for (int b = 0; b < L.ceBatches(); ++b) {
+      const int u0 = b * L.ceBatch;
+      CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s),
+                                      reinterpret_cast<CUdeviceptr>(own + L.ceWordSlot(j, b)), want,
+                                      CU_STREAM_WAIT_VALUE_GEQ));
+      CUDA_CHECK(cudaMemcpyAsync(p.scratchOf[q] + L.rxOffset(j, u0), p.scratchOf[p.rank] + L.stagingOffset(j, u0),
+                                 size_t(L.ceBatchTiles(b)) * size_t(L.tileBytes()), cudaMemcpyDeviceToDevice, s));
+      CUstreamBatchMemOpParams op;
+      memset(&op, 0, sizeof(op));
+      op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      op.writeValue.address = reinterpret_cast<CUdeviceptr>(p.wsOf[q] + kOpFlagSlot + L.rxSlot(j, u0));
+      op.writeValue.value64 = want;
+      op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
+      CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), 1, &op, 0));
+    }
+    CUDA_CHECK(cudaEventRecord(ce.join[j], s));
+    CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[j], 0));
+  }
+  return mkcclSuccess;
+}
+
+}  // namespace rs
+}  // namespace mkccl
