@@ -7,9 +7,9 @@
 //   floor_us         the larger of the two; floor_ratio = ours / floor
 //   seq_us           our sequential plan (GEMM engine, then our collective), forced
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
-//   fused_other_push_us  the fused plan with the other way of sending partials
-//                    (MKCCL_GEMM_RS_PUSH: the one the library does not use by default, or
-//                    team when bulk is set, bulk when team is set): A/B
+//   fused_other_push_us  the fused plan with another way of sending partials
+//                    (MKCCL_GEMM_RS_PUSH): team where ce is in force, else ce (spread order:
+//                    bulk or team); the note names it
 //   rs_ag_us         gemm_ar, M divisible by the ranks: the fused ReduceScatter then our AllGather, forced
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
@@ -210,13 +210,18 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       return timeWithEnv({{planVar, plan}, {"MKCCL_GEMM_RS_PUSH", push}}, run, a.warmup, a.iters, env.stream,
                          env.comm, &oursFailed);
     };
-    // The library's push when unset: bulk stores for the AllReduce from 4 ranks on, else the paced
-    // team (gemm_rs_plan.cu: pushFromEnv; no API exposes it).
+    // The library's push when unset: the copy engines at 2 ranks, bulk stores for the AllReduce
+    // from 4 ranks on, else the paced team (gemm_rs_plan.cu: pushFromEnv; no API exposes it).
     const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
-    const std::string push = pushEnv && *pushEnv ? pushEnv : (allReduce && ws >= 4 ? "bulk" : "team");
+    const std::string push =
+        pushEnv && *pushEnv ? pushEnv : ws == 2 ? "ce" : (allReduce && ws >= 4 ? "bulk" : "team");
+    // (ce cannot run the spread order: there the library falls back to the team when unset.)
+    const char* orderEnv = getenv("MKCCL_GEMM_RS_ORDER");
+    const bool spread = orderEnv && std::string(orderEnv) == "spread";
+    const char* otherPush = spread ? (push == "bulk" ? "team" : "bulk") : push == "ce" ? "team" : "ce";
     v[0] = timeOurs(nullptr, nullptr);
     v[4] = timeOurs("sequential", nullptr);
-    v[6] = timeOurs("fused", push == "bulk" ? "team" : "bulk");
+    v[6] = timeOurs("fused", otherPush);
     v[5] = timeOurs("fused", nullptr);
     if (allReduce && M % ws == 0) v[7] = timeOurs("rs_ag", nullptr);
     if (firstErr != mkcclSuccess || oursFailed || v[0] < 0) {
@@ -274,10 +279,10 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       r.extra["floor_ratio"] = v[0] / floorUs;
     }
     if (v[1] > 0) r.extra["speedup"] = v[1] / v[0];
-    r.note = "plan " + plan + ", " + std::to_string(nsets) + " input sets";
+    r.note = "plan " + plan + ", " + std::to_string(nsets) + " input sets, other push " + otherPush;
     // The fused kernel's overrides in force, so that a result says what ran.
-    for (const char* var : {"MKCCL_GEMM_RS_PUSH", "MKCCL_GEMM_RS_ORDER", "MKCCL_GEMM_RS_LAG", "MKCCL_GEMM_RS_PUBLISH",
-                            "MKCCL_GEMM_VARIANT"}) {
+    for (const char* var : {"MKCCL_GEMM_RS_PUSH", "MKCCL_GEMM_RS_CE_BATCH", "MKCCL_GEMM_RS_ORDER", "MKCCL_GEMM_RS_LAG",
+                            "MKCCL_GEMM_RS_PUBLISH", "MKCCL_GEMM_VARIANT"}) {
       const char* val = getenv(var);
       if (val && *val) r.note += std::string(", ") + var + "=" + val;
     }

@@ -57,11 +57,12 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 // MKCCL_GEMM_RS_PUSH: how the fused kernel (of `mode`, on ws ranks) sends its partials. bulk:
 // bulk stores from the epilogue's shared memory; team: staged locally, copied by the push team,
 // paced by the GEMM; ce: staged locally, copied by the GPU's copy engines in batches of
-// MKCCL_GEMM_RS_CE_BATCH tiles (*ceBatch; gemm_rs_ce.cu). Unset: bulk for the AllReduce from 4
-// ranks on, else team. bulk and team may differ between ranks (both ends' formats and flags are
-// the same); ce and its batch must be the same on every rank (one flag per batch).
+// MKCCL_GEMM_RS_CE_BATCH tiles (*ceBatch; gemm_rs_ce.cu). Unset: ce at 2 ranks, bulk for the
+// AllReduce from 4 ranks on, else team (*forced: set by the user). bulk and team may differ between
+// ranks (both ends' formats and flags are the same); ce and its batch must be the same on every
+// rank (one flag per batch).
 enum class PushMode : int { Bulk = 0, Team = 1, Ce = 2 };  // the values are the env choices' indices
-mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch);
+mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch, bool* forced);
 
 // The copy engines' part of a fused call with MKCCL_GEMM_RS_PUSH=ce, enqueued after the kernel:
 // per owner one stream of the communicator's copy engines that waits for each batch's word,
@@ -70,9 +71,9 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch);
 mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_t stream);
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
 // (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
-// the next tile, paced by it). Unset: early with the spread order (Layout::order), else late. A
-// rank's own business: ranks may differ.
-mkcclResult_t publishFromEnv(int order, int* early);
+// the next tile, paced by it). Unset: early with the spread order (Layout::order) or the copy
+// engines, else late. A rank's own business: ranks may differ.
+mkcclResult_t publishFromEnv(int order, PushMode push, int* early);
 // MKCCL_GEMM_RS_ORDER: phases | interleaved | spread (Layout::order; gemm_rs_layout.cuh), and
 // MKCCL_GEMM_RS_LAG: spread's lag D in cluster tiles (unset: one wave, numClusters). Both must be
 // the same on every rank (a rank's waits assume its senders' order); phases and interleaved may

@@ -47,26 +47,31 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   Layout L = plan.L;
   PushMode push = PushMode::Team;
   int ceBatch = 0;
-  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push, &ceBatch));
-  L.setCeBatch(ceBatch);
-  int early = 0;
-  MKCCL_CHECK(publishFromEnv(L.order, &early));
+  bool forced = false;
+  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push, &ceBatch, &forced));
   CopyEngines* ce = nullptr;
   if (push == PushMode::Ce) {
+    // Where the copy engines cannot run: an error if the user asked for them, else the push team
+    // (every rank reaches the same verdict: the order, the flag area and the driver agree).
     // A batch's word waits for all its tiles, some of which the spread order sends after a final
     // tile that waits for another rank's batch: a cycle between ranks.
-    if (L.order == kOrderSpread)
-      return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce cannot run with MKCCL_GEMM_RS_ORDER=spread",
-                      opName(L.mode));
-    if (L.flagSlots() > int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot)
-      return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce: %lld flag slots needed, %lld available",
-                      opName(L.mode), (long long)L.flagSlots(),
-                      (long long)(int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot));
-    if (!copyEnginesUsable())
-      return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce needs the driver's stream memory operations",
-                      opName(L.mode));
-    MKCCL_CHECK(copyEnginesGet(comm, &ce));
+    L.setCeBatch(ceBatch);
+    const int64_t slots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
+    const char* why = L.order == kOrderSpread        ? "cannot run with MKCCL_GEMM_RS_ORDER=spread"
+                      : L.flagSlots() > slots        ? "its batch flags do not fit the flag area"
+                      : !copyEnginesUsable()         ? "needs the driver's stream memory operations"
+                                                     : nullptr;
+    if (why && forced) return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce %s", opName(L.mode), why);
+    if (why) {
+      MKCCL_TRACE("%s: copy engines: %s; the push team sends", opName(L.mode), why);
+      push = PushMode::Team;
+      L.setCeBatch(0);
+    } else {
+      MKCCL_CHECK(copyEnginesGet(comm, &ce));
+    }
   }
+  int early = 0;
+  MKCCL_CHECK(publishFromEnv(L.order, push, &early));
 
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));

@@ -41,7 +41,7 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch) {
+mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch, bool* forced) {
   // Unset: the push team, paced by the GEMM (gemm_rs_copy.cuh), except for the AllReduce from 4
   // ranks on: bulk stores. Fused RS forced, us at 8192^3 / 16384x8192x8192 / 4096x8192x8192 /
   // 8192x8192x4096: 2xH200, probe builds of one session, the team paced by time 762 / 1534 / 381 /
@@ -53,7 +53,15 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch) {
   // (4xH200, 9d75455, twice each, the team staging by bulk stores): bulk 699 / 1338-1340 / 402-403
   // / 633-634 against the team's 718-720 / 1395-1396 / 403 / 683-685 (published early: 704-707 /
   // 1384-1387 / 382 / 675-676). 3 ranks: not measured (team).
-  const PushMode def = mode == kModeAllReduce && ws >= 4 ? PushMode::Bulk : PushMode::Team;
+  // 2 ranks: the copy engines (2xH200, fused forced, us at 8192^3 / 16384x8192x8192 /
+  // 4096x8192x8192 / 8192x8192x4096, same machine, twice: RS team 750-753 / 1511-1526 / 407-414 /
+  // 438-439, ce (64, published early) 748 / 1499 / 382-405 / 404; AR team 814 / 1593 / 452 / 541,
+  // ce 805 / 1584 / 443 / 547).
+  const PushMode def = ws == 2                               ? PushMode::Ce
+                       : mode == kModeAllReduce && ws >= 4 ? PushMode::Bulk
+                                                           : PushMode::Team;
+  const char* set = getenv("MKCCL_GEMM_RS_PUSH");
+  *forced = set != nullptr && *set != '\0';
   int v = 0;
   MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team", "ce"}, static_cast<int>(def), &v));
   *out = static_cast<PushMode>(v);  // the indices are PushMode's values
@@ -65,10 +73,13 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch) {
   return mkcclSuccess;
 }
 
-mkcclResult_t publishFromEnv(int order, int* early) {
-  // Unset: early with the spread order, else late. 2xH200 (fused RS forced, 8192^3): phase order
-  // late 765-771 us, early 784-797; spread order early 797-808, late 836-863.
-  return envChoice("MKCCL_GEMM_RS_PUBLISH", {"late", "early"}, order == kOrderSpread ? 1 : 0, early);
+mkcclResult_t publishFromEnv(int order, PushMode push, int* early) {
+  // Unset: early with the spread order or the copy engines, else late. 2xH200 (fused RS forced,
+  // 8192^3): phase order late 765-771 us, early 784-797; spread order early 797-808, late
+  // 836-863. The copy engines do not pace by the GEMM, and early batches reach the owners sooner
+  // (4096x8192x8192: 382-405 us early, 416 late).
+  return envChoice("MKCCL_GEMM_RS_PUBLISH", {"late", "early"},
+                   order == kOrderSpread || push == PushMode::Ce ? 1 : 0, early);
 }
 
 mkcclResult_t orderFromEnv(int ws, int numClusters, Layout* L) {
