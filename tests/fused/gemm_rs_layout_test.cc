@@ -77,9 +77,9 @@ TEST(GemmRsLayout, ChunksCoverRowsAndSlotsDoNotOverlap) {
   }
 }
 
-// Copy-engine batches (MKCCL_GEMM_RS_PUSH=ce): they cover a slot's tiles once, each tile's rx (and
-// AR ag) flag is its batch's first tile's, and the batch counts, words and the CTA count take
-// slots of their own after every other flag; without batches nothing changes.
+// Copy-engine batches (MKCCL_GEMM_RS_PUSH=ce): they cover a slot's tiles once, each tile's flag is
+// its batch's first tile's, and the batch counts, words and the CTA count take slots of their own
+// after every other flag; without batches nothing changes.
 TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
   for (const Case& c : cases()) {
     Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
@@ -94,11 +94,8 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
       for (int b = 0; b < L.ceBatches(); ++b) {
         EXPECT_GE(L.ceBatchTiles(b), 1);
         EXPECT_LE(L.ceBatchTiles(b), B);
-        for (int u = b * B; u < b * B + L.ceBatchTiles(b); ++u) {
+        for (int u = b * B; u < b * B + L.ceBatchTiles(b); ++u)
           for (int j = 0; j + 1 < c.ws; ++j) EXPECT_EQ(L.rxSlot(j, b * B), L.rxFlag(j, u));
-          if (c.mode == kModeAllReduce)
-            for (int q = 0; q < c.ws; ++q) EXPECT_EQ(L.agSlot(q, b * B), L.agFlag(q, u));
-        }
         covered += L.ceBatchTiles(b);
       }
       EXPECT_EQ(L.tiles, covered);
@@ -109,12 +106,7 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
           slots.insert(L.ceWordSlot(j, b));
         }
       slots.insert(L.ceDoneSlot());
-      const bool ar = c.mode == kModeAllReduce;
-      for (int b = 0; ar && b < L.ceBatches(); ++b) {
-        slots.insert(L.ceAgCountSlot(b));
-        slots.insert(L.ceAgWordSlot(b));
-      }
-      EXPECT_EQ(size_t(2 * (c.ws - 1 + (ar ? 1 : 0)) * L.ceBatches() + 1), slots.size());
+      EXPECT_EQ(size_t(2 * (c.ws - 1) * L.ceBatches() + 1), slots.size());
       EXPECT_EQ(base, *slots.begin());
       EXPECT_EQ(L.flagSlots(), *slots.rbegin() + 1);
     }

@@ -5,9 +5,7 @@
 //   then batch by batch, in the order the kernel fills them: wait for the batch's word (the
 //   kernel raises it once the batch is staged and q has entered the call), one copy of the
 //   batch's tiles from our staging slots into q's receive slots, one 64-bit write of q's flag for
-//   the batch (fenced after the copy). AR: then, the same way, our finished tiles (staged in our
-//   own ag slots by the epilogue, counted by the consumers) into q's ag slots. The caller's
-//   stream joins every copy stream.
+//   the batch (fenced after the copy). The caller's stream joins every copy stream.
 // Enqueued after the kernel: the driver does not see a stream wait's dependency on the kernel,
 // and a wait enqueued first can hold the kernel's launch behind it (the first version of
 // tools/probes/ce_wait_latency.cu hung that way). The waits have no timeout of their own: the
@@ -25,22 +23,6 @@
 namespace mkccl {
 namespace rs {
 
-namespace {
-
-// A peer's flag, written by the stream once its copies are done (fenced after them).
-mkcclResult_t writeFlag(cudaStream_t s, uint64_t* flag, uint64_t value) {
-  CUstreamBatchMemOpParams op;
-  memset(&op, 0, sizeof(op));
-  op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-  op.writeValue.address = reinterpret_cast<CUdeviceptr>(flag);
-  op.writeValue.value64 = value;
-  op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-  CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), 1, &op, 0));
-  return mkcclSuccess;
-}
-
-}  // namespace
-
 mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_t stream) {
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
@@ -56,18 +38,13 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_
                                       CU_STREAM_WAIT_VALUE_GEQ));
       CUDA_CHECK(cudaMemcpyAsync(p.scratchOf[q] + L.rxOffset(j, u0), p.scratchOf[p.rank] + L.stagingOffset(j, u0),
                                  size_t(L.ceBatchTiles(b)) * size_t(L.tileBytes()), cudaMemcpyDeviceToDevice, s));
-      MKCCL_CHECK(writeFlag(s, p.wsOf[q] + kOpFlagSlot + L.rxSlot(j, u0), want));
-    }
-    // AR: then our finished tiles, batch by batch, from our own ag slots into q's ag slots of our
-    // chunk (after our partials to q: the order makes them later, and q's entry is known by then).
-    for (int b = 0; L.allReduce() && b < L.ceBatches(); ++b) {
-      const int u0 = b * L.ceBatch;
-      CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s),
-                                      reinterpret_cast<CUdeviceptr>(own + L.ceAgWordSlot(b)), want,
-                                      CU_STREAM_WAIT_VALUE_GEQ));
-      CUDA_CHECK(cudaMemcpyAsync(p.scratchOf[q] + L.agOffset(p.rank, u0), p.scratchOf[p.rank] + L.agOffset(p.rank, u0),
-                                 size_t(L.ceBatchTiles(b)) * size_t(L.tileBytes()), cudaMemcpyDeviceToDevice, s));
-      MKCCL_CHECK(writeFlag(s, p.wsOf[q] + kOpFlagSlot + L.agSlot(p.rank, u0), want));
+      CUstreamBatchMemOpParams op;
+      memset(&op, 0, sizeof(op));
+      op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      op.writeValue.address = reinterpret_cast<CUdeviceptr>(p.wsOf[q] + kOpFlagSlot + L.rxSlot(j, u0));
+      op.writeValue.value64 = want;
+      op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
+      CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), 1, &op, 0));
     }
     CUDA_CHECK(cudaEventRecord(ce.join[j], s));
     CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[j], 0));

@@ -19,9 +19,8 @@
 //             copy stream waits forever after a failed call.
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
 //             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises
-//             their flags (=ce: nothing; the consumers count the tile, staged in our own ag slot,
-//             and the copy engines send its batch); item (n, s) copies the tile of chunk
-//             (r + s) mod ws that its owner sent us from our ag slot into C.
+//             their flags; item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent
+//             us from our ag slot into C.
 // Before its first write into rank q's memory a warp waits for q's entry into this call (q is then
 // done with every earlier call's use of that memory). A failed wait (recorded as dev::waitGeq does)
 // puts the CTA in drain mode: nothing more is sent, missing partials are skipped, the GEMM runs
@@ -29,7 +28,6 @@
 #pragma once
 #include <stdint.h>
 #include "kernels/device/signal.cuh"
-#include "kernels/device/store.cuh"
 #include "kernels/device/warpgroup.cuh"
 #include "kernels/fused/gemm_rs_layout.cuh"
 #include "runtime/devcomm.h"
@@ -72,9 +70,7 @@ struct CtaWords {
   static constexpr uint32_t kEntered0 = 10;          // + consumer, bulk: ranks whose entry it saw
   static constexpr uint32_t kLoaded = 12;            // k-blocks the producer issued (all tiles); ~0: done
   static constexpr uint32_t kWaiting0 = 13;          // + consumer: waiting for another rank's partials
-  static constexpr uint32_t kPendingU0 = 15;         // + consumer, AR with the copy engines: the
-                                                     // unpublished finished tile's u
-  static constexpr uint32_t kCount = 17;
+  static constexpr uint32_t kCount = 15;
 };
 
 // How many of a final tile's partials the push team prefetches into L2 (ws - 1 of them arrive;
@@ -325,25 +321,6 @@ __device__ __forceinline__ void ceEndOfKernel(const ReduceParams& p) {
   for (int j = 0; j < L.ws - 1; ++j)
     for (int b = 0; b < L.ceBatches(); ++b)
       if (dev::loadAcquire(own + L.ceWordSlot(j, b)) < want) dev::storeRelease(own + L.ceWordSlot(j, b), want);
-  if (L.allReduce())
-    for (int b = 0; b < L.ceBatches(); ++b)
-      if (dev::loadAcquire(own + L.ceAgWordSlot(b)) < want) dev::storeRelease(own + L.ceAgWordSlot(b), want);
-}
-
-// AR with the copy engines: half of our finished tile u is in our ag slot (the caller waited for
-// its bulk stores and fenced the async proxy); count it in its batch, and the batch's last half
-// raises the batch's word. Called by a consumer (which never waits for another rank here, so
-// counting cannot close a cycle through the AR workers' waits).
-__device__ __forceinline__ void ceCountFinished(const ReduceParams& p, int u) {
-  const Layout& L = p.L;
-  uint64_t* own = p.opFlags(p.rank);
-  const int b = u / L.ceBatch;
-  dev::fenceSys();
-  const unsigned long long seen = atomicAdd(reinterpret_cast<unsigned long long*>(own + L.ceAgCountSlot(b)), 1ull);
-  if (seen + 1 == 2ull * static_cast<unsigned long long>(L.ceBatchTiles(b))) {
-    dev::fenceSys();
-    dev::storeRelease(own + L.ceAgWordSlot(b), dev::flagValue(p.comm.seq));
-  }
 }
 
 // Rows of tile (mb, nb) of chunk c that lie in the output, and its first row (AR chunks are whole
@@ -379,26 +356,17 @@ __device__ __forceinline__ void sendFinished(const ReduceParams& p, uint32_t lan
   }
 }
 
-// AR item (n, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr; kSwizzled: as
-// the owner's epilogue staged it, 64 x 64 swizzled chunks per half) into C.
-template <int kVpr, int kUnroll, bool kSwizzled>
+// AR item (n, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr) into C.
+template <int kVpr, int kUnroll>
 __device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t ldc, const uint4* src, int rows,
                                              int vpr) {
-  constexpr int kChunks = kVpr / 8;  // 64-column chunks per row
   const int total = rows * kVpr;
   for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
     uint4 r[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int e = e0 + u * 32;
-      if (e < total && e % kVpr < vpr) {
-        if constexpr (kSwizzled) {
-          const int row = e / kVpr, vec = e % kVpr, chunk = (row >> 6) * kChunks + (vec >> 3);
-          r[u] = __ldcg(src + chunk * 512 + dev::sw128Offset(uint32_t(row & 63), uint32_t(vec & 7)) / 16);
-        } else {
-          r[u] = __ldcg(src + e);
-        }
-      }
+      if (e < total && e % kVpr < vpr) r[u] = __ldcg(src + e);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -440,7 +408,6 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
     int64_t r0 = 0;
     const int rows = tileRows(L, c, tile.mb, &r0);
     if (rows == 0) continue;  // a padding tile past M: neither side sends or waits
-    if (s == 0 && p.pushCe) continue;  // the copy engines send it (counted by the consumers)
     bool ok = false;
     if (lane == 0) {
       ok = !draining(words);
@@ -452,7 +419,7 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
           ok = waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
         }
       } else if (ok) {
-        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.agFlag(c, tile.u), want, p.localOf[c], kSiteFusedTile);
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.agSlot(c, tile.u), want, p.localOf[c], kSiteFusedTile);
       }
       if (!ok) setDrain(words);
     }
@@ -466,10 +433,9 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
       if (lane == 0)
         for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want);
     } else {
-      uint4* dst = reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2);
-      const uint4* src = reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u));
-      if (p.pushCe) copyReceived<kVpr, kUnroll, true>(lane, dst, ldc, src, rows, vpr);
-      else copyReceived<kVpr, kUnroll, false>(lane, dst, ldc, src, rows, vpr);
+      copyReceived<kVpr, kUnroll>(lane, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
+                                  reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u)), rows,
+                                  vpr);
     }
   }
 }

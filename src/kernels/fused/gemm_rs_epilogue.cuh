@@ -5,9 +5,7 @@
 //              into a local staging slot that the push team sends on, paced (team, the default);
 //   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment
 //              order, in our rx slots) to the accumulators, round once, write C through swizzled
-//              shared memory and TMA stores (at 2 ranks the partial's loads run one chunk ahead);
-//              AR with the copy engines: each swizzled chunk also goes, as it is, to the tile's
-//              own ag slot (a bulk store into local memory), where the copy engines pick it up.
+//              shared memory and TMA stores (at 2 ranks the partial's loads run one chunk ahead).
 // The accumulators are only read: an epilogue that wrote them would make ptxas serialise the
 // next tile's wgmma chain (C7515), so the partials are summed into a copy on the way out.
 #pragma once
@@ -84,8 +82,7 @@ struct Staging {
 
 // Chunk ch of (f + partials) -> stmatrix into a 128B-swizzled buffer -> TMA store to C.
 template <class Cfg>
-__device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, int32_t row0, int32_t col0,
-                                           char* agHalf) {
+__device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
   const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
   const uint32_t buf = Staging::take(c);
@@ -101,8 +98,6 @@ __device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, 
   dev::namedBarrierSync(c.barrierId, 128);
   if (c.tid == 0) {
     dev::tmaStore2d(c.mapC, buf, col0 + ch * 64, row0);
-    if (agHalf != nullptr)
-      dev::bulkStore1d(agHalf + ch * EpilogueTmaStore::kChunkBytes, buf, EpilogueTmaStore::kChunkBytes);
     dev::bulkCommit();
   }
   ++c.chunks;
@@ -114,7 +109,7 @@ __device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, 
 // registers); one buffer, not two: two would be live across the stores and spill.
 template <class Cfg, int kIn>
 __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc], const uint4* base, int64_t stride,
-                                                    FinalCtx& c, int32_t row0, int32_t col0, char* agHalf) {
+                                                    FinalCtx& c, int32_t row0, int32_t col0) {
   constexpr int kChunks = Cfg::BN / 64, kItems = kChunks * kIn;
   constexpr int kPer = kIn > 0 ? kIn : 1;  // (kIn = 0: nothing is loaded)
   uint4 v[kVecsPerChunk];
@@ -136,24 +131,22 @@ __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc
       for (int k = 0; k < kVecsPerChunk; ++k) addVec<typename Cfg::In>(f + 8 * k, v[k]);
       if (i + 1 < kItems) load(i + 1);
     }
-    storeChunk<Cfg>(f, c, ch, row0, col0, agHalf);
+    storeChunk<Cfg>(f, c, ch, row0, col0);
   }
 }
 
 // (acc + sum of nIn partials) -> C at (row0, col0) (64 rows x BN, clipped by the map), 64 columns
 // per chunk: stmatrix into a 128B-swizzled chunk, TMA store. Partial s of this half is at
 // in0 + s * stride (fragment order; L2 hits when the push team prefetched them). One partial (2
-// ranks): the pipelined path; more: kBatch partials of a chunk at a time. agHalf: this half of
-// the tile's own ag slot (AR with the copy engines: the chunks as staged, 64 x 64 swizzled, in
-// chunk order), or null.
+// ranks): the pipelined path; more: kBatch partials of a chunk at a time.
 template <class Cfg>
 __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const char* in0, int nIn, int64_t stride,
-                                           FinalCtx& c, int32_t row0, int32_t col0, char* agHalf) {
+                                           FinalCtx& c, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
   const uint4* base = reinterpret_cast<const uint4*>(in0) + c.tid;
   switch (nIn) {
-    case 0: return storeFinalPipelined<Cfg, 0>(acc, base, stride, c, row0, col0, agHalf);
-    case 1: return storeFinalPipelined<Cfg, 1>(acc, base, stride, c, row0, col0, agHalf);
+    case 0: return storeFinalPipelined<Cfg, 0>(acc, base, stride, c, row0, col0);
+    case 1: return storeFinalPipelined<Cfg, 1>(acc, base, stride, c, row0, col0);
     default: break;
   }
 #pragma unroll
@@ -178,7 +171,7 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
           for (int k = 0; k < kVecsPerChunk; ++k) addVec<In>(f + 8 * k, v[b][k]);
         }
     }
-    storeChunk<Cfg>(f, c, ch, row0, col0, agHalf);
+    storeChunk<Cfg>(f, c, ch, row0, col0);
   }
 }
 

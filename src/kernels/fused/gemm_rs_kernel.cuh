@@ -41,9 +41,6 @@ namespace rs {
 constexpr uint32_t kPushBarrier = 3;  // named barriers 1, 2 are the consumers'
 // A consumer's unpublished tile (consumer()): none, local bulk stores, bulk stores to a peer.
 constexpr int kPendingNone = 0, kPendingLocal = 1, kPendingRemote = 2;
-// AR with the copy engines: a finished tile (in C and our own ag slot) to count in its batch when
-// published (its u in the CTA word kPendingU0 + half: a register live across the mainloop spills).
-constexpr int kPendingFinishedCe = 3;
 // earlyPublish: local stores are published once this k-block of the next tile is issued.
 constexpr int kPublishKBlock = 3;
 
@@ -121,15 +118,13 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
     if (tid == 0) {
       dev::bulkWait<0>();
       dev::fenceProxyAsyncGlobal();
-      if (pending == kPendingFinishedCe) ceCountFinished(p, int(*wordPtr(words, CtaWords::kPendingU0 + half)));
       stReleaseCtaShared(doneAddr, done + 1);
     }
     ++done;
     pending = kPendingNone;
   };
   auto earlyPublish = [&](int kb) {
-    if (kb == kPublishKBlock && (pending == kPendingLocal || pending == kPendingFinishedCe) && p.earlyPublish)
-      publish();
+    if (kb == kPublishKBlock && pending == kPendingLocal && p.earlyPublish) publish();
   };
   Tile t;
   uint32_t index = 0;  // this tile's number in the CTA's sequence, from 1
@@ -188,14 +183,9 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
     const int64_t base = L.allReduce() ? L.chunkBegin(t.chunk) : 0;
     const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
     const int32_t col0 = t.nb * Cfg::BN;
-    char* agHalf = L.allReduce() && p.pushCe ? scratch + L.agOffset(p.rank, t.u) + halfOff : nullptr;
-    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0, agHalf);
+    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0);
     if (L.allReduce()) {
       pending = kPendingLocal;
-      if (p.pushCe) {
-        if (tid == 0) *wordPtr(words, CtaWords::kPendingU0 + half) = uint32_t(t.u);
-        pending = kPendingFinishedCe;
-      }
     } else {
       if (tid == 0) stReleaseCtaShared(doneAddr, done + 1);
       ++done;

@@ -62,10 +62,7 @@
 //   kOpFlagSlot + j*U + u     rx (j, u) has landed (copy engines: rx (j, u..u+B-1), u = b*B)
 //   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
 //   then, MKCCL_GEMM_RS_PUSH=ce only (local, zeroed before the launch): per (slot j, batch b) a
-//   count of the staged tiles and the word the copy stream waits for; one count of CTAs done;
-//   AR: per batch b of our own chunk a count of finished halves and the word.
-// With the copy engines (AR), our own ag slots hold our finished tiles as the epilogue staged
-// them: per half, BN/64 chunks of 64 x 64 elements, 128B-swizzled; the copies keep that format.
+//   count of the staged tiles and the word the copy stream waits for; one count of CTAs done.
 #pragma once
 #include <stdint.h>
 
@@ -145,14 +142,7 @@ struct Layout {
   MKCCL_RS_HD int64_t ceCountSlot(int j, int b) const { return baseFlagSlots() + j * ceNb + b; }
   MKCCL_RS_HD int64_t ceWordSlot(int j, int b) const { return baseFlagSlots() + (ws - 1 + j) * ceNb + b; }
   MKCCL_RS_HD int64_t ceDoneSlot() const { return baseFlagSlots() + int64_t(2 * (ws - 1)) * ceBatches(); }
-  // AR: our finished tiles in batches (two halves counted per tile), and the flag that says ag
-  // (c, u) landed: its own, or its batch's.
-  MKCCL_RS_HD int64_t ceAgCountSlot(int b) const { return ceDoneSlot() + 1 + b; }
-  MKCCL_RS_HD int64_t ceAgWordSlot(int b) const { return ceDoneSlot() + 1 + ceNb + b; }
-  MKCCL_RS_HD int64_t agFlag(int c, int u) const { return agSlot(c, ceBatch > 0 ? u - u % ceBatch : u); }
-  MKCCL_RS_HD int64_t flagSlots() const {
-    return ceBatch > 0 ? ceDoneSlot() + 1 + (allReduce() ? 2 * ceNb : 0) : baseFlagSlots();
-  }
+  MKCCL_RS_HD int64_t flagSlots() const { return baseFlagSlots() + (ceBatch > 0 ? ceDoneSlot() + 1 - baseFlagSlots() : 0); }
 
   // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:
   // flag slots bound them.
