@@ -164,7 +164,6 @@ void worldShapes(bool allReduce) {
     const char* variant = nullptr;  // MKCCL_GEMM_VARIANT
     const char* order = nullptr;    // MKCCL_GEMM_RS_ORDER (with MKCCL_GEMM_RS_PUBLISH=early)
     const char* ceBatch = nullptr;  // MKCCL_GEMM_RS_CE_BATCH (push "ce")
-    const char* arSend = nullptr;   // MKCCL_GEMM_AR_SEND
   };
   // Copy engines with the default batch (most shapes: one batch per slot) and batches of 3 tiles
   // (a short last batch), with 128-wide tiles and clusters of 2.
@@ -172,9 +171,7 @@ void worldShapes(bool allReduce) {
                            {"fused", "team"},          {"sequential", "team"},
                            {"fused", "team", "256x2"}, {"fused", "bulk", "128x1"},
                            {"fused", "team", "128x2"}, {"fused", "team", nullptr, "spread"},
-                           {"fused", "ce"},            {"fused", "ce", "128x2", nullptr, "3"},
-                           {"fused", "ce", nullptr, nullptr, nullptr, "bulk"},
-                           {"fused", "bulk", "128x1", nullptr, nullptr, "bulk"}};
+                           {"fused", "ce"},            {"fused", "ce", "128x2", nullptr, "3"}};
   if (allReduce) runs.push_back({"rs_ag", "bulk"});
   auto setOrUnset = [](const char* var, const char* value) {
     if (value) setenv(var, value, 1);
@@ -188,13 +185,11 @@ void worldShapes(bool allReduce) {
     setOrUnset("MKCCL_GEMM_RS_ORDER", run.order);
     setOrUnset("MKCCL_GEMM_RS_PUBLISH", run.order ? "early" : nullptr);
     setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.ceBatch);
-    setOrUnset("MKCCL_GEMM_AR_SEND", run.arSend);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
         SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.push
                                         << (run.ceBatch ? ", batch " : "") << (run.ceBatch ? run.ceBatch : "")
-                                        << (run.arSend ? ", AR send " : "") << (run.arSend ? run.arSend : "")
                                         << ", tiles "
                                         << (run.variant ? run.variant : "auto") << ", order "
                                         << (run.order ? run.order : "default") << "), M " << s.M << " N " << s.N
@@ -215,7 +210,6 @@ void worldShapes(bool allReduce) {
   setOrUnset("MKCCL_GEMM_RS_ORDER", nullptr);
   setOrUnset("MKCCL_GEMM_RS_PUBLISH", nullptr);
   setOrUnset("MKCCL_GEMM_RS_CE_BATCH", nullptr);
-  setOrUnset("MKCCL_GEMM_AR_SEND", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -255,8 +249,6 @@ void worldBackToBack(bool allReduce) {
       setPush("ce");
       setenv("MKCCL_GEMM_RS_CE_BATCH", i % 16 < 8 ? "1" : "2", 1);
     }
-    // AllReduce: finished tiles by the epilogue's bulk stores every fifth call (every rank alike).
-    setenv("MKCCL_GEMM_AR_SEND", i % 5 == 2 ? "bulk" : "warps", 1);
     // The order: phases or interleaved, a rank's own business (receivers key partials by slot);
     // spread on every rank alike, every fourth call, with a lag of one tile (a final tile right
     // after the sends of the next one) or the planner's.
@@ -279,7 +271,6 @@ void worldBackToBack(bool allReduce) {
   unsetenv("MKCCL_GEMM_RS_LAG");
   unsetenv("MKCCL_GEMM_RS_PUBLISH");
   unsetenv("MKCCL_GEMM_RS_CE_BATCH");
-  unsetenv("MKCCL_GEMM_AR_SEND");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -362,12 +353,6 @@ void worldBadArguments(bool allReduce) {
     EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_CE_BATCH"));
     unsetenv("MKCCL_GEMM_RS_CE_BATCH");
     setPush(nullptr);
-    if (allReduce) {
-      setenv("MKCCL_GEMM_AR_SEND", "carrier-pigeon", 1);
-      EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_AR_SEND"));
-      unsetenv("MKCCL_GEMM_AR_SEND");
-    }
     setPlan(allReduce, "auto");
   }
   // Rejected calls left the communicator healthy.

@@ -19,9 +19,8 @@
 //             copy stream waits forever after a failed call.
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
 //             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises
-//             their flags (MKCCL_GEMM_AR_SEND=bulk: the epilogue stored it there; only the flags);
-//             item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent us from our
-//             ag slot into C.
+//             their flags; item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent
+//             us from our ag slot into C.
 // Before its first write into rank q's memory a warp waits for q's entry into this call (q is then
 // done with every earlier call's use of that memory). A failed wait (recorded as dev::waitGeq does)
 // puts the CTA in drain mode: nothing more is sent, missing partials are skipped, the GEMM runs
@@ -29,7 +28,6 @@
 #pragma once
 #include <stdint.h>
 #include "kernels/device/signal.cuh"
-#include "kernels/device/store.cuh"
 #include "kernels/device/warpgroup.cuh"
 #include "kernels/fused/gemm_rs_layout.cuh"
 #include "runtime/devcomm.h"
@@ -51,9 +49,6 @@ struct ReduceParams {
                                     // (MKCCL_GEMM_RS_PUSH=bulk); 0: staged, the push team copies
   int earlyPublish;                 // 1: staged tiles published a few k-blocks into the next
                                     // tile, paced by it (MKCCL_GEMM_RS_PUBLISH=early)
-  int arBulk;                       // AR: 1: the final epilogue bulk-stores each finished tile
-                                    // into every other rank's ag slot (MKCCL_GEMM_AR_SEND=bulk;
-                                    // swizzled chunks); 0: an AR worker copies it from C
   int pushCe;                       // 1: staged, counted in batches, copied by our copy streams
                                     // (MKCCL_GEMM_RS_PUSH=ce; L.ceBatch > 0)
 
@@ -226,7 +221,6 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
   if ((bulk || ce) && t.tid != 0) return;  // flags, counts and prefetches: one thread, no team syncs
   Tile tile;
   uint32_t index = 0, entered = 0;  // entered: ranks whose entry thread 0 has seen
-
   while (sched.next(tile)) {
     ++index;
     // Tiles are taken in order, so every flag of an earlier tile is raised before this thread
@@ -362,26 +356,17 @@ __device__ __forceinline__ void sendFinished(const ReduceParams& p, uint32_t lan
   }
 }
 
-// AR item (n, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr; kSwizzled: as
-// the owner's epilogue staged it, 64 x 64 swizzled chunks per half) into C.
-template <int kVpr, int kUnroll, bool kSwizzled>
+// AR item (n, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr) into C.
+template <int kVpr, int kUnroll>
 __device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t ldc, const uint4* src, int rows,
                                              int vpr) {
-  constexpr int kChunks = kVpr / 8;  // 64-column chunks per row
   const int total = rows * kVpr;
   for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
     uint4 r[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int e = e0 + u * 32;
-      if (e < total && e % kVpr < vpr) {
-        if constexpr (kSwizzled) {
-          const int row = e / kVpr, vec = e % kVpr, chunk = (row >> 6) * kChunks + (vec >> 3);
-          r[u] = __ldcg(src + chunk * 512 + dev::sw128Offset(uint32_t(row & 63), uint32_t(vec & 7)) / 16);
-        } else {
-          r[u] = __ldcg(src + e);
-        }
-      }
+      if (e < total && e % kVpr < vpr) r[u] = __ldcg(src + e);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -441,16 +426,6 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
     __syncwarp();  // lane 0's acquires before every lane's reads
     if (__shfl_sync(0xffffffffu, ok ? 1 : 0, 0) == 0) continue;
     if (s == 0) {
-      // arBulk: the consumers' bulk stores into every ag slot completed (their counter; a drained
-      // consumer may have skipped them, so no flags then); else copy the tile from C.
-      if (p.arBulk) {
-        if (lane == 0 && !draining(words)) {
-          dev::fenceSys();
-          for (int d = 1; d < ws; ++d)
-            dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want);
-        }
-        continue;
-      }
       sendFinished<kVpr, kUnroll>(p, lane, reinterpret_cast<const uint4*>(p.C + (r0 * L.N + col0) * 2), ldc, rows,
                                   vpr, L.agOffset(p.rank, tile.u));
       dev::fenceSys();
@@ -458,10 +433,9 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
       if (lane == 0)
         for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want);
     } else {
-      uint4* dst = reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2);
-      const uint4* src = reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u));
-      if (p.arBulk) copyReceived<kVpr, kUnroll, true>(lane, dst, ldc, src, rows, vpr);
-      else copyReceived<kVpr, kUnroll, false>(lane, dst, ldc, src, rows, vpr);
+      copyReceived<kVpr, kUnroll>(lane, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
+                                  reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u)), rows,
+                                  vpr);
     }
   }
 }

@@ -5,9 +5,7 @@
 //              into a local staging slot that the push team sends on, paced (team, the default);
 //   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment
 //              order, in our rx slots) to the accumulators, round once, write C through swizzled
-//              shared memory and TMA stores (at 2 ranks the partial's loads run one chunk ahead);
-//              AR with MKCCL_GEMM_AR_SEND=bulk: each swizzled chunk also goes, as it is, to the
-//              tile's ag slot at every other rank (bulk stores from shared memory).
+//              shared memory and TMA stores (at 2 ranks the partial's loads run one chunk ahead).
 // The accumulators are only read: an epilogue that wrote them would make ptxas serialise the
 // next tile's wgmma chain (C7515), so the partials are summed into a copy on the way out.
 #pragma once
@@ -82,21 +80,9 @@ struct Staging {
   }
 };
 
-// AR, MKCCL_GEMM_AR_SEND=bulk: where a final tile's chunks also go -- tile u's ag slot of our
-// chunk, this half, in every other rank's scratch share -- or nowhere (u < 0). Pointers into the
-// kernel's parameters (read in place) and 32-bit fields: the consumers keep this across the
-// epilogue beside their accumulators.
-struct Broadcast {
-  const Layout* L;
-  char* const* scratchOf;
-  int rank, half, u;
-};
-
-// Chunk ch of (f + partials) -> stmatrix into a 128B-swizzled buffer -> TMA store to C (and, as
-// it is, to the other ranks' ag slots: Broadcast).
+// Chunk ch of (f + partials) -> stmatrix into a 128B-swizzled buffer -> TMA store to C.
 template <class Cfg>
-__device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, int32_t row0, int32_t col0,
-                                           const Broadcast& bc) {
+__device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
   const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
   const uint32_t buf = Staging::take(c);
@@ -112,12 +98,6 @@ __device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, 
   dev::namedBarrierSync(c.barrierId, 128);
   if (c.tid == 0) {
     dev::tmaStore2d(c.mapC, buf, col0 + ch * 64, row0);
-    if (bc.u >= 0) {
-      const int64_t off = bc.L->agOffset(bc.rank, bc.u) + bc.half * bc.L->halfBytes() +
-                          ch * int64_t(EpilogueTmaStore::kChunkBytes);
-      for (int d = 1; d < bc.L->ws; ++d)
-        dev::bulkStore1d(bc.scratchOf[(bc.rank + d) % bc.L->ws] + off, buf, EpilogueTmaStore::kChunkBytes);
-    }
     dev::bulkCommit();
   }
   ++c.chunks;
@@ -129,7 +109,7 @@ __device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, 
 // registers); one buffer, not two: two would be live across the stores and spill.
 template <class Cfg, int kIn>
 __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc], const uint4* base, int64_t stride,
-                                                    FinalCtx& c, int32_t row0, int32_t col0, const Broadcast& bc) {
+                                                    FinalCtx& c, int32_t row0, int32_t col0) {
   constexpr int kChunks = Cfg::BN / 64, kItems = kChunks * kIn;
   constexpr int kPer = kIn > 0 ? kIn : 1;  // (kIn = 0: nothing is loaded)
   uint4 v[kVecsPerChunk];
@@ -151,7 +131,7 @@ __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc
       for (int k = 0; k < kVecsPerChunk; ++k) addVec<typename Cfg::In>(f + 8 * k, v[k]);
       if (i + 1 < kItems) load(i + 1);
     }
-    storeChunk<Cfg>(f, c, ch, row0, col0, bc);
+    storeChunk<Cfg>(f, c, ch, row0, col0);
   }
 }
 
@@ -161,12 +141,12 @@ __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc
 // ranks): the pipelined path; more: kBatch partials of a chunk at a time.
 template <class Cfg>
 __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const char* in0, int nIn, int64_t stride,
-                                           FinalCtx& c, int32_t row0, int32_t col0, const Broadcast& bc) {
+                                           FinalCtx& c, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
   const uint4* base = reinterpret_cast<const uint4*>(in0) + c.tid;
   switch (nIn) {
-    case 0: return storeFinalPipelined<Cfg, 0>(acc, base, stride, c, row0, col0, bc);
-    case 1: return storeFinalPipelined<Cfg, 1>(acc, base, stride, c, row0, col0, bc);
+    case 0: return storeFinalPipelined<Cfg, 0>(acc, base, stride, c, row0, col0);
+    case 1: return storeFinalPipelined<Cfg, 1>(acc, base, stride, c, row0, col0);
     default: break;
   }
 #pragma unroll
@@ -191,7 +171,7 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
           for (int k = 0; k < kVecsPerChunk; ++k) addVec<In>(f + 8 * k, v[b][k]);
         }
     }
-    storeChunk<Cfg>(f, c, ch, row0, col0, bc);
+    storeChunk<Cfg>(f, c, ch, row0, col0);
   }
 }
 

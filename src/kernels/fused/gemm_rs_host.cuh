@@ -69,10 +69,6 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch, bool* f
 // copies the batch from our staging slots into the owner's receive slots and raises the owner's
 // flag; the caller's stream joins them. `fork` was recorded on `stream` before the kernel.
 mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_t stream);
-// MKCCL_GEMM_AR_SEND: how the fused AllReduce sends its finished tiles: warps (AR workers copy
-// them from C into every other rank's ag slot) | bulk (the final epilogue bulk-stores its staged
-// chunks there). Must be the same on every rank (the ag slots' format differs).
-mkcclResult_t arSendFromEnv(int* bulk);
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
 // (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
 // the next tile, paced by it). Unset: early with the spread order (Layout::order) or the copy

@@ -163,20 +163,7 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
       continue;
     }
     // Our own chunk: the other ranks' partials of this tile (usually the push team has seen them
-    // all arrive and prefetched them). AR with MKCCL_GEMM_AR_SEND=bulk: thread 0 also stores the
-    // finished tile into every other rank's ag slot, once it has seen them all enter this call.
-    int bcastU = -1;
-    if (tid == 0 && L.allReduce() && p.arBulk && !draining(words)) {
-      volatile uint32_t* entered = wordPtr(words, CtaWords::kEntered0 + half);
-      bool in = true;
-      for (int q = 0; in && q < L.ws; ++q) {
-        if (q == p.rank || ((*entered >> q) & 1u)) continue;
-        in = waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
-        if (in) *entered |= 1u << q;
-      }
-      if (in) bcastU = t.u;
-      else setDrain(words);
-    }
+    // all arrive and prefetched them).
     if (tid == 0) {
       bool ok = !draining(words);
       if (ok && ldAcquireCtaShared(words + 4 * CtaWords::kInReady) < index) {
@@ -196,8 +183,7 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
     const int64_t base = L.allReduce() ? L.chunkBegin(t.chunk) : 0;
     const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
     const int32_t col0 = t.nb * Cfg::BN;
-    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0,
-                    Broadcast{&p.L, p.scratchOf, p.rank, half, bcastU});
+    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0);
     if (L.allReduce()) {
       pending = kPendingLocal;
     } else {

@@ -72,8 +72,6 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   }
   int early = 0;
   MKCCL_CHECK(publishFromEnv(L.order, push, &early));
-  int arBulk = 0;
-  if (L.allReduce()) MKCCL_CHECK(arSendFromEnv(&arBulk));
 
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
@@ -106,7 +104,6 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
   p.pushCe = push == PushMode::Ce ? 1 : 0;
   p.earlyPublish = early;
-  p.arBulk = arBulk;
   MKCCL_TRACE("%s: partials sent by %s", opName(L.mode),
               push == PushMode::Bulk ? "bulk stores" : push == PushMode::Ce ? "copy engines" : "the push team");
   if (ce) {

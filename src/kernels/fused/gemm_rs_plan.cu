@@ -73,11 +73,6 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch, bool* f
   return mkcclSuccess;
 }
 
-mkcclResult_t arSendFromEnv(int* bulk) {
-  // Unset: the AR workers copy finished tiles from C (measured against bulk: docs/GEMM_RS_AR.md).
-  return envChoice("MKCCL_GEMM_AR_SEND", {"warps", "bulk"}, 0, bulk);
-}
-
 mkcclResult_t publishFromEnv(int order, PushMode push, int* early) {
   // Unset: early with the spread order or the copy engines, else late. 2xH200 (fused RS forced,
   // 8192^3): phase order late 765-771 us, early 784-797; spread order early 797-808, late
