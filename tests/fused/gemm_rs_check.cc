@@ -164,6 +164,8 @@ void worldShapes(bool allReduce) {
     const char* variant = nullptr;  // MKCCL_GEMM_VARIANT
     const char* order = nullptr;    // MKCCL_GEMM_RS_ORDER (with MKCCL_GEMM_RS_PUBLISH=early)
     const char* ceBatch = nullptr;  // MKCCL_GEMM_RS_CE_BATCH (push "ce")
+    const char* ceSlots = nullptr;  // MKCCL_GEMM_RS_CE_SLOTS (push "ce"; beyond 2 ranks the team
+                                    // carries the other slots)
   };
   // Copy engines with the default batch (most shapes: one batch per slot) and batches of 3 tiles
   // (a short last batch), with 128-wide tiles and clusters of 2.
@@ -171,7 +173,8 @@ void worldShapes(bool allReduce) {
                            {"fused", "team"},          {"sequential", "team"},
                            {"fused", "team", "256x2"}, {"fused", "bulk", "128x1"},
                            {"fused", "team", "128x2"}, {"fused", "team", nullptr, "spread"},
-                           {"fused", "ce"},            {"fused", "ce", "128x2", nullptr, "3"}};
+                           {"fused", "ce"},            {"fused", "ce", "128x2", nullptr, "3"},
+                           {"fused", "ce", nullptr, nullptr, "2", "1"}};
   if (allReduce) runs.push_back({"rs_ag", "bulk"});
   auto setOrUnset = [](const char* var, const char* value) {
     if (value) setenv(var, value, 1);
@@ -185,11 +188,13 @@ void worldShapes(bool allReduce) {
     setOrUnset("MKCCL_GEMM_RS_ORDER", run.order);
     setOrUnset("MKCCL_GEMM_RS_PUBLISH", run.order ? "early" : nullptr);
     setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.ceBatch);
+    setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", run.ceSlots);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
         SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.push
                                         << (run.ceBatch ? ", batch " : "") << (run.ceBatch ? run.ceBatch : "")
+                                        << (run.ceSlots ? ", ce slots " : "") << (run.ceSlots ? run.ceSlots : "")
                                         << ", tiles "
                                         << (run.variant ? run.variant : "auto") << ", order "
                                         << (run.order ? run.order : "default") << "), M " << s.M << " N " << s.N
@@ -210,6 +215,7 @@ void worldShapes(bool allReduce) {
   setOrUnset("MKCCL_GEMM_RS_ORDER", nullptr);
   setOrUnset("MKCCL_GEMM_RS_PUBLISH", nullptr);
   setOrUnset("MKCCL_GEMM_RS_CE_BATCH", nullptr);
+  setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -248,6 +254,7 @@ void worldBackToBack(bool allReduce) {
     if (i % 8 == 1 || i % 8 == 6) {
       setPush("ce");
       setenv("MKCCL_GEMM_RS_CE_BATCH", i % 16 < 8 ? "1" : "2", 1);
+      setenv("MKCCL_GEMM_RS_CE_SLOTS", i % 8 == 1 ? "1" : "99", 1);
     }
     // The order: phases or interleaved, a rank's own business (receivers key partials by slot);
     // spread on every rank alike, every fourth call, with a lag of one tile (a final tile right
@@ -271,6 +278,7 @@ void worldBackToBack(bool allReduce) {
   unsetenv("MKCCL_GEMM_RS_LAG");
   unsetenv("MKCCL_GEMM_RS_PUBLISH");
   unsetenv("MKCCL_GEMM_RS_CE_BATCH");
+  unsetenv("MKCCL_GEMM_RS_CE_SLOTS");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;

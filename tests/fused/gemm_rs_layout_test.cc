@@ -89,7 +89,7 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
     for (int B : {1, 2, 3, 64, L.tiles, L.tiles + 5}) {
       SCOPED_TRACE(testing::Message() << "mode " << c.mode << " ws " << c.ws << " M " << c.M << " N " << c.N
                                       << " cs " << c.cs << " batch " << B);
-      L.setCeBatch(B);
+      L.setCeBatch(B, c.ws - 1);
       int covered = 0;
       for (int b = 0; b < L.ceBatches(); ++b) {
         EXPECT_GE(L.ceBatchTiles(b), 1);
@@ -110,7 +110,11 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
       EXPECT_EQ(base, *slots.begin());
       EXPECT_EQ(L.flagSlots(), *slots.rbegin() + 1);
     }
-    L.setCeBatch(0);
+    // Some slots by the team: their flags stay per tile.
+    L.setCeBatch(2, 1);
+    EXPECT_EQ(L.rxSlot(0, 0), L.rxFlag(0, 1));
+    if (c.ws > 2 && L.tiles > 1) EXPECT_EQ(L.rxSlot(1, 1), L.rxFlag(1, 1));
+    L.setCeBatch(0, 0);
     EXPECT_EQ(base, L.flagSlots());
   }
 }

@@ -27,7 +27,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
   uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
-  for (int j = 0; j < L.ws - 1; ++j) {
+  for (int j = 0; j < L.ceSlots; ++j) {
     const int q = L.chunkAt(p.rank, j);  // the owner our slot j goes to
     cudaStream_t s = ce.stream[j];
     CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));

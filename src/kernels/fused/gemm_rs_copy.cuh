@@ -218,7 +218,8 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
   const bool bulk = p.pushBulk != 0, ce = p.pushCe != 0;
-  if ((bulk || ce) && t.tid != 0) return;  // flags, counts and prefetches: one thread, no team syncs
+  // Flags, counts and prefetches: one thread, no team syncs (unless some slots go by the team).
+  if ((bulk || (ce && L.ceSlots >= L.ws - 1)) && t.tid != 0) return;
   Tile tile;
   uint32_t index = 0, entered = 0;  // entered: ranks whose entry thread 0 has seen
   while (sched.next(tile)) {
@@ -270,7 +271,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       }
       if (!ok) setDrain(words);
     }
-    if (ce) {
+    if (ce && L.ceSlot(tile.step)) {
       // Thread 0 alone. Staged (the consumers' counter) and the owner entered (our copy stream
       // writes into its slot once the batch's word is up): count the tile. Drain: not counted
       // (the words go up at the kernel's end).

@@ -61,8 +61,15 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 // AllReduce from 4 ranks on, else team (*forced: set by the user). bulk and team may differ between
 // ranks (both ends' formats and flags are the same); ce and its batch must be the same on every
 // rank (one flag per batch).
+// MKCCL_GEMM_RS_CE_SLOTS (ce only): the copy engines carry slots j < n (n owners), the push team
+// the rest; unset: all. The same on every rank.
 enum class PushMode : int { Bulk = 0, Team = 1, Ce = 2 };  // the values are the env choices' indices
-mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch, bool* forced);
+struct PushChoice {
+  PushMode mode = PushMode::Team;
+  int ceBatch = 0, ceSlots = 0;  // ce: tiles per copy, slots by copy engine
+  bool forced = false;           // MKCCL_GEMM_RS_PUSH set by the user
+};
+mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out);
 
 // The copy engines' part of a fused call with MKCCL_GEMM_RS_PUSH=ce, enqueued after the kernel:
 // per owner one stream of the communicator's copy engines that waits for each batch's word,

@@ -101,6 +101,8 @@ struct Layout {
   int ceBatch = 0;          // copy engines carry the partials in runs of B tiles of a slot
                             // (MKCCL_GEMM_RS_PUSH=ce; the same on every rank); 0: not
   int ceNb = 0;             // batches per slot, ceil(U / B) (setCeBatch)
+  int ceSlots = 0;          // slots j < ceSlots go by copy engine, the others by the push team
+                            // (MKCCL_GEMM_RS_CE_SLOTS; the same on every rank)
 
   MKCCL_RS_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
   MKCCL_RS_HD int64_t halfBytes() const { return tileBytes() / 2; }
@@ -127,15 +129,17 @@ struct Layout {
   // Flag slots, relative to kOpFlagSlot.
   MKCCL_RS_HD int64_t rxSlot(int j, int u) const { return int64_t(j) * tiles + u; }
   // The flag that says rx (j, u) landed: its own, or its copy-engine batch's (the first tile's).
-  MKCCL_RS_HD int64_t rxFlag(int j, int u) const { return rxSlot(j, ceBatch > 0 ? u - u % ceBatch : u); }
+  MKCCL_RS_HD int64_t rxFlag(int j, int u) const { return rxSlot(j, ceSlot(j) ? u - u % ceBatch : u); }
+  MKCCL_RS_HD bool ceSlot(int j) const { return ceBatch > 0 && j < ceSlots; }
   MKCCL_RS_HD int64_t agSlot(int c, int u) const { return int64_t(ws - 1) * tiles + int64_t(c) * tiles + u; }
   MKCCL_RS_HD int64_t baseFlagSlots() const {
     return int64_t(ws - 1) * tiles + (allReduce() ? int64_t(ws) * tiles : 0);
   }
   // Copy-engine batches of a slot, and batch b's tiles [b*B, min((b+1)*B, U)).
-  MKCCL_RS_HD void setCeBatch(int B) {
-    ceBatch = B > 0 ? B : 0;
+  MKCCL_RS_HD void setCeBatch(int B, int slots) {
+    ceBatch = B > 0 && slots > 0 ? B : 0;
     ceNb = ceBatch > 0 ? int(ceilDiv(tiles, ceBatch)) : 0;
+    ceSlots = ceBatch > 0 ? (slots < ws - 1 ? slots : ws - 1) : 0;
   }
   MKCCL_RS_HD int ceBatches() const { return ceNb; }
   MKCCL_RS_HD int ceBatchTiles(int b) const { return b + 1 < ceNb ? ceBatch : tiles - b * ceBatch; }

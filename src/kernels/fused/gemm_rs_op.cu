@@ -45,17 +45,17 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
                           int64_t N, int64_t K, mkcclDataType_t t) {
   mkcclComm* comm = ctx.comm;
   Layout L = plan.L;
-  PushMode push = PushMode::Team;
-  int ceBatch = 0;
-  bool forced = false;
-  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &push, &ceBatch, &forced));
+  PushChoice pc;
+  MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &pc));
+  PushMode push = pc.mode;
+  const bool forced = pc.forced;
   CopyEngines* ce = nullptr;
   if (push == PushMode::Ce) {
     // Where the copy engines cannot run: an error if the user asked for them, else the push team
     // (every rank reaches the same verdict: the order, the flag area and the driver agree).
     // A batch's word waits for all its tiles, some of which the spread order sends after a final
     // tile that waits for another rank's batch: a cycle between ranks.
-    L.setCeBatch(ceBatch);
+    L.setCeBatch(pc.ceBatch, pc.ceSlots);
     const int64_t slots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
     const char* why = L.order == kOrderSpread        ? "cannot run with MKCCL_GEMM_RS_ORDER=spread"
                       : L.flagSlots() > slots        ? "its batch flags do not fit the flag area"
@@ -65,7 +65,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
     if (why) {
       MKCCL_TRACE("%s: copy engines: %s; the push team sends", opName(L.mode), why);
       push = PushMode::Team;
-      L.setCeBatch(0);
+      L.setCeBatch(0, 0);
     } else {
       MKCCL_CHECK(copyEnginesGet(comm, &ce));
     }

@@ -41,7 +41,7 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch, bool* forced) {
+mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out) {
   // Unset: the push team, paced by the GEMM (gemm_rs_copy.cuh), except for the AllReduce from 4
   // ranks on: bulk stores. Fused RS forced, us at 8192^3 / 16384x8192x8192 / 4096x8192x8192 /
   // 8192x8192x4096: 2xH200, probe builds of one session, the team paced by time 762 / 1534 / 381 /
@@ -61,15 +61,19 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushMode* out, int* ceBatch, bool* f
                        : mode == kModeAllReduce && ws >= 4 ? PushMode::Bulk
                                                            : PushMode::Team;
   const char* set = getenv("MKCCL_GEMM_RS_PUSH");
-  *forced = set != nullptr && *set != '\0';
+  out->forced = set != nullptr && *set != '\0';
   int v = 0;
   MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_PUSH", {"bulk", "team", "ce"}, static_cast<int>(def), &v));
-  *out = static_cast<PushMode>(v);  // the indices are PushMode's values
+  out->mode = static_cast<PushMode>(v);  // the indices are PushMode's values
   // Batches of 64 tiles: 4 MiB copies of 128 x 256 tiles (a copy and its wait cost a stream
   // ~6 us besides the bytes: tools/probes/ce_wait_latency.cu).
   long long batch = 0;
   MKCCL_CHECK(envNumber("MKCCL_GEMM_RS_CE_BATCH", 64, 1, 1 << 20, &batch));
-  *ceBatch = *out == PushMode::Ce ? int(batch) : 0;
+  long long slots = 0;
+  MKCCL_CHECK(envNumber("MKCCL_GEMM_RS_CE_SLOTS", ws - 1, 1, 1 << 20, &slots));
+  const bool ce = out->mode == PushMode::Ce;
+  out->ceBatch = ce ? int(batch) : 0;
+  out->ceSlots = ce ? int(std::min<long long>(slots, ws - 1)) : 0;
   return mkcclSuccess;
 }
 
