@@ -56,7 +56,10 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out) {
   // 2 ranks: the copy engines (2xH200, fused forced, us at 8192^3 / 16384x8192x8192 /
   // 4096x8192x8192 / 8192x8192x4096, same machine, twice: RS team 750-753 / 1511-1526 / 407-414 /
   // 438-439, ce (64, published early) 748 / 1499 / 382-405 / 404; AR team 814 / 1593 / 452 / 541,
-  // ce 805 / 1584 / 443 / 547).
+  // ce 805 / 1584 / 443 / 547). Not beyond: at 4 ranks the copy engines move ~190 GB/s out of a
+  // GPU (4xH200, c7477ab: RS ce 596-647 / 1115-1208 / 350-357 / 568-606 against the team's 482-485
+  // / 958-963 / 246-247 / 385; AR ce 906-929 / 1691-1752 / 504-535 / 887-916 against bulk's 697 /
+  // 1337 / 400 / 635).
   const PushMode def = ws == 2                               ? PushMode::Ce
                        : mode == kModeAllReduce && ws >= 4 ? PushMode::Bulk
                                                            : PushMode::Team;
