@@ -50,7 +50,8 @@ constexpr int kCeMaxRanks = 2;  // the ce plan wins at 2 ranks, loses at 4 (abov
 // 16384x8192x8192 3304 / 4396 / 3760 / 3230, 8192x2048x8192 492 / 577 / 661 / 666,
 // 4096x8192x8192 812 / 934 / 992 / 867, 2048x8192x8192 433 / 437 / 455 / 444 (the rule below
 // had taken side teams at 8192x2048x8192 and the sequential plan at 2048x8192x8192 from runs with
-// that polling). 3 ranks are not measured; 2 ranks without copy engines keep the rule below.
+// that polling). 3 ranks measured once (c7477ab: comm CTAs; the ce plan was faster at
+// 3072x8192x8192, 549 vs 593 us); 2 ranks without copy engines keep the rule below.
 constexpr int kFusedEverywhereRanks = 3;
 
 constexpr double kMinFusedWaves = 7.5;

@@ -146,7 +146,7 @@ struct Layout {
   MKCCL_RS_HD int64_t ceCountSlot(int j, int b) const { return baseFlagSlots() + j * ceNb + b; }
   MKCCL_RS_HD int64_t ceWordSlot(int j, int b) const { return baseFlagSlots() + (ws - 1 + j) * ceNb + b; }
   MKCCL_RS_HD int64_t ceDoneSlot() const { return baseFlagSlots() + int64_t(2 * (ws - 1)) * ceBatches(); }
-  MKCCL_RS_HD int64_t flagSlots() const { return baseFlagSlots() + (ceBatch > 0 ? ceDoneSlot() + 1 - baseFlagSlots() : 0); }
+  MKCCL_RS_HD int64_t flagSlots() const { return ceBatch > 0 ? ceDoneSlot() + 1 : baseFlagSlots(); }
 
   // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:
   // flag slots bound them.

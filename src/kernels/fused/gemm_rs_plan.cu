@@ -52,7 +52,8 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out) {
   // AllReduce at 2 ranks: bulk 1096-1897 us against the team's 834-916 (8192^3); at 4 ranks
   // (4xH200, 9d75455, twice each, the team staging by bulk stores): bulk 699 / 1338-1340 / 402-403
   // / 633-634 against the team's 718-720 / 1395-1396 / 403 / 683-685 (published early: 704-707 /
-  // 1384-1387 / 382 / 675-676). 3 ranks: not measured (team).
+  // 1384-1387 / 382 / 675-676). 3 ranks: the team (4xH200, 3 GPUs, c7477ab: RS 1.24-1.33, AR
+  // 1.14-1.24 of the floor; ce not tried there).
   // 2 ranks: the copy engines (2xH200, fused forced, us at 8192^3 / 16384x8192x8192 /
   // 4096x8192x8192 / 8192x8192x4096, same machine, twice: RS team 750-753 / 1511-1526 / 407-414 /
   // 438-439, ce (64, published early) 748 / 1499 / 382-405 / 404; AR team 814 / 1593 / 452 / 541,

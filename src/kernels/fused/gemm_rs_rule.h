@@ -38,7 +38,8 @@ constexpr int64_t kMaxFusedScratchBytes = 8ll << 30;
 // (0af0e62, signal.cuh: WaitClock): since, at 4 ranks it is the fastest plan (4xH200, 0af0e62,
 // perf/results/20261122-181104-4xNVIDIA_H200, us fused / rs_ag / sequential: 8192^3 701 / 802 /
 // 1015, 16384x8192x8192 1372 / 1564 / 1954, 4096x8192x8192 387 / 414 / 526, 8192x8192x4096 667 /
-// 694 / 848). 3 ranks are not measured (the same code); beyond 4, not measured either.
+// 694 / 848). 3 ranks measured once (c7477ab: the fused AllReduce 1.14-1.24 of the floor,
+// 1.30-1.43x the baseline); beyond 4, not measured.
 constexpr int kMaxFusedAllReduceRanks = 4;
 // The fused plan must beat the sequential one by more than the model's error (its fused side is
 // within 8% of the runs it was fitted to); otherwise the sequential plan, the simpler one with
