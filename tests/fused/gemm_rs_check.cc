@@ -335,31 +335,20 @@ void worldBadArguments(bool allReduce) {
     }
     setPlan(allReduce, "auto");
     setPlan(allReduce, "fused");
-    setPush("bogus");
-    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PUSH"));
-    setPush(nullptr);
-    setenv("MKCCL_GEMM_RS_ORDER", "bogus", 1);
-    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_ORDER"));
-    unsetenv("MKCCL_GEMM_RS_ORDER");
-    setenv("MKCCL_GEMM_RS_PUBLISH", "soon", 1);
-    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PUBLISH"));
-    unsetenv("MKCCL_GEMM_RS_PUBLISH");
-    setenv("MKCCL_GEMM_RS_LAG", "0", 1);
-    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_LAG"));
-    unsetenv("MKCCL_GEMM_RS_LAG");
+    // An override set to `value` is rejected with a message naming `needle`, then unset.
+    auto expectRejected = [&](const char* var, const char* value, const char* needle) {
+      setenv(var, value, 1);
+      EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t)) << var << "=" << value;
+      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(needle)) << var << "=" << value;
+      unsetenv(var);
+    };
+    expectRejected("MKCCL_GEMM_RS_PUSH", "bogus", "MKCCL_GEMM_RS_PUSH");
+    expectRejected("MKCCL_GEMM_RS_ORDER", "bogus", "MKCCL_GEMM_RS_ORDER");
+    expectRejected("MKCCL_GEMM_RS_PUBLISH", "soon", "MKCCL_GEMM_RS_PUBLISH");
+    expectRejected("MKCCL_GEMM_RS_LAG", "0", "MKCCL_GEMM_RS_LAG");
     setPush("ce");  // copy engines cannot run the spread order; a batch of 0 tiles is no batch
-    setenv("MKCCL_GEMM_RS_ORDER", "spread", 1);
-    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("spread"));
-    unsetenv("MKCCL_GEMM_RS_ORDER");
-    setenv("MKCCL_GEMM_RS_CE_BATCH", "0", 1);
-    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_CE_BATCH"));
-    unsetenv("MKCCL_GEMM_RS_CE_BATCH");
+    expectRejected("MKCCL_GEMM_RS_ORDER", "spread", "spread");
+    expectRejected("MKCCL_GEMM_RS_CE_BATCH", "0", "MKCCL_GEMM_RS_CE_BATCH");
     setPush(nullptr);
     setPlan(allReduce, "auto");
   }

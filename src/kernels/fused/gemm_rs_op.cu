@@ -48,7 +48,6 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   PushChoice pc;
   MKCCL_CHECK(pushFromEnv(L.mode, L.ws, &pc));
   PushMode push = pc.mode;
-  const bool forced = pc.forced;
   CopyEngines* ce = nullptr;
   if (push == PushMode::Ce) {
     // Where the copy engines cannot run: an error if the user asked for them, else the push team
@@ -61,7 +60,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
                       : L.flagSlots() > slots        ? "its batch flags do not fit the flag area"
                       : !copyEnginesUsable()         ? "needs the driver's stream memory operations"
                                                      : nullptr;
-    if (why && forced) return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce %s", opName(L.mode), why);
+    if (why && pc.forced) return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_RS_PUSH=ce %s", opName(L.mode), why);
     if (why) {
       MKCCL_TRACE("%s: copy engines: %s; the push team sends", opName(L.mode), why);
       push = PushMode::Team;
