@@ -3,8 +3,11 @@
 // Run:   ./ce_overlap <gpus> <N> <chunks> <streams per peer> <1: writes without memory barrier> <1: pull>
 //        (pull: each receiver's own copy engines read the peers' shards; default: the sender's write them;
 //         streams per peer 0: one stream per GPU carries every peer's copies, one after another)
+//        <1: ring> (ring: every GPU sends the same ws-1 shards' bytes to one neighbour, g+1, instead of
+//         one shard to each peer: the traffic of a ring ReduceScatter) <1: no flag writes between chunks>
 // Times (host clock, median of 25) a copy-engine AllGather of M=8192 x K=8192 bf16 shards, cuBLAS
-// on each GPU, and both at once. Host-enqueue time is inside the numbers (many chunks: pessimistic).
+// on each GPU, and both at once. Host-enqueue time is inside the numbers (many chunks: pessimistic;
+// a version whose streams first waited for a host-mapped gate word hung on 4xH200).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -22,6 +25,8 @@ int main(int argc, char** argv) {
   const int nsp = argc > 4 ? atoi(argv[4]) : 1;          // streams per peer
   const unsigned wflags = argc > 5 && atoi(argv[5]) ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 0;
   const bool pull = argc > 6 && atoi(argv[6]);
+  const bool ring = argc > 7 && atoi(argv[7]);
+  const bool noFlags = argc > 8 && atoi(argv[8]);
   std::vector<char*> A(ws), G(ws), W(ws), C(ws);
   std::vector<uint64_t*> flags(ws);
   std::vector<cublasHandle_t> h(ws);
@@ -45,12 +50,14 @@ int main(int argc, char** argv) {
       CK(cudaSetDevice(g));
       for (int q = 0; q < ws; ++q) {
         if (q == g) continue;
-        const int src = pull ? q : g, dst = pull ? g : q;
+        // ring: piece q of the ws-1 goes to the one neighbour (pull: comes from it), at slot q.
+        const int peer = ring ? (pull ? (g + ws - 1) % ws : (g + 1) % ws) : q;
+        const int src = pull ? peer : g, dst = pull ? g : peer;
         const size_t per = shard / chunks;
         for (int c = 0; c < chunks; ++c) {
           cudaStream_t st = nsp == 0 ? cs[g][0] : cs[g][q * 4 + c % nsp];
-          CK(cudaMemcpyAsync(G[dst] + src * shard + c * per, A[src] + c * per, per, cudaMemcpyDeviceToDevice, st));
-          if (chunks > 1) cuStreamWriteValue64(st, (CUdeviceptr)(flags[dst] + src * 64 + c), iter, wflags);
+          CK(cudaMemcpyAsync(G[dst] + (ring ? q : src) * shard + c * per, A[src] + c * per, per, cudaMemcpyDeviceToDevice, st));
+          if (chunks > 1 && !noFlags) cuStreamWriteValue64(st, (CUdeviceptr)(flags[dst] + (ring ? q : src) * 64 + c), iter, wflags);
         }
       }
     }
@@ -77,7 +84,7 @@ int main(int argc, char** argv) {
     return t[t.size() / 2];
   };
   const double tc = timeIt(copies), tg = timeIt(gemm), tb = timeIt([&] { copies(); gemm(); });
-  printf("%s streams/peer %d nobarrier %d ", pull ? "pull" : "push", nsp, wflags != 0);
+  printf("%s%s streams/peer %d nobarrier %d noflags %d ", ring ? "ring " : "", pull ? "pull" : "push", nsp, wflags != 0, noFlags);
   printf("ws %d  %zux%zux%zu  chunks %d  shard %zu MiB: CE allgather %.1f us (%.0f GB/s out per GPU), gemm %.1f us, both %.1f us (floor ratio %.3f)\n",
          ws, M, N, K, chunks, shard >> 20, tc, shard * (ws - 1) / tc / 1e3, tg, tb, tb / std::max(tc, tg));
   return 0;
