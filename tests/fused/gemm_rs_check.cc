@@ -166,6 +166,7 @@ void worldShapes(bool allReduce) {
     const char* ceBatch = nullptr;  // MKCCL_GEMM_RS_CE_BATCH (push "ce")
     const char* ceSlots = nullptr;  // MKCCL_GEMM_RS_CE_SLOTS (push "ce"; beyond 2 ranks the team
                                     // carries the other slots)
+    const char* reduce = nullptr;   // MKCCL_GEMM_RS_REDUCE
   };
   // Copy engines with the default batch (most shapes: one batch per slot) and batches of 3 tiles
   // (a short last batch), with 128-wide tiles and clusters of 2.
@@ -174,7 +175,12 @@ void worldShapes(bool allReduce) {
                            {"fused", "team", "256x2"}, {"fused", "bulk", "128x1"},
                            {"fused", "team", "128x2"}, {"fused", "team", nullptr, "spread"},
                            {"fused", "ce"},            {"fused", "ce", "128x2", nullptr, "3"},
-                           {"fused", "ce", nullptr, nullptr, "2", "1"}};
+                           {"fused", "ce", nullptr, nullptr, "2", "1"},
+                           // The ring reduction with each way of sending (copy engines in batches of
+                           // 3 tiles, 128-wide tiles in clusters of 2 with bulk stores).
+                           {"fused", "ce", nullptr, nullptr, "3", nullptr, "ring"},
+                           {"fused", "team", nullptr, nullptr, nullptr, nullptr, "ring"},
+                           {"fused", "bulk", "128x2", nullptr, nullptr, nullptr, "ring"}};
   if (allReduce) runs.push_back({"rs_ag", "bulk"});
   auto setOrUnset = [](const char* var, const char* value) {
     if (value) setenv(var, value, 1);
@@ -189,12 +195,14 @@ void worldShapes(bool allReduce) {
     setOrUnset("MKCCL_GEMM_RS_PUBLISH", run.order ? "early" : nullptr);
     setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.ceBatch);
     setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", run.ceSlots);
+    setOrUnset("MKCCL_GEMM_RS_REDUCE", run.reduce);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
         SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.push
                                         << (run.ceBatch ? ", batch " : "") << (run.ceBatch ? run.ceBatch : "")
                                         << (run.ceSlots ? ", ce slots " : "") << (run.ceSlots ? run.ceSlots : "")
+                                        << (run.reduce ? ", reduce " : "") << (run.reduce ? run.reduce : "")
                                         << ", tiles "
                                         << (run.variant ? run.variant : "auto") << ", order "
                                         << (run.order ? run.order : "default") << "), M " << s.M << " N " << s.N
@@ -216,6 +224,7 @@ void worldShapes(bool allReduce) {
   setOrUnset("MKCCL_GEMM_RS_PUBLISH", nullptr);
   setOrUnset("MKCCL_GEMM_RS_CE_BATCH", nullptr);
   setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", nullptr);
+  setOrUnset("MKCCL_GEMM_RS_REDUCE", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -266,6 +275,14 @@ void worldBackToBack(bool allReduce) {
     } else {
       setenv("MKCCL_GEMM_RS_ORDER", (i + w.rank) % 5 < 2 ? "interleaved" : "phases", 1);
     }
+    // The ring reduction (every rank alike, phase order): with the team and bulk stores mixed
+    // across ranks, and with copy engines.
+    if (i % 8 == 5 || i % 16 == 6) {
+      setenv("MKCCL_GEMM_RS_REDUCE", "ring", 1);
+      setenv("MKCCL_GEMM_RS_ORDER", "phases", 1);
+    } else {
+      unsetenv("MKCCL_GEMM_RS_REDUCE");
+    }
     const ReduceBuffers& in = sets[i % kSets];
     const mkcclResult_t r = allReduce
                                 ? mkcclGemmAllReduce(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream)
@@ -279,6 +296,7 @@ void worldBackToBack(bool allReduce) {
   unsetenv("MKCCL_GEMM_RS_PUBLISH");
   unsetenv("MKCCL_GEMM_RS_CE_BATCH");
   unsetenv("MKCCL_GEMM_RS_CE_SLOTS");
+  unsetenv("MKCCL_GEMM_RS_REDUCE");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -346,6 +364,10 @@ void worldBadArguments(bool allReduce) {
     expectRejected("MKCCL_GEMM_RS_ORDER", "bogus", "MKCCL_GEMM_RS_ORDER");
     expectRejected("MKCCL_GEMM_RS_PUBLISH", "soon", "MKCCL_GEMM_RS_PUBLISH");
     expectRejected("MKCCL_GEMM_RS_LAG", "0", "MKCCL_GEMM_RS_LAG");
+    expectRejected("MKCCL_GEMM_RS_REDUCE", "tree", "MKCCL_GEMM_RS_REDUCE");
+    setenv("MKCCL_GEMM_RS_REDUCE", "ring", 1);  // the ring needs the phase order
+    expectRejected("MKCCL_GEMM_RS_ORDER", "interleaved", "MKCCL_GEMM_RS_REDUCE=ring");
+    unsetenv("MKCCL_GEMM_RS_REDUCE");
     setPush("ce");  // copy engines cannot run the spread order; a batch of 0 tiles is no batch
     expectRejected("MKCCL_GEMM_RS_ORDER", "spread", "spread");
     expectRejected("MKCCL_GEMM_RS_CE_BATCH", "0", "MKCCL_GEMM_RS_CE_BATCH");

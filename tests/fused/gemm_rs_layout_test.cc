@@ -275,6 +275,56 @@ TEST(GemmRsLayout, PartialsGoToTheirOwnerIntoADistinctSlot) {
   }
 }
 
+// Ring reduction (phase order): every rank sends to one neighbour and hears from the other; the
+// sum a tile of phase j adds was made by the neighbour at phase j-1 of the same chunk and tile, a
+// whole phase earlier in the order (positions are the same on every rank); into a slot nobody else
+// writes; and the chain that ends at the owner's final tile passes every other rank once, so the
+// result sums all ws partials. Direct reduction: inputs only in the final phase, all ws-1 slots.
+TEST(GemmRsLayout, RingSumsPassEveryRankOnceAndComeAPhaseEarly) {
+  for (const Case& c : cases()) {
+    Layout L = orderedLayout(c, kOrderPhases, 1);
+    for (int j = 0; j < c.ws; ++j) {
+      EXPECT_EQ(j == c.ws - 1 ? c.ws - 1 : 0, L.inCount(j));
+      EXPECT_EQ(0, L.inFirst(j));
+    }
+    L.ring = 1;
+    std::vector<std::map<std::pair<int, int>, int64_t>> pos;
+    for (int r = 0; r < c.ws; ++r) pos.push_back(positions(L, c, r));
+    for (int r = 0; r < c.ws; ++r) {
+      SCOPED_TRACE(testing::Message() << "ws " << c.ws << " M " << c.M << " N " << c.N << " cs " << c.cs << " rank "
+                                      << r);
+      EXPECT_EQ(0, L.inCount(0));
+      std::set<int> senders, targets;
+      for (int j = 0; j + 1 < c.ws; ++j) {
+        const int to = L.sendTo(r, j);
+        targets.insert(to);
+        EXPECT_NE(r, to);
+        EXPECT_EQ(L.chunkAt(r, j), L.chunkAt(to, j + 1)) << "the next rank adds our sum to the same chunk";
+        EXPECT_EQ(r, L.senderOf(to, j)) << "its slot j hears from us";
+        senders.insert(L.senderOf(r, j));
+      }
+      EXPECT_EQ(1u, targets.size());
+      EXPECT_EQ(1u, senders.size());
+      for (int j = 1; j < c.ws; ++j) {
+        ASSERT_EQ(1, L.inCount(j));
+        const int slot = L.inFirst(j), q = L.senderOf(r, slot);
+        EXPECT_EQ(j - 1, slot);
+        EXPECT_EQ(L.chunkAt(r, j), L.chunkAt(q, slot));
+        for (int u = 0; u < L.tiles; ++u)
+          EXPECT_GE(pos[r].at({j, u}) - pos[q].at({slot, u}), L.clusterTiles) << "phase " << j << " tile " << u;
+      }
+      // Back from our final tile: every rank once.
+      std::set<int> chain{r};
+      int at = r;
+      for (int j = c.ws - 1; j > 0; --j) {
+        at = L.senderOf(at, L.inFirst(j));
+        EXPECT_TRUE(chain.insert(at).second) << "rank " << at << " twice on the chain";
+      }
+      EXPECT_EQ(size_t(c.ws), chain.size());
+    }
+  }
+}
+
 // 4xH200, 2026-11-22, commit f9ffa77 (perf/results/20261122-130330-4xNVIDIA_H200/gemm_{rs,ar}-ws
 // {2,4}.json): each plan forced, µs; K is the whole inner dimension (split over the ranks).
 struct Measured {

@@ -1,6 +1,7 @@
 // GEMM+RS/AR with MKCCL_GEMM_RS_PUSH=ce: the fused kernel stages its partials locally and counts
 // them in batches (slot j, B tiles; gemm_rs_copy.cuh); the GPU's copy engines carry each batch to
-// its owner while the GEMM keeps every SM. Per owner q (our slot j at q), one stream:
+// its owner (ring reduction: to our neighbour) while the GEMM keeps every SM. Per slot j (into
+// rank q's rx slot j), one stream:
 //   wait for the caller's stream up to the kernel (the fork event: the batch counts are zeroed),
 //   then batch by batch, in the order the kernel fills them: wait for the batch's word (the
 //   kernel raises it once the batch is staged and q has entered the call), one copy of the
@@ -28,7 +29,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_
   const uint64_t want = dev::flagValue(p.comm.seq);
   uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
   for (int j = 0; j < L.ceSlots; ++j) {
-    const int q = L.chunkAt(p.rank, j);  // the owner our slot j goes to
+    const int q = L.sendTo(p.rank, j);  // where our slot j goes (its owner; ring: our neighbour)
     cudaStream_t s = ce.stream[j];
     CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
     for (int b = 0; b < L.ceBatches(); ++b) {

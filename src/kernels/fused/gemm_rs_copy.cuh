@@ -9,8 +9,8 @@
 //             flag (thread 0 alone). Team (default): once the counters say its bulk stores
 //             into our staging slot completed (after the consumers' next mainloop, or early in
 //             it), copy it to the owner's rx slot, paced by a later mainloop (paceUntil), fence,
-//             raise the flag. A tile of the final
-//             phase: once the consumers started it, wait for its ws-1 partials' flags and
+//             raise the flag. A tile that adds partials (the final phase; ring reduction, every
+//             phase after the first): once the consumers started it, wait for their flags and
 //             prefetch them into L2, then tell the consumers (their epilogue reads them).
 //             Copy engines (=ce): once staged, the tile is counted in its batch (slot j, B
 //             tiles); the batch's last one raises the batch's word, which a copy stream of ours
@@ -228,26 +228,27 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
     // waits for the partials of a final one (and the consumers published those tiles before
     // they wait themselves), and a final tile comes after every rank's sends of it at the same
     // positions of the order: no wait can close a cycle between ranks.
-    if (tile.step == L.ws - 1) {
-      // A final tile: thread 0 alone (the others go on to the next send and wait for it there).
-      if (t.tid != 0) continue;
-      if (draining(words)) continue;
+    // A tile that adds rx slots (the final phase; ring reduction: every phase after the first):
+    // thread 0 alone (the others go on to the send and wait for it there) waits for them once the
+    // consumers started the tile and prefetches them.
+    const int nIn = L.inCount(tile.step);
+    if (nIn > 0 && t.tid == 0 && !draining(words)) {
+      const int first = L.inFirst(tile.step);
       bool ok = waitConsumers(p.comm, words, index, timeoutNs, /*started=*/true);
-      for (int j = 0; ok && j < L.ws - 1; ++j) {
-        const int q = L.senderOf(p.rank, j);
-        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, tile.u), want, p.localOf[q], kSiteFusedTile);
-      }
-      if (!ok) {
+      for (int j = first; ok && j < first + nIn; ++j)
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, tile.u), want, p.localOf[L.senderOf(p.rank, j)],
+                           kSiteFusedTile);
+      if (ok) {
+        for (int j = first; j < first + nIn && j < first + kPrefetchInputs; ++j)
+          prefetchL2(p.scratchOf[p.rank] + L.rxOffset(j, tile.u), uint32_t(L.tileBytes()));
+        // The consumers then skip their own (system-scope) polls: these acquires, passed on at CTA scope.
+        stReleaseCtaShared(words + 4 * CtaWords::kInReady, index);
+      } else {
         setDrain(words);
-        continue;
       }
-      for (int j = 0; j < L.ws - 1 && j < kPrefetchInputs; ++j)
-        prefetchL2(p.scratchOf[p.rank] + L.rxOffset(j, tile.u), uint32_t(L.tileBytes()));
-      // The consumers then skip their own (system-scope) polls: these acquires, passed on at CTA scope.
-      stReleaseCtaShared(words + 4 * CtaWords::kInReady, index);
-      continue;
     }
-    const int dst = tile.chunk;
+    if (tile.step == L.ws - 1) continue;  // our own chunk: nothing to send
+    const int dst = L.sendTo(p.rank, tile.step);
     if (bulk) {
       // The consumers waited for dst's entry and sent both halves; their counter says the bulk
       // stores completed (bulkWait + proxy fence, then a CTA-scope release). Drain: the
@@ -319,7 +320,7 @@ __device__ __forceinline__ void ceEndOfKernel(const ReduceParams& p) {
   if (ended + 1 != gridDim.x) return;
   dev::fenceSys();
   const uint64_t want = dev::flagValue(p.comm.seq);
-  for (int j = 0; j < L.ws - 1; ++j)
+  for (int j = 0; j < L.ceSlots; ++j)  // the slots that have a copy stream
     for (int b = 0; b < L.ceBatches(); ++b)
       if (dev::loadAcquire(own + L.ceWordSlot(j, b)) < want) dev::storeRelease(own + L.ceWordSlot(j, b), want);
 }

@@ -1,11 +1,13 @@
 // GEMM+RS/AR epilogues of one consumer warpgroup (64 x BN of a tile):
-//   sendPartial a partial of another rank's chunk: round the fp32 accumulators once to the input
-//              type, write them in fragment order (gemm_rs_layout.cuh) into shared memory and
-//              bulk-store them, straight into the owner's rx slot (MKCCL_GEMM_RS_PUSH=bulk) or
-//              into a local staging slot that the push team sends on, paced (team, the default);
-//   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (fragment
-//              order, in our rx slots) to the accumulators, round once, write C through swizzled
-//              shared memory and TMA stores (at 2 ranks the partial's loads run one chunk ahead).
+//   sendPartial a partial of another rank's chunk (ring reduction: plus the neighbour's sum):
+//              round the fp32 accumulators once to the input type, write them in fragment order
+//              (gemm_rs_layout.cuh) into shared memory and bulk-store them, straight into the
+//              owner's rx slot (MKCCL_GEMM_RS_PUSH=bulk) or into a local staging slot that the
+//              push team or the copy engines send on;
+//   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (ring: the one
+//              sum the neighbour sent; fragment order, in our rx slots) to the accumulators,
+//              round once, write C through swizzled shared memory and TMA stores (one partial:
+//              its loads run one chunk ahead).
 // The accumulators are only read: an epilogue that wrote them would make ptxas serialise the
 // next tile's wgmma chain (C7515), so the partials are summed into a copy on the way out.
 #pragma once
@@ -176,27 +178,44 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
 }
 
 // A partial of another rank's chunk from shared memory: 64 columns at a time, round the
-// accumulators once and write them in fragment order (4 vectors per thread: exactly the
-// contiguous 8 KiB those vectors occupy in a staging or rx slot) into the staging buffer
+// accumulators once (ring reduction: plus the sum that arrived from the neighbour, `in`, fragment
+// order, loaded one chunk ahead) and write them in fragment order (4 vectors per thread: exactly
+// the contiguous 8 KiB those vectors occupy in a staging or rx slot) into the staging buffer
 // storeFinal uses (same double buffering, same chunk counter), then thread 0 bulk-stores the
 // chunk to `dstHalf` (this half of a local staging slot, or of the owner's rx slot over NVLink)
 // and commits it. send is thread 0's (false in drain mode: nothing leaves). Completion is the
 // caller's business (bulkWait<0> before the tile is published); only the reuse of a buffer waits
 // for its read.
-template <class Cfg>
-__device__ __forceinline__ void sendPartial(const float (&acc)[Cfg::kAcc], char* dstHalf, bool send, FinalCtx& c) {
+template <class Cfg, int kIn>
+__device__ __forceinline__ void sendPartialImpl(const float (&acc)[Cfg::kAcc], const uint4* in, char* dstHalf,
+                                                bool send, FinalCtx& c) {
   using In = typename Cfg::In;
   constexpr uint32_t kChunkBytes = Staging::kChunkBytes;
+  constexpr int kChunks = Cfg::BN / 64;
   static_assert(kVecsPerChunk * kThreadsPerHalf * 16 == kChunkBytes, "a chunk of fragment vectors is one buffer");
+  uint4 v[kVecsPerChunk];
+  auto load = [&](int ch) {
 #pragma unroll
-  for (int ch = 0; ch < Cfg::BN / 64; ++ch) {
+    for (int k = 0; k < kVecsPerChunk; ++k) v[k] = __ldcg(in + (ch * kVecsPerChunk + k) * kThreadsPerHalf);
+  };
+  if constexpr (kIn > 0) load(0);
+#pragma unroll
+  for (int ch = 0; ch < kChunks; ++ch) {
     const uint32_t buf = Staging::take(c);
+    float f[8 * kVecsPerChunk];
+    if constexpr (kIn > 0) {
+#pragma unroll
+      for (int e = 0; e < 8 * kVecsPerChunk; ++e) f[e] = acc[8 * kVecsPerChunk * ch + e];
+#pragma unroll
+      for (int k = 0; k < kVecsPerChunk; ++k) addVec<In>(f + 8 * k, v[k]);
+      if (ch + 1 < kChunks) load(ch + 1);
+    }
 #pragma unroll
     for (int k = 0; k < kVecsPerChunk; ++k) {
-      const float* a = acc + 8 * (kVecsPerChunk * ch + k);
+      const float* a = kIn > 0 ? f + 8 * k : acc + 8 * (kVecsPerChunk * ch + k);
       // A warp's 32 consecutive vectors: 512 contiguous bytes, no bank conflicts.
       dev::stSharedV4B32(buf + (uint32_t(k) * kThreadsPerHalf + c.tid) * 16u, Pair<In>::pack(a[0], a[1]),
-                  Pair<In>::pack(a[2], a[3]), Pair<In>::pack(a[4], a[5]), Pair<In>::pack(a[6], a[7]));
+                         Pair<In>::pack(a[2], a[3]), Pair<In>::pack(a[4], a[5]), Pair<In>::pack(a[6], a[7]));
     }
     dev::fenceProxyAsyncSmem();
     dev::namedBarrierSync(c.barrierId, 128);
@@ -206,6 +225,14 @@ __device__ __forceinline__ void sendPartial(const float (&acc)[Cfg::kAcc], char*
     }
     ++c.chunks;
   }
+}
+
+// in0: this half of the rx slot to add (ring reduction), or null.
+template <class Cfg>
+__device__ __forceinline__ void sendPartial(const float (&acc)[Cfg::kAcc], char* dstHalf, bool send, FinalCtx& c,
+                                            const char* in0 = nullptr) {
+  if (in0) sendPartialImpl<Cfg, 1>(acc, reinterpret_cast<const uint4*>(in0) + c.tid, dstHalf, send, c);
+  else sendPartialImpl<Cfg, 0>(acc, nullptr, dstHalf, send, c);
 }
 
 }  // namespace rs

@@ -84,7 +84,8 @@ mkcclResult_t publishFromEnv(int order, PushMode push, int* early);
 // MKCCL_GEMM_RS_ORDER: phases | interleaved | spread (Layout::order; gemm_rs_layout.cuh), and
 // MKCCL_GEMM_RS_LAG: spread's lag D in cluster tiles (unset: one wave, numClusters). Both must be
 // the same on every rank (a rank's waits assume its senders' order); phases and interleaved may
-// differ between ranks (they differ only in the order of the sends).
+// differ between ranks (they differ only in the order of the sends). MKCCL_GEMM_RS_REDUCE:
+// direct | ring (Layout::ring; phase order only), the same on every rank.
 mkcclResult_t orderFromEnv(int ws, int numClusters, Layout* L);
 
 

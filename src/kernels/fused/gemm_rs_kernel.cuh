@@ -92,6 +92,31 @@ __device__ __forceinline__ bool producer(const GemmArgs& g, const ReduceParams& 
   return true;
 }
 
+// The rx slots tile t adds (Layout::inCount): their count once they have all landed, else 0 (none,
+// or a failed wait: the CTA drains). Thread 0 of the warpgroup waits unless the push team saw them
+// land (kInReady); the warpgroup's barrier passes its acquires on.
+__device__ __forceinline__ int awaitInputs(const ReduceParams& p, uint32_t words, const FinalCtx& fc, int half,
+                                           const Tile& t, uint32_t index, uint64_t want) {
+  const Layout& L = p.L;
+  const int n = L.inCount(t.step);
+  if (n == 0) return 0;
+  if (fc.tid == 0) {
+    bool ok = !draining(words);
+    if (ok && ldAcquireCtaShared(words + 4 * CtaWords::kInReady) < index) {
+      volatile uint32_t* waiting = wordPtr(words, CtaWords::kWaiting0 + half);  // the push team stops pacing
+      *waiting = 1;
+      for (int j = L.inFirst(t.step); ok && j < L.inFirst(t.step) + n; ++j)
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, t.u), want, p.localOf[L.senderOf(p.rank, j)],
+                           kSiteFusedTile);
+      *waiting = 0;
+    }
+    if (!ok) setDrain(words);
+    *wordPtr(words, CtaWords::kOk0 + half) = ok ? 1u : 0u;
+  }
+  dev::namedBarrierSync(fc.barrierId, 128);
+  return *wordPtr(words, CtaWords::kOk0 + half) != 0 ? n : 0;
+}
+
 // One consumer warpgroup: mainloop, then the epilogue of its half of every tile.
 template <class Cfg>
 __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& p, const CUtensorMap* mapC,
@@ -135,9 +160,15 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
     // Whatever is still unpublished had a whole mainloop to land: tell the push team (which
     // copies it on, or raises the owner's flag) or the AR workers.
     if (pending != kPendingNone) publish();
+    // What this tile adds (the final phase: the other ranks' partials; ring reduction, every phase
+    // after the first: the neighbour's sum). Usually the push team has seen them arrive and
+    // prefetched them; else thread 0 waits here. 0 after a failed wait (drain).
+    const int nIn = awaitInputs(p, words, fc, half, t, index, want);
+    const char* in0 = scratch + L.rxOffset(L.inFirst(t.step), t.u) + halfOff;
     if (t.step < L.ws - 1) {
+      const char* add = nIn > 0 ? in0 : nullptr;
       if (p.pushBulk) {
-        const int dst = t.chunk;
+        const int dst = L.sendTo(p.rank, t.step);
         bool send = false;
         if (tid == 0) {
           // Into the owner's memory only once it has entered this call; a failed wait drains.
@@ -151,39 +182,22 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
             else setDrain(words);
           }
         }
-        sendPartial<Cfg>(acc, p.scratchOf[dst] + L.rxOffset(t.step, t.u) + halfOff, send, fc);
+        sendPartial<Cfg>(acc, p.scratchOf[dst] + L.rxOffset(t.step, t.u) + halfOff, send, fc, add);
         pending = kPendingRemote;
         continue;
       }
       // Staged for the push team by bulk stores from shared memory, published during or after
       // the next mainloop (above): the tensor cores do not wait for 64 KiB of stores to drain
       // (stored from registers, the partials cost the GEMM 10-25 us at 2 ranks).
-      sendPartial<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, true, fc);
+      sendPartial<Cfg>(acc, scratch + L.stagingOffset(t.step, t.u) + halfOff, true, fc, add);
       pending = kPendingLocal;
       continue;
     }
-    // Our own chunk: the other ranks' partials of this tile (usually the push team has seen them
-    // all arrive and prefetched them).
-    if (tid == 0) {
-      bool ok = !draining(words);
-      if (ok && ldAcquireCtaShared(words + 4 * CtaWords::kInReady) < index) {
-        volatile uint32_t* waiting = wordPtr(words, CtaWords::kWaiting0 + half);  // the push team stops pacing
-        *waiting = 1;
-        for (int j = 0; ok && j < L.ws - 1; ++j)
-          ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, t.u), want, p.localOf[L.senderOf(p.rank, j)],
-                             kSiteFusedTile);
-        *waiting = 0;
-      }
-      if (!ok) setDrain(words);
-      *wordPtr(words, CtaWords::kOk0 + half) = ok ? 1u : 0u;
-    }
-    dev::namedBarrierSync(fc.barrierId, 128);
-    const int nIn = *wordPtr(words, CtaWords::kOk0 + half) != 0 ? L.ws - 1 : 0;
     // RS: C is this rank's rows, counted from the chunk; AR: C is [M, N].
     const int64_t base = L.allReduce() ? L.chunkBegin(t.chunk) : 0;
     const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
     const int32_t col0 = t.nb * Cfg::BN;
-    storeFinal<Cfg>(acc, scratch + L.rxOffset(0, t.u) + halfOff, nIn, L.slotStride(), fc, row0, col0);
+    storeFinal<Cfg>(acc, in0, nIn, L.slotStride(), fc, row0, col0);
     if (L.allReduce()) {
       pending = kPendingLocal;
     } else {

@@ -39,6 +39,16 @@
 //                partials that were copied during their own mainloop.
 // Receivers do not care: slots and flags name (phase, u), and positions are the same on every
 // rank, so what a rank waits for at position P was sent at positions before P.
+//
+// Ring reduction (MKCCL_GEMM_RS_REDUCE=ring; phase order only, the same on every rank). The
+// partial of chunk c travels the ring r -> r-1 instead of going straight to its owner: rank r at
+// phase j > 0 computes chunk (r + j + 1) mod ws, which rank r+1 computed at phase j-1 and sent
+// into our rx slot j-1; the epilogue adds it and sends the sum into rank r-1's rx slot j, and the
+// final phase adds the one sum of ws-1 partials. Every rank sends to one neighbour and receives
+// from the other, which the copy engines carry at ~345 GB/s out of a GPU where all-to-all copies
+// move ~185 (4xH200, tools/probes/ce_overlap.cu); the same bytes leave a GPU. A tile of phase j
+// waits for its neighbour's tile of phase j-1: one phase of slack. Sums cross ranks rounded to the
+// input type, so a result is rounded ws-1 times on its way instead of once.
 // Inside a chunk, cluster tiles walk bands of `group` cluster rows down, then across N (L2 reuse).
 // Every rank walks its own tiles in the same order in which the senders produce them.
 //
@@ -103,6 +113,7 @@ struct Layout {
   int ceNb = 0;             // batches per slot, ceil(U / B) (setCeBatch)
   int ceSlots = 0;          // slots j < ceSlots go by copy engine, the others by the push team
                             // (MKCCL_GEMM_RS_CE_SLOTS; the same on every rank)
+  int ring = 0;             // 1: ring reduction (above; MKCCL_GEMM_RS_REDUCE=ring)
 
   MKCCL_RS_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
   MKCCL_RS_HD int64_t halfBytes() const { return tileBytes() / 2; }
@@ -111,9 +122,14 @@ struct Layout {
 
   MKCCL_RS_HD int64_t chunkBegin(int c) const { return min64(int64_t(c) * chunkRows, M); }
   MKCCL_RS_HD int64_t chunkEnd(int c) const { return min64(int64_t(c + 1) * chunkRows, M); }
-  // The chunk rank r computes at phase j, and the rank whose partial lands in our rx slot j.
+  // The chunk rank r computes at phase j; the rank r's partial (sum) of phase j goes to, into its
+  // rx slot j; the rank whose partial lands in r's rx slot j.
   MKCCL_RS_HD int chunkAt(int r, int j) const { return (r + j + 1) % ws; }
-  MKCCL_RS_HD int senderOf(int r, int j) const { return ((r - j - 1) % ws + ws) % ws; }
+  MKCCL_RS_HD int sendTo(int r, int j) const { return ring ? (r + ws - 1) % ws : chunkAt(r, j); }
+  MKCCL_RS_HD int senderOf(int r, int j) const { return ring ? (r + 1) % ws : ((r - j - 1) % ws + ws) % ws; }
+  // What a tile of phase j adds before it sends or stores: rx slots [inFirst(j), + inCount(j)).
+  MKCCL_RS_HD int inCount(int j) const { return ring ? (j > 0 ? 1 : 0) : (j == ws - 1 ? ws - 1 : 0); }
+  MKCCL_RS_HD int inFirst(int j) const { return ring ? j - 1 : 0; }
 
   // Scratch byte offsets (this rank's share).
   MKCCL_RS_HD int64_t slotStride() const { return int64_t(tiles) * tileBytes(); }  // slot j -> j+1
@@ -145,7 +161,7 @@ struct Layout {
   MKCCL_RS_HD int ceBatchTiles(int b) const { return b + 1 < ceNb ? ceBatch : tiles - b * ceBatch; }
   MKCCL_RS_HD int64_t ceCountSlot(int j, int b) const { return baseFlagSlots() + j * ceNb + b; }
   MKCCL_RS_HD int64_t ceWordSlot(int j, int b) const { return baseFlagSlots() + (ws - 1 + j) * ceNb + b; }
-  MKCCL_RS_HD int64_t ceDoneSlot() const { return baseFlagSlots() + int64_t(2 * (ws - 1)) * ceBatches(); }
+  MKCCL_RS_HD int64_t ceDoneSlot() const { return baseFlagSlots() + int64_t(2 * (ws - 1)) * ceNb; }
   MKCCL_RS_HD int64_t flagSlots() const { return ceBatch > 0 ? ceDoneSlot() + 1 : baseFlagSlots(); }
 
   // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:

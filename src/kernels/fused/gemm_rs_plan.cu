@@ -98,9 +98,18 @@ mkcclResult_t orderFromEnv(int ws, int numClusters, Layout* L) {
   // (bulk: 500 / 947 / 265 / 385 us interleaved, 499 / 947 / 276 / 390 in phases at 8192^3 /
   // 16384x8192x8192 / 4096x8192x8192 / 8192x8192x4096), but the paced team in phase order once
   // took 854 us at 8192x8192x4096 where interleaved it held 373-374.
+  // MKCCL_GEMM_RS_REDUCE: direct (unset) | ring (gemm_rs_layout.cuh). The ring's tile of phase j
+  // waits for the neighbour's tile of phase j-1, which only the phase order puts a phase earlier.
+  int ring = 0;
+  MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_REDUCE", {"direct", "ring"}, 0, &ring));
+  L->ring = ring;
   int order = 0;
   MKCCL_CHECK(envChoice("MKCCL_GEMM_RS_ORDER", {"phases", "interleaved", "spread"},
-                        ws > 2 ? kOrderInterleaved : kOrderPhases, &order));
+                        ws > 2 && !ring ? kOrderInterleaved : kOrderPhases, &order));
+  if (ring && order != kOrderPhases)
+    return setError(mkcclInvalidUsage,
+                    "MKCCL_GEMM_RS_REDUCE=ring needs MKCCL_GEMM_RS_ORDER=phases (or unset): a tile of phase j waits "
+                    "for the neighbour's tile of phase j-1");
   L->order = order;  // the indices are Order's values
   // spread: a lag of one wave of tiles (numClusters), so that the tail of final tiles is one wave
   // and its last tile comes a wave after the last partials (computed in one wave, copied paced by
