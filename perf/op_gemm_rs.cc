@@ -282,8 +282,8 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     r.note = "plan " + plan + ", " + std::to_string(nsets) + " input sets, other push " + otherPush;
     // The fused kernel's overrides in force, so that a result says what ran.
     for (const char* var : {"MKCCL_GEMM_RS_PUSH", "MKCCL_GEMM_RS_CE_BATCH", "MKCCL_GEMM_RS_CE_SLOTS",
-                            "MKCCL_GEMM_RS_REDUCE", "MKCCL_GEMM_RS_ORDER", "MKCCL_GEMM_RS_LAG", "MKCCL_GEMM_RS_PUBLISH",
-                            "MKCCL_GEMM_VARIANT"}) {
+                            "MKCCL_GEMM_RS_CE_STREAMS", "MKCCL_GEMM_RS_REDUCE", "MKCCL_GEMM_RS_ORDER",
+                            "MKCCL_GEMM_RS_LAG", "MKCCL_GEMM_RS_PUBLISH", "MKCCL_GEMM_VARIANT"}) {
       const char* val = getenv(var);
       if (val && *val) r.note += std::string(", ") + var + "=" + val;
     }

@@ -196,6 +196,8 @@ void worldShapes(bool allReduce) {
     setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.ceBatch);
     setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", run.ceSlots);
     setOrUnset("MKCCL_GEMM_RS_REDUCE", run.reduce);
+    // The ring's copy-engine run also spreads each slot's batches over 2 streams.
+    setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", run.reduce && run.ceBatch ? "2" : nullptr);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
@@ -225,6 +227,7 @@ void worldShapes(bool allReduce) {
   setOrUnset("MKCCL_GEMM_RS_CE_BATCH", nullptr);
   setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", nullptr);
   setOrUnset("MKCCL_GEMM_RS_REDUCE", nullptr);
+  setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -264,6 +267,7 @@ void worldBackToBack(bool allReduce) {
       setPush("ce");
       setenv("MKCCL_GEMM_RS_CE_BATCH", i % 16 < 8 ? "1" : "2", 1);
       setenv("MKCCL_GEMM_RS_CE_SLOTS", i % 8 == 1 ? "1" : "99", 1);
+      setenv("MKCCL_GEMM_RS_CE_STREAMS", i % 16 == 6 ? "3" : "1", 1);
     }
     // The order: phases or interleaved, a rank's own business (receivers key partials by slot);
     // spread on every rank alike, every fourth call, with a lag of one tile (a final tile right
@@ -297,6 +301,7 @@ void worldBackToBack(bool allReduce) {
   unsetenv("MKCCL_GEMM_RS_CE_BATCH");
   unsetenv("MKCCL_GEMM_RS_CE_SLOTS");
   unsetenv("MKCCL_GEMM_RS_REDUCE");
+  unsetenv("MKCCL_GEMM_RS_CE_STREAMS");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -371,6 +376,7 @@ void worldBadArguments(bool allReduce) {
     setPush("ce");  // copy engines cannot run the spread order; a batch of 0 tiles is no batch
     expectRejected("MKCCL_GEMM_RS_ORDER", "spread", "spread");
     expectRejected("MKCCL_GEMM_RS_CE_BATCH", "0", "MKCCL_GEMM_RS_CE_BATCH");
+    expectRejected("MKCCL_GEMM_RS_CE_STREAMS", "17", "MKCCL_GEMM_RS_CE_STREAMS");
     setPush(nullptr);
     setPlan(allReduce, "auto");
   }

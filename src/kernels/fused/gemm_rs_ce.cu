@@ -1,7 +1,7 @@
 // GEMM+RS/AR with MKCCL_GEMM_RS_PUSH=ce: the fused kernel stages its partials locally and counts
 // them in batches (slot j, B tiles; gemm_rs_copy.cuh); the GPU's copy engines carry each batch to
 // its owner (ring reduction: to our neighbour) while the GEMM keeps every SM. Per slot j (into
-// rank q's rx slot j), one stream:
+// rank q's rx slot j), one stream (MKCCL_GEMM_RS_CE_STREAMS: n, batches round-robin over them):
 //   wait for the caller's stream up to the kernel (the fork event: the batch counts are zeroed),
 //   then batch by batch, in the order the kernel fills them: wait for the batch's word (the
 //   kernel raises it once the batch is staged and q has entered the call), one copy of the
@@ -15,6 +15,7 @@
 // A wait for a word the kernel writes wakes its stream ~11-16 us after the write (2xH200,
 // tools/probes/ce_wait_latency.cu), and one copy with its wait costs ~6 us besides its bytes.
 #include <string.h>
+#include <algorithm>
 #include "kernels/device/signal.cuh"
 #include "kernels/fused/gemm_rs_host.cuh"
 #include "runtime/check.h"
@@ -24,15 +25,18 @@
 namespace mkccl {
 namespace rs {
 
-mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_t stream) {
+mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streamsPerSlot, cudaStream_t stream) {
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
   uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
+  const int per = std::max(1, std::min(streamsPerSlot, kMaxLocalRanks / std::max(1, L.ceSlots)));
   for (int j = 0; j < L.ceSlots; ++j) {
     const int q = L.sendTo(p.rank, j);  // where our slot j goes (its owner; ring: our neighbour)
-    cudaStream_t s = ce.stream[j];
-    CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
+    for (int k = 0; k < per; ++k) CUDA_CHECK(cudaStreamWaitEvent(ce.stream[j * per + k], ce.fork, 0));
     for (int b = 0; b < L.ceBatches(); ++b) {
+      // Batches round-robin over the slot's streams: one stream's wake-up and copy tail overlap
+      // the next batch's copy on another.
+      cudaStream_t s = ce.stream[j * per + b % per];
       const int u0 = b * L.ceBatch;
       CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s),
                                       reinterpret_cast<CUdeviceptr>(own + L.ceWordSlot(j, b)), want,
@@ -47,8 +51,10 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_
       op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
       CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), 1, &op, 0));
     }
-    CUDA_CHECK(cudaEventRecord(ce.join[j], s));
-    CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[j], 0));
+    for (int k = 0; k < per; ++k) {
+      CUDA_CHECK(cudaEventRecord(ce.join[j * per + k], ce.stream[j * per + k]));
+      CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[j * per + k], 0));
+    }
   }
   return mkcclSuccess;
 }

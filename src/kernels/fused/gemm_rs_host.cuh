@@ -62,11 +62,13 @@ mkcclResult_t planFromEnv(int mode, PlanKind* out);
 // ranks (both ends' formats and flags are the same); ce and its batch must be the same on every
 // rank (one flag per batch).
 // MKCCL_GEMM_RS_CE_SLOTS (ce only): the copy engines carry slots j < n (n owners), the push team
-// the rest; unset: all. The same on every rank.
+// the rest; unset: all. The same on every rank. MKCCL_GEMM_RS_CE_STREAMS (ce only): copy streams
+// per slot, batches round-robin over them (unset: 1; at most 16 streams in all); a rank's own.
 enum class PushMode : int { Bulk = 0, Team = 1, Ce = 2 };  // the values are the env choices' indices
 struct PushChoice {
   PushMode mode = PushMode::Team;
   int ceBatch = 0, ceSlots = 0;  // ce: tiles per copy, slots by copy engine
+  int ceStreams = 1;             // ce: copy streams per slot (MKCCL_GEMM_RS_CE_STREAMS)
   bool forced = false;           // MKCCL_GEMM_RS_PUSH set by the user
 };
 mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out);
@@ -75,7 +77,7 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out);
 // per owner one stream of the communicator's copy engines that waits for each batch's word,
 // copies the batch from our staging slots into the owner's receive slots and raises the owner's
 // flag; the caller's stream joins them. `fork` was recorded on `stream` before the kernel.
-mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, cudaStream_t stream);
+mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streamsPerSlot, cudaStream_t stream);
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
 // (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
 // the next tile, paced by it). Unset: early with the spread order (Layout::order) or the copy

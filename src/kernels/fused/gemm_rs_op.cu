@@ -114,7 +114,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   }
   if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
   else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
-  return ce ? ceCopies(*ce, p, ctx.stream) : mkcclSuccess;
+  return ce ? ceCopies(*ce, p, pc.ceStreams, ctx.stream) : mkcclSuccess;
 }
 
 mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,

@@ -75,7 +75,10 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out) {
   MKCCL_CHECK(envNumber("MKCCL_GEMM_RS_CE_BATCH", 64, 1, 1 << 20, &batch));
   long long slots = 0;
   MKCCL_CHECK(envNumber("MKCCL_GEMM_RS_CE_SLOTS", ws - 1, 1, 1 << 20, &slots));
+  long long streams = 0;
+  MKCCL_CHECK(envNumber("MKCCL_GEMM_RS_CE_STREAMS", 1, 1, kMaxLocalRanks, &streams));
   const bool ce = out->mode == PushMode::Ce;
+  out->ceStreams = int(streams);
   out->ceBatch = ce ? int(batch) : 0;
   out->ceSlots = ce ? int(std::min<long long>(slots, ws - 1)) : 0;
   return mkcclSuccess;
