@@ -41,9 +41,11 @@ uint64_t seedA(uint64_t seed, int q) { return seed * 1000003ull + 17ull * q + 1;
 uint64_t seedW(uint64_t seed, int r) { return seed * 1000003ull + 17ull * r + 7; }
 
 // Sets the plan for every rank of this process (the env is read on every call). "<plan>/<push>"
-// also sets MKCCL_AG_GEMM_PUSH (else unset: the default, threads); null: both unset (auto, threads).
+// also sets MKCCL_AG_GEMM_PUSH (else unset: the default, threads), "ce/ring" MKCCL_AG_GEMM_CE=ring
+// (else unset: direct); null: all unset (auto, threads).
 void setPlan(const char* plan) {
   unsetenv("MKCCL_AG_GEMM_PUSH");
+  unsetenv("MKCCL_AG_GEMM_CE");
   if (!plan) {
     unsetenv("MKCCL_AG_GEMM_PLAN");
     return;
@@ -51,7 +53,9 @@ void setPlan(const char* plan) {
   const std::string s(plan);
   const size_t slash = s.find('/');
   setenv("MKCCL_AG_GEMM_PLAN", s.substr(0, slash).c_str(), 1);
-  if (slash != std::string::npos) setenv("MKCCL_AG_GEMM_PUSH", s.substr(slash + 1).c_str(), 1);
+  if (slash == std::string::npos) return;
+  const std::string how = s.substr(slash + 1);
+  setenv(how == "ring" ? "MKCCL_AG_GEMM_CE" : "MKCCL_AG_GEMM_PUSH", how.c_str(), 1);
 }
 
 // Host barrier of the rank threads of one process.
@@ -178,9 +182,9 @@ const Shape kShapes[] = {
 void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
   // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM;
   // each with the default push (threads) of the comm CTAs and the AllGather, and again with bulk copies;
-  // ce: every SM computes, the copy engines push.
-  const char* plans[] = {"fused",      "fused:0", "fused:2", "sequential", "ce", nullptr, "fused/bulk",
-                         "fused:2/bulk", "sequential/bulk"};
+  // ce: every SM computes, the copy engines push (ce/ring: along the ring).
+  const char* plans[] = {"fused",      "fused:0",      "fused:2",        "sequential", "ce", "ce/ring",
+                         nullptr,      "fused/bulk",   "fused:2/bulk",   "sequential/bulk"};
   const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -260,7 +264,7 @@ void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const P
   const size_t m = 128;                                      // one M-block per rank
   const size_t N = 256 * static_cast<size_t>((160 + ws - 1) / ws);  // >= 160 tiles of 128 x 256
   const size_t Ks[] = {2560, 2048, 1536, 1024, 512};         // the first call is the largest: grows once
-  const char* plans[] = {"fused:0", "fused", "sequential", nullptr, "ce", "ce"};
+  const char* plans[] = {"fused:0", "fused", "sequential", nullptr, "ce", "ce/ring"};
   const int calls = 30;                                      // every (K, plan) pair once
   std::vector<Call> cs(calls);
   bool ok = true;  // no fatal assertion before the last plan switch: every rank must get there
@@ -442,6 +446,7 @@ TEST(AgGemmWorld, BadArguments) {
   if (world().nranks > 1) {  // the ce plan's copy size (one rank runs no plan)
     setenv("MKCCL_AG_GEMM_PLAN", "ce", 1);
     refused("MKCCL_AG_GEMM_CE_GROUP_KIB", {"0", "-4", "4M"});
+    refused("MKCCL_AG_GEMM_CE", {"Ring", "tree"});
     unsetenv("MKCCL_AG_GEMM_PLAN");
   }
   for (char* p : {A, W, C}) cudaFree(p);

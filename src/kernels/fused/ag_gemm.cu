@@ -86,6 +86,10 @@ mkcclResult_t ceGroupFromEnv(int64_t* bytes) {
   return mkcclSuccess;
 }
 
+// MKCCL_AG_GEMM_CE=direct|ring (read on every call; unset: direct): how the ce plan's copy engines
+// move the shards (ag_gemm_ce.cu). The same on every rank.
+mkcclResult_t ceRingFromEnv(int* ring) { return envChoice("MKCCL_AG_GEMM_CE", {"direct", "ring"}, 0, ring); }
+
 // What the op remembers per communicator and shape: the plans (planning walks the schedule, not
 // something to redo on every call) and the auto plan's rule.
 struct ShapeState {
@@ -227,7 +231,7 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
     c.push.ceGo = reinterpret_cast<uint64_t*>(ctx.dev.peers[L.me]) + kCopyEngineSlot;
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
     MKCCL_CHECK(ag::fusedLaunch<In>(c, fp, ctx.stream));
-    return ag::ceCopies(*ce, c, ctx.dev.seq, c.ceGroupBytes, ctx.stream);
+    return ag::ceCopies(*ce, c, ctx.dev.seq, c.ceGroupBytes, c.ceRing != 0, ctx.stream);
   }
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
@@ -285,6 +289,8 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   MKCCL_CHECK(pushFromEnv(&bulk));
   int64_t ceGroup = 0;
   MKCCL_CHECK(ceGroupFromEnv(&ceGroup));
+  int ceRing = 0;
+  MKCCL_CHECK(ceRingFromEnv(&ceRing));
   const int ws = comm->nranks, me = comm->rank;
 
   if (ws == 1) {  // nothing to gather: the GEMM engine, and a copy if the caller wants the "gathered" A
@@ -339,6 +345,7 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   c.variant = variant;
   c.timeoutNs = ctx.dev.timeoutNs;
   c.ceGroupBytes = ceGroup;
+  c.ceRing = ceRing;
   if (t == mkcclBfloat16) return planAndRun<dev::Bf16>(ctx, c, forced);
   return planAndRun<dev::F16>(ctx, c, forced);
 }

@@ -8,6 +8,11 @@
 //   group's chunk counters (each write fenced after the copy: the receiver's producer waits on them
 //   exactly as for pushed slices). The caller's stream then joins every copy stream, and copies the
 //   gathered A out when the user asked for it.
+// MKCCL_AG_GEMM_CE=ring: every rank's engines copy only to the next rank, its own shard and, group
+// by group as each lands here (a stream wait on our counters, which the previous rank's engines
+// write), the shards of the ranks before it: the same bytes leave each GPU, but to one neighbour,
+// which the copy engines carry at ~345 GB/s out of a GPU where copies to 3 peers at once move ~185
+// (4xH200, tools/probes/ce_overlap.cu ring mode). Rank me-i's shard arrives i-1 groups behind.
 // Why copy engines: on 2xH200 a 64 MiB copy to the peer ran at 362-367 GB/s while cuBLAS kept its
 // speed beside it (8192x2048x8192: GEMM 324-340 us alone, 330-356 us with the copy running), where
 // SM pushes cost the GEMM its SMs or slowed it (tools and numbers: docs/AG_GEMM.md).
@@ -24,17 +29,55 @@ namespace mkccl {
 namespace ag {
 
 
-mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
+namespace {
+
+// One group's 64-bit operations on chunks [c0, c1) of sender `origin`: counter writes into rank
+// q's counters (each fenced after the stream's earlier copy), or waits for our own counters to
+// reach the same values (the ring: the group landed here).
+mkcclResult_t groupOps(const PushArgs& p, int q, int origin, int c0, int c1, uint64_t F, bool wait,
+                       cudaStream_t s) {
+  const Layout& L = p.L;
+  CUstreamBatchMemOpParams ops[kMaxGroupChunks];
+  memset(ops, 0, sizeof(ops));
+  for (int k = c0; k < c1; ++k) {
+    CUstreamBatchMemOpParams& op = ops[k - c0];
+    const uint64_t v = F + static_cast<uint64_t>(L.slicesOfChunk(k));
+    const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(p.counters[q] + L.chunkSlot(origin, k));
+    if (wait) {
+      op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+      op.waitValue.address = at;
+      op.waitValue.value64 = v;
+      op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+    } else {
+      op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      op.writeValue.address = at;
+      op.writeValue.value64 = v;
+      op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
+    }
+  }
+  CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), static_cast<unsigned>(c1 - c0), ops, 0));
+  return mkcclSuccess;
+}
+
+}  // namespace
+
+mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes, bool ring,
                        cudaStream_t stream) {
   const PushArgs& p = c.push;
   const Layout& L = p.L;
   const uint64_t F = dev::flagValue(seq, 0), go = dev::flagValue(seq, 1);
-  const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
-  const int64_t at = static_cast<int64_t>(L.me) * L.shardBytes();
   const int group = ceGroupChunks(L, groupBytes);
-  CUstreamBatchMemOpParams ops[kMaxGroupChunks];
-  for (int i = 0; i < receivers; ++i) {
-    const int q = receiverAt(L, i);
+  // Stream i carries: direct, our shard to receiver i (receiverAt); ring, i < ws-1, the shard of
+  // rank me-i to rank me+1 (i = 0: ours, from A; i > 0: forwarded from our region, group by group
+  // as it lands); and the last stream our shard into our own region when ownToRegion.
+  const int sends = L.ws - 1, streams = sends + (p.ownToRegion ? 1 : 0);
+  for (int i = 0; i < streams; ++i) {
+    const bool own = i == sends;  // our shard into our region
+    const int q = ring && !own ? (L.me + 1) % L.ws : receiverAt(L, i);
+    const int origin = ring && !own ? (L.me - i + L.ws) % L.ws : L.me;
+    const bool forward = origin != L.me;
+    const char* src = forward ? p.region[L.me] + static_cast<int64_t>(origin) * L.shardBytes() : p.A;
+    const int64_t at = static_cast<int64_t>(origin) * L.shardBytes();
     cudaStream_t s = ce.stream[i];
     CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
     CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(p.ceGo), go,
@@ -43,17 +86,10 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, 
       const int c1 = std::min(c0 + group, L.nChunks);
       const int64_t r0 = static_cast<int64_t>(c0) << L.chunkLog2;
       const int64_t r1 = std::min(static_cast<int64_t>(c1) << L.chunkLog2, static_cast<int64_t>(L.m));
-      CUDA_CHECK(cudaMemcpyAsync(p.region[q] + at + r0 * L.rowBytes, p.A + r0 * L.rowBytes, (r1 - r0) * L.rowBytes,
+      if (forward) MKCCL_CHECK(groupOps(p, L.me, origin, c0, c1, F, /*wait=*/true, s));
+      CUDA_CHECK(cudaMemcpyAsync(p.region[q] + at + r0 * L.rowBytes, src + r0 * L.rowBytes, (r1 - r0) * L.rowBytes,
                                  cudaMemcpyDeviceToDevice, s));
-      memset(ops, 0, sizeof(ops));
-      for (int k = c0; k < c1; ++k) {
-        CUstreamBatchMemOpParams& op = ops[k - c0];
-        op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-        op.writeValue.address = reinterpret_cast<CUdeviceptr>(p.counters[q] + L.chunkSlot(L.me, k));
-        op.writeValue.value64 = F + static_cast<uint64_t>(L.slicesOfChunk(k));
-        op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
-      }
-      CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), static_cast<unsigned>(c1 - c0), ops, 0));
+      MKCCL_CHECK(groupOps(p, q, origin, c0, c1, F, /*wait=*/false, s));
     }
     CUDA_CHECK(cudaEventRecord(ce.join[i], s));
     CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[i], 0));
@@ -67,7 +103,8 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, 
                                  stream));
     }
     if (p.gatheredOwn)
-      CUDA_CHECK(cudaMemcpyAsync(p.gathered + at, p.A, L.shardBytes(), cudaMemcpyDeviceToDevice, stream));
+      CUDA_CHECK(cudaMemcpyAsync(p.gathered + static_cast<int64_t>(L.me) * L.shardBytes(), p.A, L.shardBytes(),
+                                 cudaMemcpyDeviceToDevice, stream));
   }
   return mkcclSuccess;
 }

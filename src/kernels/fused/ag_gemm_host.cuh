@@ -25,6 +25,7 @@ struct FusedCall {
   int dev, smCount;
   uint64_t timeoutNs;   // the communicator's bound on device waits
   int64_t ceGroupBytes; // the ce plan's bytes per copy (MKCCL_AG_GEMM_CE_GROUP_KIB; 0: the default)
+  int ceRing;           // the ce plan's shards travel a ring (MKCCL_AG_GEMM_CE=ring)
 };
 
 struct FusedPlan {
@@ -58,7 +59,8 @@ mkcclResult_t gatherPreload(int dev);
 // push.ce = 1 and an event ce.fork recorded on `stream` before it: this rank's shard to every
 // receiver by the copy engines, groups of about groupBytes, each completing its chunks' counters;
 // `stream` then waits for them (and copies the gathered A out if asked).
-mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes,
+// ring (MKCCL_AG_GEMM_CE=ring): the shards travel the ring me -> me+1 instead (ag_gemm_ce.cu).
+mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes, bool ring,
                        cudaStream_t stream);
 // (Copy sizes: ceGroupChunks, ag_gemm_model.cuh; whether the driver can: copyEnginesUsable.)
 
