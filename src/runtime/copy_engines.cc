@@ -11,7 +11,9 @@ mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out) {
   CopyEngines& ce = comm->ce;
   if (!ce.ready) {
     CUDA_CHECK(cudaEventCreateWithFlags(&ce.fork, cudaEventDisableTiming));
-    for (int i = 0; i < comm->localRanks; ++i) {
+    // Every slot, whatever the ranks: GEMM+RS/AR may spread one owner's batches over several
+    // streams (MKCCL_GEMM_RS_CE_STREAMS).
+    for (int i = 0; i < kMaxLocalRanks; ++i) {
       CUDA_CHECK(cudaStreamCreateWithFlags(&ce.stream[i], cudaStreamNonBlocking));
       CUDA_CHECK(cudaEventCreateWithFlags(&ce.join[i], cudaEventDisableTiming));
     }

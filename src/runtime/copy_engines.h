@@ -1,6 +1,7 @@
 // Streams for the work a call hands to the GPU's copy engines (AllGather+GEMM's ce plan,
-// src/kernels/fused/ag_gemm_ce.cu): one per receiver, made on a communicator's first use, with
-// the events that fork them from the caller's stream and join them back.
+// src/kernels/fused/ag_gemm_ce.cu; GEMM+RS/AR's ce push, gemm_rs_ce.cu): kMaxLocalRanks of them
+// (one per receiver, or several per owner), made on a communicator's first use, with the events
+// that fork them from the caller's stream and join them back.
 #pragma once
 #include <cuda_runtime.h>
 #include "mkccl.h"
