@@ -1,4 +1,5 @@
 #include "runtime/copy_engines.h"
+#include <string.h>
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/cudriver.h"
@@ -31,6 +32,26 @@ void copyEnginesFree(mkcclComm* comm) {
     if (ce.join[i]) cudaEventDestroy(ce.join[i]);
   }
   ce = CopyEngines{};
+}
+
+CUstreamBatchMemOpParams ceWrite64(uint64_t* at, uint64_t value) {
+  CUstreamBatchMemOpParams op;
+  memset(&op, 0, sizeof(op));
+  op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+  op.writeValue.address = reinterpret_cast<CUdeviceptr>(at);
+  op.writeValue.value64 = value;
+  op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the stream's earlier work
+  return op;
+}
+
+CUstreamBatchMemOpParams ceWaitGeq64(const uint64_t* at, uint64_t value) {
+  CUstreamBatchMemOpParams op;
+  memset(&op, 0, sizeof(op));
+  op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+  op.waitValue.address = reinterpret_cast<CUdeviceptr>(at);
+  op.waitValue.value64 = value;
+  op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  return op;
 }
 
 }  // namespace mkccl

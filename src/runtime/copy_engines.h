@@ -3,7 +3,9 @@
 // (one per receiver, or several per owner), made on a communicator's first use, with the events
 // that fork them from the caller's stream and join them back.
 #pragma once
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include "mkccl.h"
 #include "runtime/devcomm.h"
 
@@ -25,5 +27,10 @@ bool copyEnginesUsable();
 mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out);
 // At destroy, after the last call's work has finished.
 void copyEnginesFree(mkcclComm* comm);
+
+// One 64-bit operation for cuStreamBatchMemOp: a write of `value` fenced after the stream's earlier
+// work (a copy's flag), or a wait until the word is >= `value`.
+CUstreamBatchMemOpParams ceWrite64(uint64_t* at, uint64_t value);
+CUstreamBatchMemOpParams ceWaitGeq64(const uint64_t* at, uint64_t value);
 
 }  // namespace mkccl

@@ -18,7 +18,6 @@
 // SM pushes cost the GEMM its SMs or slowed it (tools and numbers: docs/AG_GEMM.md).
 // The streams' waits have no timeout of their own: the kernel always posts the go word (after a
 // failed, bounded wait too), and the counters it waits on are bounded waits.
-#include <string.h>
 #include <algorithm>
 #include "kernels/device/signal.cuh"
 #include "kernels/fused/ag_gemm_host.cuh"
@@ -38,22 +37,10 @@ mkcclResult_t groupOps(const PushArgs& p, int q, int origin, int c0, int c1, uin
                        cudaStream_t s) {
   const Layout& L = p.L;
   CUstreamBatchMemOpParams ops[kMaxGroupChunks];
-  memset(ops, 0, sizeof(ops));
   for (int k = c0; k < c1; ++k) {
-    CUstreamBatchMemOpParams& op = ops[k - c0];
+    uint64_t* at = p.counters[q] + L.chunkSlot(origin, k);
     const uint64_t v = F + static_cast<uint64_t>(L.slicesOfChunk(k));
-    const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(p.counters[q] + L.chunkSlot(origin, k));
-    if (wait) {
-      op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
-      op.waitValue.address = at;
-      op.waitValue.value64 = v;
-      op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-    } else {
-      op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-      op.writeValue.address = at;
-      op.writeValue.value64 = v;
-      op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
-    }
+    ops[k - c0] = wait ? ceWaitGeq64(at, v) : ceWrite64(at, v);  // a write: fenced after the copy
   }
   CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), static_cast<unsigned>(c1 - c0), ops, 0));
   return mkcclSuccess;

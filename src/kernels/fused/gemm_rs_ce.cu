@@ -14,7 +14,6 @@
 // for the flags are the bounded ones.
 // A wait for a word the kernel writes wakes its stream ~11-16 us after the write (2xH200,
 // tools/probes/ce_wait_latency.cu), and one copy with its wait costs ~6 us besides its bytes.
-#include <string.h>
 #include <algorithm>
 #include "kernels/device/signal.cuh"
 #include "kernels/fused/gemm_rs_host.cuh"
@@ -43,12 +42,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streams
                                       CU_STREAM_WAIT_VALUE_GEQ));
       CUDA_CHECK(cudaMemcpyAsync(p.scratchOf[q] + L.rxOffset(j, u0), p.scratchOf[p.rank] + L.stagingOffset(j, u0),
                                  size_t(L.ceBatchTiles(b)) * size_t(L.tileBytes()), cudaMemcpyDeviceToDevice, s));
-      CUstreamBatchMemOpParams op;
-      memset(&op, 0, sizeof(op));
-      op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-      op.writeValue.address = reinterpret_cast<CUdeviceptr>(p.wsOf[q] + kOpFlagSlot + L.rxSlot(j, u0));
-      op.writeValue.value64 = want;
-      op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;  // fenced after the copy
+      CUstreamBatchMemOpParams op = ceWrite64(p.wsOf[q] + kOpFlagSlot + L.rxSlot(j, u0), want);  // after the copy
       CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), 1, &op, 0));
     }
     for (int k = 0; k < per; ++k) {
