@@ -149,11 +149,13 @@ TEST(AgGemmSchedule, EveryTileOnceOwnRowsFirst) {
   for (const Case& c : kCases) {
     if (c.M > (1 << 17)) continue;
     for (int cs : {1, 2})
-      for (int me = 0; me < c.ws; ++me) {
-        SCOPED_TRACE(testing::Message() << "M=" << c.M << " ws=" << c.ws << " cs=" << cs << " me=" << me);
+      for (int me = 0; me < c.ws; ++me)
+        for (bool ring : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "M=" << c.M << " ws=" << c.ws << " cs=" << cs << " me=" << me
+                                        << " ring=" << ring);
         Layout L;
         ASSERT_TRUE(layoutFor(c.M, c.K, 2, c.ws, me, &L));
-        const TileOrder o = tileOrderFor(L, cs);
+        const TileOrder o = tileOrderFor(L, cs, ring);
         const int mBlocks = static_cast<int>((c.M + kTileRows - 1) / kTileRows);
         if (o.rowsPerRank > 0) EXPECT_EQ((mBlocks + cs - 1) / cs, o.rowsPerRank * c.ws);
         // rowAt is a permutation of the cluster rows.
@@ -202,6 +204,10 @@ TEST(AgGemmSchedule, PeersInterleavedByChunk) {
   TileScheduler s(p, o, 0, 1, 0);
   const int want[] = {8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 0, 17, 25, 1, 18, 26, 2};
   for (int k = 0; k < static_cast<int>(sizeof(want) / sizeof(want[0])); ++k) EXPECT_EQ(want[k], s.rowAt(k)) << k;
+  // Along the ring (ce plan, MKCCL_AG_GEMM_CE=ring): rank 0's rows arrive first, then 3's, then 2's.
+  TileScheduler r(p, tileOrderFor(L, 2, true), 0, 1, 0);
+  const int ring[] = {8, 9, 10, 11, 12, 13, 14, 15, 0, 24, 16, 1, 25, 17, 2, 26, 18};
+  for (int k = 0; k < static_cast<int>(sizeof(ring) / sizeof(ring[0])); ++k) EXPECT_EQ(ring[k], r.rowAt(k)) << k;
 }
 
 GemmPlan plan(int bn, int cs, int ctas) {

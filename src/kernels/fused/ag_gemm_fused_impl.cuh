@@ -88,7 +88,7 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
   memset(&p, 0, sizeof(p));
   MKCCL_CHECK(encodeTileMap(&p.mapOwn, c.A, c.type, L.m, c.K, c.K, 128));
   p.push = c.push;
-  p.order = tileOrderFor(L, gp.clusterSize);
+  p.order = tileOrderFor(L, gp.clusterSize, c.push.ce != 0 && c.ceRing != 0);
   p.sideTeams = plan.sideTeams;
   p.unitCta = 4;   // 256 KiB per claim: the fence (or a bulk lane's drain) per claim stays small
   p.unitSide = 1;  // 64 KiB: a side team is slow, many of them share the shard

@@ -1,7 +1,9 @@
 // AllGather+GEMM tile order: this rank's own rows first (they need no communication), then peers'
 // rows in the order they arrive. Every sender pushes its shard front to back to all receivers at
 // once, so chunk c of every peer lands at about the same time: after the own rows come chunk 0 of
-// peers me+1, me+2, ..., then chunk 1 of each, and so on.
+// peers me+1, me+2, ..., then chunk 1 of each, and so on. The ce plan along the ring
+// (MKCCL_AG_GEMM_CE=ring) brings chunk c of rank me-1 first, then of me-2 one hop later, ...: the
+// peers of a chunk come in that order instead.
 //
 // Same contract as dev::GroupedTileScheduler (persistent, "cluster tiles" of clusterM M-blocks,
 // bands of `group` cluster rows walked down the band first for L2 reuse, cluster c of numClusters
@@ -25,13 +27,15 @@ struct TileOrder {
   int me = 0, ws = 1;
   int rowsPerRank = 0;  // > 0: cluster rows per shard (arrival order); 0: rotation from firstRow
   int firstRow = 0;
+  int ring = 0;         // peers of a chunk in ring order (me-1, me-2, ...) instead of me+1, me+2, ...
 };
 
 // The order for a layout and a cluster size.
-MKCCL_AG_HD TileOrder tileOrderFor(const Layout& L, int clusterM) {
+MKCCL_AG_HD TileOrder tileOrderFor(const Layout& L, int clusterM, bool ring = false) {
   TileOrder o;
   o.me = L.me;
   o.ws = L.ws;
+  o.ring = ring ? 1 : 0;
   const int64_t unit = kTileRows * clusterM;
   if (L.ws > 1 && L.m % unit == 0) {
     o.rowsPerRank = static_cast<int>(L.m / unit);
@@ -80,8 +84,9 @@ class TileScheduler {
       const int k2 = k - r;
       const int peers = o_.ws - 1;
       const int chunk = k2 / peers;
-      int q = o_.me + 1 + k2 % peers;
+      int q = o_.ring ? o_.me - 1 - k2 % peers : o_.me + 1 + k2 % peers;
       if (q >= o_.ws) q -= o_.ws;
+      if (q < 0) q += o_.ws;
       return q * r + chunk;
     }
     const int row = k + o_.firstRow;
