@@ -19,8 +19,9 @@
 //                         push, then claim AR items; warp 3 claims AR items from the start
 //   warpgroups 1, 2       consumers: mainloop, then the epilogue of their 64 rows; AR: then they
 //                         claim AR items too (the kernel's tail is the finished tiles' exchange)
-// No role waits on another rank inside the GEMM: only final-phase epilogues wait for partials,
-// which were sent about one phase earlier.
+// No role waits on another rank inside the GEMM: only epilogues that add partials wait for them
+// (the final phase's; ring reduction: every phase after the first), which were sent about one
+// phase earlier.
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
