@@ -13,6 +13,7 @@
 // write), the shards of the ranks before it: the same bytes leave each GPU, but to one neighbour,
 // which the copy engines carry at ~345 GB/s out of a GPU where copies to 3 peers at once move ~185
 // (4xH200, tools/probes/ce_overlap.cu ring mode). Rank me-i's shard arrives i-1 groups behind.
+// The forwarding streams' waits are released by the caller's stream after the kernel (below).
 // Why copy engines: on 2xH200 a 64 MiB copy to the peer ran at 362-367 GB/s while cuBLAS kept its
 // speed beside it (8192x2048x8192: GEMM 324-340 us alone, 330-356 us with the copy running), where
 // SM pushes cost the GEMM its SMs or slowed it (tools and numbers: docs/AG_GEMM.md).
@@ -79,8 +80,18 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, 
       MKCCL_CHECK(groupOps(p, q, origin, c0, c1, F, /*wait=*/false, s));
     }
     CUDA_CHECK(cudaEventRecord(ce.join[i], s));
-    CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[i], 0));
   }
+  // Ring: a forwarding stream waits for counters that only the previous rank's engines raise, so
+  // after a failed call (that rank never sent) it would wait for ever. Once our kernel has ended,
+  // the caller's stream sets every forwarded chunk's counter to its complete value: after a good
+  // call they are there already (the kernel waited for each), after a failed one (its error
+  // recorded) this releases the streams, which then copy whatever landed. Before the joins.
+  if (ring)
+    for (int i = 1; i < sends; ++i)
+      for (int c0 = 0; c0 < L.nChunks; c0 += group)
+        MKCCL_CHECK(groupOps(p, L.me, (L.me - i + L.ws) % L.ws, c0, std::min(c0 + group, L.nChunks), F,
+                             /*wait=*/false, stream));
+  for (int i = 0; i < streams; ++i) CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[i], 0));
   // The gathered A: the kernel has waited for every peer's rows in the region.
   if (p.gathered != nullptr) {
     for (int q = 0; q < L.ws; ++q) {
