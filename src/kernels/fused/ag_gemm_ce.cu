@@ -47,6 +47,9 @@ mkcclResult_t groupOps(const PushArgs& p, int q, int origin, int c0, int c1, uin
   return mkcclSuccess;
 }
 
+// Ring: the rank whose shard our stream i carries to the next rank (i = 0: ours).
+int ringOrigin(const Layout& L, int i) { return (L.me - i + L.ws) % L.ws; }
+
 }  // namespace
 
 mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes, bool ring,
@@ -62,7 +65,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, 
   for (int i = 0; i < streams; ++i) {
     const bool own = i == sends;  // our shard into our region
     const int q = ring && !own ? (L.me + 1) % L.ws : receiverAt(L, i);
-    const int origin = ring && !own ? (L.me - i + L.ws) % L.ws : L.me;
+    const int origin = ring && !own ? ringOrigin(L, i) : L.me;
     const bool forward = origin != L.me;
     const char* src = forward ? p.region[L.me] + static_cast<int64_t>(origin) * L.shardBytes() : p.A;
     const int64_t at = static_cast<int64_t>(origin) * L.shardBytes();
@@ -89,8 +92,8 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, 
   if (ring)
     for (int i = 1; i < sends; ++i)
       for (int c0 = 0; c0 < L.nChunks; c0 += group)
-        MKCCL_CHECK(groupOps(p, L.me, (L.me - i + L.ws) % L.ws, c0, std::min(c0 + group, L.nChunks), F,
-                             /*wait=*/false, stream));
+        MKCCL_CHECK(groupOps(p, L.me, ringOrigin(L, i), c0, std::min(c0 + group, L.nChunks), F, /*wait=*/false,
+                             stream));
   for (int i = 0; i < streams; ++i) CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[i], 0));
   // The gathered A: the kernel has waited for every peer's rows in the region.
   if (p.gathered != nullptr) {
