@@ -167,7 +167,6 @@ void worldShapes(bool allReduce) {
     const char* ceSlots = nullptr;  // MKCCL_GEMM_RS_CE_SLOTS (push "ce"; beyond 2 ranks the team
                                     // carries the other slots)
     const char* reduce = nullptr;   // MKCCL_GEMM_RS_REDUCE
-    const char* gather = nullptr;   // AR: MKCCL_GEMM_AR_GATHER=ce with this MKCCL_GEMM_AR_GATHER_BATCH
   };
   // Copy engines with the default batch (most shapes: one batch per slot) and batches of 3 tiles
   // (a short last batch), with 128-wide tiles and clusters of 2.
@@ -182,15 +181,7 @@ void worldShapes(bool allReduce) {
                            {"fused", "ce", nullptr, nullptr, "3", nullptr, "ring"},
                            {"fused", "team", nullptr, nullptr, nullptr, nullptr, "ring"},
                            {"fused", "bulk", "128x2", nullptr, nullptr, nullptr, "ring"}};
-  if (allReduce) {
-    runs.push_back({"rs_ag", "bulk"});
-    // Finished tiles by copy engine: with the partials' copy engines (batches of 3 and 1), the
-    // team in the spread order, bulk stores with 128-wide tiles, and the ring.
-    runs.push_back({"fused", "ce", nullptr, nullptr, "3", nullptr, nullptr, "3"});
-    runs.push_back({"fused", "team", nullptr, "spread", nullptr, nullptr, nullptr, "1"});
-    runs.push_back({"fused", "bulk", "128x2", nullptr, nullptr, nullptr, nullptr, "64"});
-    runs.push_back({"fused", "ce", nullptr, nullptr, "2", nullptr, "ring", "5"});
-  }
+  if (allReduce) runs.push_back({"rs_ag", "bulk"});
   auto setOrUnset = [](const char* var, const char* value) {
     if (value) setenv(var, value, 1);
     else unsetenv(var);
@@ -207,8 +198,6 @@ void worldShapes(bool allReduce) {
     setOrUnset("MKCCL_GEMM_RS_REDUCE", run.reduce);
     // The ring's copy-engine run also spreads each slot's batches over 2 streams.
     setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", run.reduce && run.ceBatch ? "2" : nullptr);
-    setOrUnset("MKCCL_GEMM_AR_GATHER", run.gather ? "ce" : nullptr);
-    setOrUnset("MKCCL_GEMM_AR_GATHER_BATCH", run.gather);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
@@ -216,7 +205,6 @@ void worldShapes(bool allReduce) {
                                         << (run.ceBatch ? ", batch " : "") << (run.ceBatch ? run.ceBatch : "")
                                         << (run.ceSlots ? ", ce slots " : "") << (run.ceSlots ? run.ceSlots : "")
                                         << (run.reduce ? ", reduce " : "") << (run.reduce ? run.reduce : "")
-                                        << (run.gather ? ", gather ce batch " : "") << (run.gather ? run.gather : "")
                                         << ", tiles "
                                         << (run.variant ? run.variant : "auto") << ", order "
                                         << (run.order ? run.order : "default") << "), M " << s.M << " N " << s.N
@@ -240,8 +228,6 @@ void worldShapes(bool allReduce) {
   setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", nullptr);
   setOrUnset("MKCCL_GEMM_RS_REDUCE", nullptr);
   setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", nullptr);
-  setOrUnset("MKCCL_GEMM_AR_GATHER", nullptr);
-  setOrUnset("MKCCL_GEMM_AR_GATHER_BATCH", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -301,14 +287,6 @@ void worldBackToBack(bool allReduce) {
     } else {
       unsetenv("MKCCL_GEMM_RS_REDUCE");
     }
-    // AR: finished tiles by copy engine (every rank alike) on every third call, in batches of 1
-    // or 4 tiles, over every push path and order above.
-    if (i % 3 == 2) {
-      setenv("MKCCL_GEMM_AR_GATHER", "ce", 1);
-      setenv("MKCCL_GEMM_AR_GATHER_BATCH", i % 6 == 2 ? "1" : "4", 1);
-    } else {
-      unsetenv("MKCCL_GEMM_AR_GATHER");
-    }
     const ReduceBuffers& in = sets[i % kSets];
     const mkcclResult_t r = allReduce
                                 ? mkcclGemmAllReduce(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream)
@@ -324,8 +302,6 @@ void worldBackToBack(bool allReduce) {
   unsetenv("MKCCL_GEMM_RS_CE_SLOTS");
   unsetenv("MKCCL_GEMM_RS_REDUCE");
   unsetenv("MKCCL_GEMM_RS_CE_STREAMS");
-  unsetenv("MKCCL_GEMM_AR_GATHER");
-  unsetenv("MKCCL_GEMM_AR_GATHER_BATCH");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -401,10 +377,6 @@ void worldBadArguments(bool allReduce) {
     expectRejected("MKCCL_GEMM_RS_ORDER", "spread", "spread");
     expectRejected("MKCCL_GEMM_RS_CE_BATCH", "0", "MKCCL_GEMM_RS_CE_BATCH");
     expectRejected("MKCCL_GEMM_RS_CE_STREAMS", "17", "MKCCL_GEMM_RS_CE_STREAMS");
-    expectRejected("MKCCL_GEMM_AR_GATHER", "nvlink", "MKCCL_GEMM_AR_GATHER");
-    setenv("MKCCL_GEMM_AR_GATHER", "ce", 1);
-    expectRejected("MKCCL_GEMM_AR_GATHER_BATCH", "0", "MKCCL_GEMM_AR_GATHER_BATCH");
-    unsetenv("MKCCL_GEMM_AR_GATHER");
     setPush(nullptr);
     setPlan(allReduce, "auto");
   }

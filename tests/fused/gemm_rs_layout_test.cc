@@ -119,58 +119,6 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
   }
 }
 
-// AR, finished tiles by copy engine: batches cover our chunk's tiles, a tile's ag flag is its
-// batch's first tile's slot, and the counts and words take slots of their own beside the partials'
-// (with or without them), below the flag area's end. RS: never.
-TEST(GemmRsLayout, FinishedTileBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
-  for (const Case& c : cases()) {
-    Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
-    for (int pushBatch : {0, 3}) {
-      for (int F : {1, 2, 5, 64, L.tiles, L.tiles + 3}) {
-        SCOPED_TRACE(testing::Message() << "mode " << c.mode << " ws " << c.ws << " M " << c.M << " N " << c.N
-                                        << " push batch " << pushBatch << " finished batch " << F);
-        L.setCeBatch(pushBatch, c.ws - 1);
-        L.setFinBatch(F);
-        if (c.mode != kModeAllReduce) {
-          EXPECT_EQ(0, L.finBatch);
-          EXPECT_EQ(pushBatch > 0, L.anyCe());
-          continue;
-        }
-        ASSERT_EQ(F, L.finBatch);
-        EXPECT_TRUE(L.anyCe());
-        int covered = 0;
-        for (int b = 0; b < L.finNb; ++b) {
-          EXPECT_GE(L.finBatchTiles(b), 1);
-          EXPECT_LE(L.finBatchTiles(b), F);
-          for (int u = b * F; u < b * F + L.finBatchTiles(b); ++u)
-            for (int q = 0; q < c.ws; ++q) EXPECT_EQ(L.agSlot(q, b * F), L.agFlag(q, u));
-          covered += L.finBatchTiles(b);
-        }
-        EXPECT_EQ(L.tiles, covered);
-        std::set<int64_t> slots;
-        for (int j = 0; j + 1 < c.ws; ++j)
-          for (int b = 0; b < L.ceBatches(); ++b) {
-            slots.insert(L.ceCountSlot(j, b));
-            slots.insert(L.ceWordSlot(j, b));
-          }
-        for (int b = 0; b < L.finNb; ++b) {
-          slots.insert(L.finCountSlot(b));
-          slots.insert(L.finWordSlot(b));
-        }
-        slots.insert(L.ceDoneSlot());
-        EXPECT_EQ(size_t(2 * (c.ws - 1) * L.ceBatches() + 2 * L.finNb + 1), slots.size());
-        EXPECT_EQ(L.baseFlagSlots(), *slots.begin());
-        EXPECT_EQ(L.flagSlots(), *slots.rbegin() + 1);
-      }
-    }
-    L.setCeBatch(0, 0);
-    L.setFinBatch(0);
-    EXPECT_FALSE(L.anyCe());
-    EXPECT_EQ(L.baseFlagSlots(), L.flagSlots());
-    EXPECT_EQ(L.agSlot(0, L.tiles - 1), L.agFlag(0, L.tiles - 1));
-  }
-}
-
 // The case's layout walked in `order` with spread lag `lag`.
 Layout orderedLayout(const Case& c, int order, int lag) {
   Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);

@@ -1,5 +1,4 @@
-// GEMM+RS/AR with MKCCL_GEMM_RS_PUSH=ce (and, AllReduce, MKCCL_GEMM_AR_GATHER=ce: the finished
-// tiles alike, from our ag slots to every other rank's): the fused kernel stages its partials locally and counts
+// GEMM+RS/AR with MKCCL_GEMM_RS_PUSH=ce: the fused kernel stages its partials locally and counts
 // them in batches (slot j, B tiles; gemm_rs_copy.cuh); the GPU's copy engines carry each batch to
 // its owner (ring reduction: to our neighbour) while the GEMM keeps every SM. Per slot j (into
 // rank q's rx slot j), one stream (MKCCL_GEMM_RS_CE_STREAMS: n, batches round-robin over them):
@@ -29,7 +28,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streams
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
   uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
-  const int per = std::max(1, std::min(streamsPerSlot, (kMaxLocalRanks - ceGatherStreams(L)) / std::max(1, L.ceSlots)));
+  const int per = std::max(1, std::min(streamsPerSlot, kMaxLocalRanks / std::max(1, L.ceSlots)));
   for (int j = 0; j < L.ceSlots; ++j) {
     const int q = L.sendTo(p.rank, j);  // where our slot j goes (its owner; ring: our neighbour)
     for (int k = 0; k < per; ++k) CUDA_CHECK(cudaStreamWaitEvent(ce.stream[j * per + k], ce.fork, 0));
@@ -50,24 +49,6 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streams
       CUDA_CHECK(cudaEventRecord(ce.join[j * per + k], ce.stream[j * per + k]));
       CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[j * per + k], 0));
     }
-  }
-  // AllReduce, our finished tiles: per other rank q one stream copies each full batch from our ag
-  // slots (r, u0..) into the same slots of q and raises q's flag of the batch (its first tile's).
-  for (int d = 1; d <= ceGatherStreams(L); ++d) {
-    const int q = (p.rank + d) % L.ws, k = L.ceSlots * per + d - 1;
-    cudaStream_t s = ce.stream[k];
-    CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
-    for (int b = 0; b < L.finNb; ++b) {
-      const int u0 = b * L.finBatch;
-      CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(own + L.finWordSlot(b)),
-                                      want, CU_STREAM_WAIT_VALUE_GEQ));
-      CUDA_CHECK(cudaMemcpyAsync(p.scratchOf[q] + L.agOffset(p.rank, u0), p.scratchOf[p.rank] + L.agOffset(p.rank, u0),
-                                 size_t(L.finBatchTiles(b)) * size_t(L.tileBytes()), cudaMemcpyDeviceToDevice, s));
-      CUstreamBatchMemOpParams op = ceWrite64(p.wsOf[q] + kOpFlagSlot + L.agSlot(p.rank, u0), want);  // after the copy
-      CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), 1, &op, 0));
-    }
-    CUDA_CHECK(cudaEventRecord(ce.join[k], s));
-    CUDA_CHECK(cudaStreamWaitEvent(stream, ce.join[k], 0));
   }
   return mkcclSuccess;
 }

@@ -19,9 +19,8 @@
 //             copy stream waits forever after a failed call.
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
 //             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises
-//             their flags (MKCCL_GEMM_AR_GATHER=ce: nothing; the push team's thread 0 counts the
-//             tile into its copy-engine batch); item (n, s) copies the tile of chunk (r + s) mod
-//             ws that its owner sent us from our ag slot into C.
+//             their flags; item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent
+//             us from our ag slot into C.
 // Before its first write into rank q's memory a warp waits for q's entry into this call (q is then
 // done with every earlier call's use of that memory). A failed wait (recorded as dev::waitGeq does)
 // puts the CTA in drain mode: nothing more is sent, missing partials are skipped, the GEMM runs
@@ -213,37 +212,6 @@ __device__ __forceinline__ bool teamVerdict(const Team& t, uint32_t words, uint3
   return *wordPtr(words, slot) != 0;
 }
 
-// AR, finished tiles by copy engine (L.finBatch > 0), thread 0 of the push team: once tile #index
-// (final) is published (its stores to C and to our ag slot completed) and every other rank has
-// entered this call (our copy streams write into their ag slots), count it into its batch; the
-// batch's last tile raises the word its copy streams wait for. Drain: not counted (the words go up
-// at the kernel's end). Only the consumers and the peers' entries are waited for: nothing here
-// depends on another rank's finished tiles, so the AR workers' waits for those close no cycle.
-__device__ __forceinline__ void countFinished(const ReduceParams& p, uint32_t words, const Tile& tile, uint32_t index,
-                                              uint64_t want, uint32_t* entered, uint64_t timeoutNs) {
-  const Layout& L = p.L;
-  if (draining(words)) return;
-  bool ok = waitConsumers(p.comm, words, index, timeoutNs, false);
-  for (int d = 1; ok && d < L.ws; ++d) {
-    const int q = (p.rank + d) % L.ws;
-    if ((*entered >> q) & 1u) continue;
-    ok = waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
-    if (ok) *entered |= 1u << q;
-  }
-  if (!ok) {
-    setDrain(words);
-    return;
-  }
-  uint64_t* own = p.opFlags(p.rank);
-  const int b = tile.u / L.finBatch;
-  dev::fenceSys();  // the tile's stores (passed on by the consumers' release) before the count
-  const unsigned long long seen = atomicAdd(reinterpret_cast<unsigned long long*>(own + L.finCountSlot(b)), 1ull);
-  if (seen + 1 == static_cast<unsigned long long>(L.finBatchTiles(b))) {
-    dev::fenceSys();  // every count's tile before the word
-    dev::storeRelease(own + L.finWordSlot(b), want);
-  }
-}
-
 template <int kBN>
 __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, int kBlocks,
                          uint64_t timeoutNs) {
@@ -279,10 +247,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
         setDrain(words);
       }
     }
-    if (tile.step == L.ws - 1) {  // our own chunk: nothing to send (AR by copy engine: count it)
-      if (L.finBatch > 0 && t.tid == 0) countFinished(p, words, tile, index, want, &entered, timeoutNs);
-      continue;
-    }
+    if (tile.step == L.ws - 1) continue;  // our own chunk: nothing to send
     const int dst = L.sendTo(p.rank, tile.step);
     if (bulk) {
       // The consumers waited for dst's entry and sent both halves; their counter says the bulk
@@ -358,8 +323,6 @@ __device__ __forceinline__ void ceEndOfKernel(const ReduceParams& p) {
   for (int j = 0; j < L.ceSlots; ++j)  // the slots that have a copy stream
     for (int b = 0; b < L.ceBatches(); ++b)
       if (dev::loadAcquire(own + L.ceWordSlot(j, b)) < want) dev::storeRelease(own + L.ceWordSlot(j, b), want);
-  for (int b = 0; b < L.finNb; ++b)  // AR: the finished tiles' batches
-    if (dev::loadAcquire(own + L.finWordSlot(b)) < want) dev::storeRelease(own + L.finWordSlot(b), want);
 }
 
 // Rows of tile (mb, nb) of chunk c that lie in the output, and its first row (AR chunks are whole
@@ -438,7 +401,6 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
     const int n = int(int64_t(item) / ws);
     const int s = int(int64_t(item) - int64_t(n) * ws);
     if (sched.stepAt(n) != ws - 1) continue;
-    if (s == 0 && L.finBatch > 0) continue;  // the copy engines send our finished tiles
     Tile tile;
     sched.at(n, tile);
     const uint32_t index = uint32_t(n + 1);
@@ -459,7 +421,7 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
           ok = waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
         }
       } else if (ok) {
-        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.agFlag(c, tile.u), want, p.localOf[c], kSiteFusedTile);
+        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.agSlot(c, tile.u), want, p.localOf[c], kSiteFusedTile);
       }
       if (!ok) setDrain(words);
     }

@@ -52,7 +52,6 @@ struct FinalCtx {
   uint32_t barrierId;  // the warpgroup's named barrier
   uint32_t tid;
   uint32_t chunks;     // chunks stored so far (picks the buffer)
-  const CUtensorMap* mapAg;  // AR, finished tiles by copy engine: our own ag slots, [U * 128, BN]
 };
 
 // One 64-column chunk = 4 fragment vectors per thread. Partials are read kBatch at a time (all
@@ -83,12 +82,9 @@ struct Staging {
   }
 };
 
-// Chunk ch of (f + partials) -> stmatrix into a 128B-swizzled buffer -> TMA store to C, and from
-// the same buffer to row agRow0 of our own ag slots where the copy engines pick finished tiles up
-// (agRow0 < 0: not).
+// Chunk ch of (f + partials) -> stmatrix into a 128B-swizzled buffer -> TMA store to C.
 template <class Cfg>
-__device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, int32_t row0, int32_t col0,
-                                           int32_t agRow0) {
+__device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
   const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
   const uint32_t buf = Staging::take(c);
@@ -104,7 +100,6 @@ __device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, 
   dev::namedBarrierSync(c.barrierId, 128);
   if (c.tid == 0) {
     dev::tmaStore2d(c.mapC, buf, col0 + ch * 64, row0);
-    if (agRow0 >= 0) dev::tmaStore2d(c.mapAg, buf, ch * 64, agRow0);
     dev::bulkCommit();
   }
   ++c.chunks;
@@ -116,7 +111,7 @@ __device__ __forceinline__ void storeChunk(const float* f, FinalCtx& c, int ch, 
 // registers); one buffer, not two: two would be live across the stores and spill.
 template <class Cfg, int kIn>
 __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc], const uint4* base, int64_t stride,
-                                                    FinalCtx& c, int32_t row0, int32_t col0, int32_t agRow0) {
+                                                    FinalCtx& c, int32_t row0, int32_t col0) {
   constexpr int kChunks = Cfg::BN / 64, kItems = kChunks * kIn;
   constexpr int kPer = kIn > 0 ? kIn : 1;  // (kIn = 0: nothing is loaded)
   uint4 v[kVecsPerChunk];
@@ -138,23 +133,22 @@ __device__ __forceinline__ void storeFinalPipelined(const float (&acc)[Cfg::kAcc
       for (int k = 0; k < kVecsPerChunk; ++k) addVec<typename Cfg::In>(f + 8 * k, v[k]);
       if (i + 1 < kItems) load(i + 1);
     }
-    storeChunk<Cfg>(f, c, ch, row0, col0, agRow0);
+    storeChunk<Cfg>(f, c, ch, row0, col0);
   }
 }
 
 // (acc + sum of nIn partials) -> C at (row0, col0) (64 rows x BN, clipped by the map), 64 columns
-// per chunk: stmatrix into a 128B-swizzled chunk, TMA store (agRow0 >= 0: to our ag slots too).
-// Partial s of this half is at in0 + s * stride (fragment order; L2 hits when the push team
-// prefetched them). One partial (2 ranks): the pipelined path; more: kBatch partials of a chunk at
-// a time.
+// per chunk: stmatrix into a 128B-swizzled chunk, TMA store. Partial s of this half is at
+// in0 + s * stride (fragment order; L2 hits when the push team prefetched them). One partial (2
+// ranks): the pipelined path; more: kBatch partials of a chunk at a time.
 template <class Cfg>
 __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const char* in0, int nIn, int64_t stride,
-                                           FinalCtx& c, int32_t row0, int32_t col0, int32_t agRow0) {
+                                           FinalCtx& c, int32_t row0, int32_t col0) {
   using In = typename Cfg::In;
   const uint4* base = reinterpret_cast<const uint4*>(in0) + c.tid;
   switch (nIn) {
-    case 0: return storeFinalPipelined<Cfg, 0>(acc, base, stride, c, row0, col0, agRow0);
-    case 1: return storeFinalPipelined<Cfg, 1>(acc, base, stride, c, row0, col0, agRow0);
+    case 0: return storeFinalPipelined<Cfg, 0>(acc, base, stride, c, row0, col0);
+    case 1: return storeFinalPipelined<Cfg, 1>(acc, base, stride, c, row0, col0);
     default: break;
   }
 #pragma unroll
@@ -179,7 +173,7 @@ __device__ __forceinline__ void storeFinal(const float (&acc)[Cfg::kAcc], const 
           for (int k = 0; k < kVecsPerChunk; ++k) addVec<In>(f + 8 * k, v[b][k]);
         }
     }
-    storeChunk<Cfg>(f, c, ch, row0, col0, agRow0);
+    storeChunk<Cfg>(f, c, ch, row0, col0);
   }
 }
 

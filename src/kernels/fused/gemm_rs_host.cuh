@@ -73,23 +73,11 @@ struct PushChoice {
 };
 mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out);
 
-// MKCCL_GEMM_AR_GATHER (AllReduce only): how the finished tiles of our chunk reach the other
-// ranks. sm: the AR workers (warps of the compute CTAs) store them into every other rank's ag
-// slots; ce: the final epilogue also stores them into our own ag slots and the copy engines carry
-// them in batches of MKCCL_GEMM_AR_GATHER_BATCH tiles (*finBatch > 0). Unset: sm. The same on
-// every rank (one flag per batch). *forced: set by the user.
-mkcclResult_t gatherFromEnv(int mode, int* finBatch, bool* forced);
-
-// The copy engines' part of a fused call with MKCCL_GEMM_RS_PUSH=ce and/or MKCCL_GEMM_AR_GATHER=ce,
-// enqueued after the kernel: per owner (or per slot stream) one stream of the communicator's copy
-// engines that waits for each batch's word, copies the batch from our staging slots into the
-// owner's receive slots and raises the owner's flag; per other rank one stream that does the same
-// with our finished tiles' batches (our ag slots into its); the caller's stream joins them.
-// `fork` was recorded on `stream` before the kernel.
+// The copy engines' part of a fused call with MKCCL_GEMM_RS_PUSH=ce, enqueued after the kernel:
+// per owner one stream of the communicator's copy engines that waits for each batch's word,
+// copies the batch from our staging slots into the owner's receive slots and raises the owner's
+// flag; the caller's stream joins them. `fork` was recorded on `stream` before the kernel.
 mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streamsPerSlot, cudaStream_t stream);
-// Copy streams a call needs beyond the partials' (AR finished tiles by copy engine: one per other
-// rank).
-inline int ceGatherStreams(const Layout& L) { return L.finBatch > 0 ? L.ws - 1 : 0; }
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
 // (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
 // the next tile, paced by it). Unset: early with the spread order (Layout::order) or the copy

@@ -19,9 +19,6 @@
 //                         push, then claim AR items; warp 3 claims AR items from the start
 //   warpgroups 1, 2       consumers: mainloop, then the epilogue of their 64 rows; AR: then they
 //                         claim AR items too (the kernel's tail is the finished tiles' exchange)
-// AR with MKCCL_GEMM_AR_GATHER=ce: the final epilogue also stores the tile into our own ag slot,
-// the push team's thread 0 counts it into its batch, and the copy engines carry full batches to
-// the other ranks (gemm_rs_ce.cu); the AR workers only copy received tiles into C.
 // No role waits on another rank inside the GEMM: only epilogues that add partials wait for them
 // (the final phase's; ring reduction: every phase after the first), which were sent about one
 // phase earlier.
@@ -124,13 +121,12 @@ __device__ __forceinline__ int awaitInputs(const ReduceParams& p, uint32_t words
 // One consumer warpgroup: mainloop, then the epilogue of its half of every tile.
 template <class Cfg>
 __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& p, const CUtensorMap* mapC,
-                                         const CUtensorMap* mapAg, const SmemLayout<Cfg>& sm, int half,
-                                         Schedule sched, uint32_t ctaRank) {
+                                         const SmemLayout<Cfg>& sm, int half, Schedule sched, uint32_t ctaRank) {
   const Layout& L = p.L;
   const uint32_t tid = threadIdx.x % 128u;
   const uint32_t words = sm.flags();
   const uint32_t doneAddr = words + 4u * (CtaWords::kDone0 + half);
-  FinalCtx fc{mapC, sm.epi(half), 1u + static_cast<uint32_t>(half), tid, 0, mapAg};
+  FinalCtx fc{mapC, sm.epi(half), 1u + static_cast<uint32_t>(half), tid, 0};
   const uint64_t want = dev::flagValue(p.comm.seq);
   const int64_t halfOff = half * L.halfBytes();
   char* const scratch = p.scratchOf[p.rank];
@@ -202,9 +198,7 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
     const int64_t base = L.allReduce() ? L.chunkBegin(t.chunk) : 0;
     const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
     const int32_t col0 = t.nb * Cfg::BN;
-    // AR, finished tiles by copy engine: also into our own ag slot u, for the copy engines.
-    const int32_t agRow0 = L.finBatch > 0 ? t.u * kTileRows + half * 64 : -1;
-    storeFinal<Cfg>(acc, in0, nIn, L.slotStride(), fc, row0, col0, agRow0);
+    storeFinal<Cfg>(acc, in0, nIn, L.slotStride(), fc, row0, col0);
     if (L.allReduce()) {
       pending = kPendingLocal;
     } else {
@@ -219,8 +213,8 @@ __device__ __forceinline__ void consumer(const GemmArgs& g, const ReduceParams& 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     reduceGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
-                     const __grid_constant__ CUtensorMap mapC, const __grid_constant__ CUtensorMap mapAg,
-                     const __grid_constant__ GemmArgs g, const __grid_constant__ ReduceParams p) {
+                     const __grid_constant__ CUtensorMap mapC, const __grid_constant__ GemmArgs g,
+                     const __grid_constant__ ReduceParams p) {
   static_assert(SmemLayout<Cfg>::kOffFlags + 4 * CtaWords::kCount <= Cfg::kOffBar + Cfg::kBarrierBytes,
                 "the CTA's shared words must fit the barrier area");
   extern __shared__ __align__(1024) uint8_t smemRaw[];
@@ -265,13 +259,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     if constexpr (Cfg::kRegRealloc) dev::warpgroupRegAlloc<kConsumerRegs>();
-    consumer<Cfg>(g, p, &mapC, &mapAg, sm, wg - 1, sched, ctaRank);
+    consumer<Cfg>(g, p, &mapC, sm, wg - 1, sched, ctaRank);
     if (p.L.allReduce()) arWorker<Cfg::BN, 8>(p, threadIdx.x & 31u, sm.flags(), sched, bound);
   }
   // No CTA of a cluster may exit while its peer can still arrive on its barriers or multicast
   // into its shared memory.
   if (cs > 1) dev::clusterSync(); else __syncthreads();
-  if (p.L.anyCe() && threadIdx.x == 0) ceEndOfKernel(p);
+  if (p.pushCe && threadIdx.x == 0) ceEndOfKernel(p);
 }
 
 }  // namespace rs

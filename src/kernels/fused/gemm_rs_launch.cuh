@@ -28,12 +28,11 @@ struct ReduceLauncher {
   }
 
   static mkcclResult_t launch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
-                              const CUtensorMap& mapAg, const GemmArgs& g, const ReduceParams& p, int ctas,
-                              cudaStream_t stream) {
+                              const GemmArgs& g, const ReduceParams& p, int ctas, cudaStream_t stream) {
     if (ctas < g.clusterSize || ctas % g.clusterSize != 0)
       return setError(mkcclInternalError, "gemm+reduce launch: %d CTAs, cluster %d", ctas, g.clusterSize);
-    return persistentLaunch(kernel(), ctas, Cfg::kThreads, Cfg::kSmemBytes, g.clusterSize, stream, mapA, mapB, mapC, mapAg,
-                            g, p);
+    return persistentLaunch(kernel(), ctas, Cfg::kThreads, Cfg::kSmemBytes, g.clusterSize, stream, mapA, mapB, mapC, g,
+                            p);
   }
 };
 
@@ -63,21 +62,14 @@ mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream) {
   g.waitTimeoutNs = f.waitTimeoutNs;
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 
-  alignas(64) CUtensorMap mapA, mapB, mapC, mapAg;
+  alignas(64) CUtensorMap mapA, mapB, mapC;
   MKCCL_CHECK(encodeTileMap(&mapA, f.A, f.type, f.M, f.K, f.K, kTileRows));
   MKCCL_CHECK(encodeTileMap(&mapB, f.W, f.type, f.N, f.K, f.K, static_cast<uint32_t>(L.bn / L.cs)));
   MKCCL_CHECK(encodeTileMap(&mapC, f.params.C, f.type, f.cRows, f.N, f.N, 64));
-  // Our own ag slots as one [U * 128, BN] matrix (tile u's rows from u * 128): where the final
-  // epilogue leaves finished tiles for the copy engines. Unused (a copy of C's) otherwise.
-  if (L.finBatch > 0)
-    MKCCL_CHECK(encodeTileMap(&mapAg, f.params.scratchOf[f.params.rank] + L.agOffset(f.params.rank, 0), f.type,
-                              uint64_t(L.tiles) * kTileRows, uint64_t(L.bn), uint64_t(L.bn), 64));
-  else
-    mapAg = mapC;
   using Wide = ReduceLauncher<ReduceCfg<In, 256>>;
   using Narrow = ReduceLauncher<ReduceCfg<In, 128>>;
-  if (L.bn == 256) return Wide::launch(mapA, mapB, mapC, mapAg, g, f.params, f.ctas, stream);
-  if (L.bn == 128) return Narrow::launch(mapA, mapB, mapC, mapAg, g, f.params, f.ctas, stream);
+  if (L.bn == 256) return Wide::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
+  if (L.bn == 128) return Narrow::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
   return setError(mkcclInternalError, "gemm+reduce: no kernel for tile width %d", L.bn);
 }
 

@@ -59,10 +59,7 @@
 //                            bulk path sends from shared memory; the slots stay so that rx
 //                            offsets agree whichever path each rank uses)
 //   rx      [(ws-1) x U]     partials of our chunk: slot j from rank (r - j - 1) mod ws
-//   ag      [ws x U]         AR only: finished tiles of chunk c received from its owner; with
-//                            MKCCL_GEMM_AR_GATHER=ce slot c = r holds our own finished tiles
-//                            (a second TMA store of the final epilogue), which the copy
-//                            engines copy in batches into the same slot of every other rank
+//   ag      [ws x U]         AR only: finished tiles of chunk c received from its owner
 // A staging / rx slot holds a tile in "fragment order": half h (64 rows, one consumer
 // warpgroup), then 16-byte vector i of thread t at ((h * nVec + i) * 128 + t) * 16, the vector
 // holding the thread's accumulator pairs 4i..4i+3 (wgmma's register order): every epilogue load
@@ -75,8 +72,7 @@
 //   kOpFlagSlot + j*U + u     rx (j, u) has landed (copy engines: rx (j, u..u+B-1), u = b*B)
 //   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
 //   then, MKCCL_GEMM_RS_PUSH=ce only (local, zeroed before the launch): per (slot j, batch b) a
-//   count of the staged tiles and the word the copy stream waits for; MKCCL_GEMM_AR_GATHER=ce:
-//   per batch of our finished tiles a count and a word; with either, one count of CTAs done.
+//   count of the staged tiles and the word the copy stream waits for; one count of CTAs done.
 #pragma once
 #include <stdint.h>
 
@@ -118,10 +114,6 @@ struct Layout {
   int ceSlots = 0;          // slots j < ceSlots go by copy engine, the others by the push team
                             // (MKCCL_GEMM_RS_CE_SLOTS; the same on every rank)
   int ring = 0;             // 1: ring reduction (above; MKCCL_GEMM_RS_REDUCE=ring)
-  int finBatch = 0;         // AR: copy engines carry our finished tiles to the other ranks' ag
-                            // slots in runs of F tiles (MKCCL_GEMM_AR_GATHER=ce; the same on every
-                            // rank); 0: the AR workers store them
-  int finNb = 0;            // finished-tile batches, ceil(U / F) (setFinBatch)
 
   MKCCL_RS_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
   MKCCL_RS_HD int64_t halfBytes() const { return tileBytes() / 2; }
@@ -156,8 +148,6 @@ struct Layout {
   MKCCL_RS_HD int64_t rxFlag(int j, int u) const { return rxSlot(j, ceSlot(j) ? u - u % ceBatch : u); }
   MKCCL_RS_HD bool ceSlot(int j) const { return ceBatch > 0 && j < ceSlots; }
   MKCCL_RS_HD int64_t agSlot(int c, int u) const { return int64_t(ws - 1) * tiles + int64_t(c) * tiles + u; }
-  // The flag that says ag (c, u) landed: its own, or its copy-engine batch's (the first tile's).
-  MKCCL_RS_HD int64_t agFlag(int c, int u) const { return agSlot(c, finBatch > 0 ? u - u % finBatch : u); }
   MKCCL_RS_HD int64_t baseFlagSlots() const {
     return int64_t(ws - 1) * tiles + (allReduce() ? int64_t(ws) * tiles : 0);
   }
@@ -171,17 +161,8 @@ struct Layout {
   MKCCL_RS_HD int ceBatchTiles(int b) const { return b + 1 < ceNb ? ceBatch : tiles - b * ceBatch; }
   MKCCL_RS_HD int64_t ceCountSlot(int j, int b) const { return baseFlagSlots() + j * ceNb + b; }
   MKCCL_RS_HD int64_t ceWordSlot(int j, int b) const { return baseFlagSlots() + (ws - 1 + j) * ceNb + b; }
-  // AR, finished tiles by copy engine: batch b's tiles [b*F, min((b+1)*F, U)) of our chunk.
-  MKCCL_RS_HD void setFinBatch(int F) {
-    finBatch = F > 0 && allReduce() ? F : 0;
-    finNb = finBatch > 0 ? int(ceilDiv(tiles, finBatch)) : 0;
-  }
-  MKCCL_RS_HD int finBatchTiles(int b) const { return b + 1 < finNb ? finBatch : tiles - b * finBatch; }
-  MKCCL_RS_HD int64_t finCountSlot(int b) const { return baseFlagSlots() + int64_t(2 * (ws - 1)) * ceNb + b; }
-  MKCCL_RS_HD int64_t finWordSlot(int b) const { return finCountSlot(finNb) + b; }
-  MKCCL_RS_HD bool anyCe() const { return ceBatch > 0 || finBatch > 0; }
-  MKCCL_RS_HD int64_t ceDoneSlot() const { return finCountSlot(2 * finNb); }
-  MKCCL_RS_HD int64_t flagSlots() const { return anyCe() ? ceDoneSlot() + 1 : baseFlagSlots(); }
+  MKCCL_RS_HD int64_t ceDoneSlot() const { return baseFlagSlots() + int64_t(2 * (ws - 1)) * ceNb; }
+  MKCCL_RS_HD int64_t flagSlots() const { return ceBatch > 0 ? ceDoneSlot() + 1 : baseFlagSlots(); }
 
   // Cluster tiles in the whole order (every phase). The planner keeps it (and U) far below 2^31:
   // flag slots bound them.

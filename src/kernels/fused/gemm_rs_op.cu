@@ -69,26 +69,6 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
       MKCCL_CHECK(copyEnginesGet(comm, &ce));
     }
   }
-  // AllReduce: our finished tiles by copy engine too (MKCCL_GEMM_AR_GATHER=ce). Where they cannot
-  // run: an error if asked for, else the AR workers (every rank reaches the same verdict).
-  int finBatch = 0;
-  bool finForced = false;
-  MKCCL_CHECK(gatherFromEnv(L.mode, &finBatch, &finForced));
-  if (finBatch > 0) {
-    L.setFinBatch(finBatch);
-    const int64_t slots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
-    const char* why = L.flagSlots() > slots                           ? "its batch flags do not fit the flag area"
-                      : L.ceSlots + ceGatherStreams(L) > kMaxLocalRanks ? "needs more copy streams than there are"
-                      : !copyEnginesUsable() ? "needs the driver's stream memory operations"
-                                             : nullptr;
-    if (why && finForced) return setError(mkcclInvalidUsage, "%s: MKCCL_GEMM_AR_GATHER=ce %s", opName(L.mode), why);
-    if (why) {
-      MKCCL_TRACE("%s: finished tiles by copy engine: %s; the AR workers send them", opName(L.mode), why);
-      L.setFinBatch(0);
-    } else if (!ce) {
-      MKCCL_CHECK(copyEnginesGet(comm, &ce));
-    }
-  }
   int early = 0;
   MKCCL_CHECK(publishFromEnv(L.order, push, &early));
 
@@ -123,9 +103,8 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
   p.pushCe = push == PushMode::Ce ? 1 : 0;
   p.earlyPublish = early;
-  MKCCL_TRACE("%s: partials sent by %s%s", opName(L.mode),
-              push == PushMode::Bulk ? "bulk stores" : push == PushMode::Ce ? "copy engines" : "the push team",
-              L.finBatch > 0 ? ", finished tiles by copy engines" : "");
+  MKCCL_TRACE("%s: partials sent by %s", opName(L.mode),
+              push == PushMode::Bulk ? "bulk stores" : push == PushMode::Ce ? "copy engines" : "the push team");
   if (ce) {
     // The batch counts, words and CTA count start from zero (the kernel counts up from there).
     uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;

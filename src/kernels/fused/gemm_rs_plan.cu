@@ -84,18 +84,6 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out) {
   return mkcclSuccess;
 }
 
-mkcclResult_t gatherFromEnv(int mode, int* finBatch, bool* forced) {
-  const char* set = getenv("MKCCL_GEMM_AR_GATHER");
-  *forced = set != nullptr && *set != '\0';
-  int v = 0;
-  MKCCL_CHECK(envChoice("MKCCL_GEMM_AR_GATHER", {"sm", "ce"}, 0, &v));
-  // Batches of 64 tiles, as the partials' (4 MiB copies of 128 x 256 tiles).
-  long long batch = 0;
-  MKCCL_CHECK(envNumber("MKCCL_GEMM_AR_GATHER_BATCH", 64, 1, 1 << 20, &batch));
-  *finBatch = mode == kModeAllReduce && v == 1 ? int(batch) : 0;
-  return mkcclSuccess;
-}
-
 mkcclResult_t publishFromEnv(int order, PushMode push, int* early) {
   // Unset: early with the spread order or the copy engines, else late. 2xH200 (fused RS forced,
   // 8192^3): phase order late 765-771 us, early 784-797; spread order early 797-808, late
