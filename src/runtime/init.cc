@@ -78,13 +78,24 @@ mkcclResult_t buildNodeMap(mkcclComm* comm) {
   if (comm->localRanks > kMaxLocalRanks)
     return setError(mkcclInvalidUsage, "%d ranks in one node: at most %d are supported", comm->localRanks,
                     kMaxLocalRanks);
+  // MKCCL_SHARE_GPUS=1 (a testing aid: world sizes beyond the GPUs at hand, for correctness only)
+  // lets ranks share a GPU. Their persistent kernels then wait for each other, so they must fit on
+  // it together (MKCCL_MAX_CTAS at most its SMs / ranks on it, and one stream per rank), else
+  // their waits end in mkcclTimeout.
+  long long share = 0;
+  MKCCL_CHECK(envInt("MKCCL_SHARE_GPUS", 0, 1, &share));
   for (int a = 0; a < comm->localRanks; ++a)
     for (int b = a + 1; b < comm->localRanks; ++b) {
       const PeerInfo& pa = comm->peers[comm->localToRank[a]];
       const PeerInfo& pb = comm->peers[comm->localToRank[b]];
-      if (pa.hostHash == pb.hostHash && strcmp(pa.busId, pb.busId) == 0)
+      if (pa.hostHash != pb.hostHash || strcmp(pa.busId, pb.busId) != 0) continue;
+      if (!share)
         return setError(mkcclInvalidUsage, "ranks %d and %d use the same GPU (%s): one GPU per rank", pa.rank, pb.rank,
                         pa.busId);
+      if (pa.rank == comm->rank || pb.rank == comm->rank)
+        MKCCL_WARN("ranks %d and %d share GPU %s (MKCCL_SHARE_GPUS=1, for tests: timings mean nothing; their kernels "
+                   "must fit on it together, MKCCL_MAX_CTAS)",
+                   pa.rank, pb.rank, pa.busId);
     }
   MKCCL_INFO("rank %d/%d: node %d of %d, local rank %d of %d, GPU %d (%s)%s", comm->rank, n, comm->node, comm->nNodes,
              comm->localRank, comm->localRanks, comm->cudaDev, comm->peers[comm->rank].busId,

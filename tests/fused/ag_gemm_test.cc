@@ -489,6 +489,76 @@ TEST(AgGemmInProcess, InitAllOneTwoAllGpus) {
   }
 }
 
+// 3 and 4 ranks on 2 GPUs (MKCCL_SHARE_GPUS=1, half the SMs each): the world sizes beyond the GPUs
+// at hand, for correctness only, every plan. Buffers are made and freed while no rank is inside a
+// call (a free may wait for the whole GPU, where another rank's kernel may wait for this rank).
+TEST(AgGemmInProcess, ThreeAndFourRanksOnTwoGpus) {
+  MKCCL_REQUIRE_GPUS(2);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
+  const std::string maxCtas = std::to_string(prop.multiProcessorCount / 4 * 2);
+  setenv("MKCCL_SHARE_GPUS", "1", 1);
+  setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
+  const char* plans[] = {"fused", "fused:0", "ce", "ce/ring", "sequential", "fused/bulk", nullptr};
+  for (const std::vector<int>& devs : {std::vector<int>{0, 1, 0}, std::vector<int>{0, 1, 0, 1}}) {
+    const int ranks = int(devs.size());
+    std::vector<mkcclComm_t> comms(ranks);
+    ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, devs.data())) << mkcclGetLastError(nullptr);
+    std::vector<cudaStream_t> streams(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      cudaSetDevice(devs[r]);
+      ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
+    }
+    uint64_t seed = freshSeed();
+    for (const char* plan : plans) {
+      setPlan(plan);
+      for (const Shape& s : kShapes)
+        for (Gathered g : {Gathered::None, Gathered::InPlace}) {
+          SCOPED_TRACE(testing::Message() << ranks << " ranks on 2 GPUs, plan " << (plan ? plan : "auto") << ", M="
+                                          << s.m * ranks << " N=" << s.N << " K=" << s.K << ", " << gatheredName(g));
+          ++seed;
+          std::vector<Call> calls(ranks);
+          for (int r = 0; r < ranks; ++r) {
+            cudaSetDevice(devs[r]);
+            calls[r].alloc(r, ranks, s, mkcclBfloat16, g, seed, streams[r]);
+            ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(streams[r]));
+            ASSERT_TRUE(calls[r].ok);
+          }
+          std::vector<mkcclResult_t> res(ranks, mkcclInternalError);
+          std::vector<cudaError_t> sync(ranks, cudaErrorUnknown);
+          std::vector<std::thread> th;
+          for (int r = 0; r < ranks; ++r)
+            th.emplace_back([&, r] {
+              cudaSetDevice(devs[r]);
+              res[r] = calls[r].run(comms[r], streams[r]);
+              sync[r] = cudaStreamSynchronize(streams[r]);
+            });
+          for (auto& x : th) x.join();
+          for (int r = 0; r < ranks; ++r) {
+            EXPECT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(comms[r]);
+            ASSERT_EQ(cudaSuccess, sync[r]) << "rank " << r;
+            expectNoAsyncError(comms[r]);
+            cudaSetDevice(devs[r]);
+            calls[r].check(r, ranks);
+          }
+          for (int r = 0; r < ranks; ++r) {
+            cudaSetDevice(devs[r]);
+            calls[r].release();
+          }
+        }
+    }
+    setPlan(nullptr);
+    for (int r = 0; r < ranks; ++r) {
+      cudaSetDevice(devs[r]);
+      cudaStreamDestroy(streams[r]);
+    }
+    for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
+  }
+  unsetenv("MKCCL_SHARE_GPUS");
+  unsetenv("MKCCL_MAX_CTAS");
+}
+
 // Rank 1 never joins a call: rank 0's waits time out, its kernel leaves cleanly (no trap, no
 // hang), and the error reaches mkcclCommGetAsyncError and the next call. Every plan (ce: the
 // copy engines, released by the kernel after its failed wait, do not hang either).

@@ -433,6 +433,102 @@ void inProcessWorlds(bool allReduce) {
   }
 }
 
+void inProcessSharedGpus(bool allReduce) {
+  MKCCL_REQUIRE_GPUS(2);
+  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
+  // Two ranks on a GPU: each kernel gets half of its SMs (whole clusters of 2), so both fit at once.
+  const std::string maxCtas = std::to_string(prop.multiProcessorCount / 4 * 2);
+  setenv("MKCCL_SHARE_GPUS", "1", 1);
+  setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
+  struct Run {
+    const char* plan;
+    const char* push;           // MKCCL_GEMM_RS_PUSH (nullptr: the default)
+    const char* reduce;         // MKCCL_GEMM_RS_REDUCE
+    const char* order;          // MKCCL_GEMM_RS_ORDER
+    const char* variant;        // MKCCL_GEMM_VARIANT
+  };
+  std::vector<Run> runs = {{"fused", nullptr, nullptr, nullptr, nullptr},
+                           {"fused", "ce", nullptr, "phases", nullptr},
+                           {"fused", "team", nullptr, "spread", nullptr},
+                           {"fused", "ce", "ring", nullptr, nullptr},
+                           {"fused", "team", "ring", nullptr, "128x2"},
+                           {"fused", "bulk", "ring", nullptr, nullptr},
+                           {"sequential", nullptr, nullptr, nullptr, nullptr}};
+  if (allReduce) runs.push_back({"rs_ag", "ce", "ring", nullptr, nullptr});
+  auto setOrUnset = [](const char* var, const char* value) {
+    if (value) setenv(var, value, 1);
+    else unsetenv(var);
+  };
+  for (const std::vector<int>& devs : {std::vector<int>{0, 1, 0}, std::vector<int>{0, 1, 0, 1}}) {
+    const int ranks = int(devs.size());
+    std::vector<mkcclComm_t> comms(ranks);
+    ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, devs.data())) << mkcclGetLastError(nullptr);
+    std::vector<cudaStream_t> streams(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      cudaSetDevice(devs[r]);
+      ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
+    }
+    for (const Run& run : runs) {
+      setPlan(allReduce, run.plan);
+      setPush(run.push);
+      setOrUnset("MKCCL_GEMM_RS_REDUCE", run.reduce);
+      setOrUnset("MKCCL_GEMM_RS_ORDER", run.order);
+      setOrUnset("MKCCL_GEMM_VARIANT", run.variant);
+      // The copy engines in batches of 3 tiles (a short last batch), the ring's over 2 streams.
+      setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.push && std::string(run.push) == "ce" ? "3" : nullptr);
+      setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", run.reduce ? "2" : nullptr);
+      for (const ReduceShape& s : oddShapes(ranks, allReduce)) {
+        SCOPED_TRACE(testing::Message() << ranks << " ranks on 2 GPUs, plan " << run.plan << ", push "
+                                        << (run.push ? run.push : "default") << ", reduce "
+                                        << (run.reduce ? run.reduce : "direct") << ", order "
+                                        << (run.order ? run.order : "default") << ", tiles "
+                                        << (run.variant ? run.variant : "auto") << ", M " << s.M << " N " << s.N
+                                        << " K/rank " << s.Kr);
+        const uint64_t seed = freshSeed();
+        const mkcclDataType_t t = mkcclBfloat16;
+        // Inputs made (on the default stream) before any rank calls: nothing else runs meanwhile.
+        std::vector<ReduceBuffers> bufs(ranks);
+        for (int r = 0; r < ranks; ++r) {
+          cudaSetDevice(devs[r]);
+          makeRankBuffers(&bufs[r], s, t, seed, r, ranks, allReduce);
+          ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+        }
+        // One thread per rank: a call may grow the symmetric scratch, which is collective.
+        std::vector<mkcclResult_t> res(ranks, mkcclInternalError);
+        std::vector<cudaError_t> sync(ranks, cudaErrorUnknown);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < ranks; ++r)
+          threads.emplace_back([&, r] {
+            cudaSetDevice(devs[r]);
+            res[r] = runReduceOp(allReduce, bufs[r], s, t, comms[r], streams[r]);
+            sync[r] = cudaStreamSynchronize(streams[r]);
+          });
+        for (auto& th : threads) th.join();
+        for (int r = 0; r < ranks; ++r) {
+          SCOPED_TRACE(testing::Message() << "rank " << r);
+          EXPECT_EQ(mkcclSuccess, res[r]) << mkcclGetLastError(comms[r]);
+          ASSERT_EQ(cudaSuccess, sync[r]);
+          expectNoAsyncError(comms[r]);
+          cudaSetDevice(devs[r]);
+          expectMatches(bufs[r], s, t, seed, r, ranks, allReduce);
+        }
+      }
+    }
+    for (int r = 0; r < ranks; ++r) {
+      cudaSetDevice(devs[r]);
+      cudaStreamDestroy(streams[r]);
+    }
+    for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
+  }
+  setPlan(allReduce, "auto");
+  setPush(nullptr);
+  for (const char* var : {"MKCCL_GEMM_RS_REDUCE", "MKCCL_GEMM_RS_ORDER", "MKCCL_GEMM_VARIANT", "MKCCL_GEMM_RS_CE_BATCH",
+                          "MKCCL_GEMM_RS_CE_STREAMS", "MKCCL_SHARE_GPUS", "MKCCL_MAX_CTAS"})
+    unsetenv(var);
+}
+
 // Every rank driven from one thread, auto plan: once the scratch is sized (the first call, one
 // thread per rank: growing it is collective) a call only enqueues, so one thread can issue every
 // rank's calls in turn. (The timed trial this replaced blocked such a program on the 7th call of a
