@@ -263,11 +263,13 @@ mkcclResult_t mkcclCommInitAll(mkcclComm_t* comms, int ndev, const int* devlist)
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
   std::vector<int> devs(ndev);
+  long long share = 0;  // MKCCL_SHARE_GPUS (a testing aid; buildNodeMap says more)
+  MKCCL_CHECK(envInt("MKCCL_SHARE_GPUS", 0, 1, &share));
   for (int i = 0; i < ndev; ++i) {
     devs[i] = devlist ? devlist[i] : i;
     ARG_CHECK(devs[i] >= 0 && devs[i] < count, "mkcclCommInitAll: device %d is out of range (%d devices)", devs[i],
               count);
-    for (int j = 0; j < i; ++j)
+    for (int j = 0; j < i && !share; ++j)
       ARG_CHECK(devs[j] != devs[i], "mkcclCommInitAll: device %d is listed twice", devs[i]);
   }
   for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
