@@ -497,7 +497,7 @@ TEST(AgGemmInProcess, ThreeAndFourRanksOnTwoGpus) {
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
   cudaDeviceProp prop;
   ASSERT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
-  const std::string maxCtas = std::to_string(prop.multiProcessorCount / 4 * 2);
+  const std::string maxCtas = std::to_string((prop.multiProcessorCount / 2 - 8) / 2 * 2);
   setenv("MKCCL_SHARE_GPUS", "1", 1);
   setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
   const char* plans[] = {"fused", "fused:0", "ce", "ce/ring", "sequential", "fused/bulk", nullptr};

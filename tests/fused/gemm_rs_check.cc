@@ -438,8 +438,10 @@ void inProcessSharedGpus(bool allReduce) {
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
   cudaDeviceProp prop;
   ASSERT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
-  // Two ranks on a GPU: each kernel gets half of its SMs (whole clusters of 2), so both fit at once.
-  const std::string maxCtas = std::to_string(prop.multiProcessorCount / 4 * 2);
+  // Two ranks on a GPU: each kernel gets a little less than half of its SMs (whole clusters of 2),
+  // so that both fit at once even where clusters cannot use every SM (with exactly half, a kernel
+  // of clusters found only part of its CTAs resident and waited for the other rank's to end).
+  const std::string maxCtas = std::to_string((prop.multiProcessorCount / 2 - 8) / 2 * 2);
   setenv("MKCCL_SHARE_GPUS", "1", 1);
   setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
   struct Run {
