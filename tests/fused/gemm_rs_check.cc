@@ -89,6 +89,8 @@ void setPush(const char* push) {
 // Test bodies.
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -515,6 +517,77 @@ void inProcessSharedGpus(bool allReduce) {
           expectNoAsyncError(comms[r]);
           cudaSetDevice(devs[r]);
           expectMatches(bufs[r], s, t, seed, r, ranks, allReduce);
+        }
+      }
+    }
+    // Back to back: calls queued on each rank's stream with no sync between them, the way of
+    // reducing switched from call to call (every rank alike: rank 0's thread sets the environment
+    // while the others wait between two meetings), then every output checked. A call must not
+    // take another's flags or data.
+    {
+      constexpr int kCalls = 12;
+      const ReduceShape s{size_t(ranks) * 256 + (allReduce ? 3 : 0), 512, 128};
+      const mkcclDataType_t t = mkcclBfloat16;
+      const uint64_t seed = freshSeed();
+      std::vector<std::vector<ReduceBuffers>> bufs;  // [call][rank]
+      for (int i = 0; i < kCalls; ++i) {
+        bufs.emplace_back(ranks);
+        for (int r = 0; r < ranks; ++r) {
+          cudaSetDevice(devs[r]);
+          makeRankBuffers(&bufs[i][r], s, t, seed + i, r, ranks, allReduce);
+          ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+        }
+      }
+      auto setFor = [&](int i) {
+        setPlan(allReduce, allReduce && i % 6 == 5 ? "rs_ag" : "fused");
+        const char* push[] = {"ce", nullptr, "team", "bulk"};
+        setPush(push[i % 4]);
+        setOrUnset("MKCCL_GEMM_RS_REDUCE", i % 4 == 1 ? nullptr : "ring");
+        setOrUnset("MKCCL_GEMM_RS_ORDER", nullptr);
+        setOrUnset("MKCCL_GEMM_VARIANT", nullptr);
+        setOrUnset("MKCCL_GEMM_RS_CE_BATCH", i % 4 == 0 ? "2" : nullptr);
+        setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", i % 8 == 0 ? "3" : nullptr);
+      };
+      std::mutex mu;
+      std::condition_variable cv;
+      int arrived = 0, generation = 0;
+      auto meet = [&] {
+        std::unique_lock<std::mutex> lock(mu);
+        const int gen = generation;
+        if (++arrived == ranks) {
+          arrived = 0;
+          ++generation;
+          cv.notify_all();
+        } else {
+          cv.wait(lock, [&] { return generation != gen; });
+        }
+      };
+      std::vector<std::string> errors(ranks);
+      std::vector<cudaError_t> sync(ranks, cudaErrorUnknown);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+          cudaSetDevice(devs[r]);
+          for (int i = 0; i < kCalls; ++i) {
+            meet();
+            if (r == 0) setFor(i);
+            meet();
+            const mkcclResult_t res = runReduceOp(allReduce, bufs[i][r], s, t, comms[r], streams[r]);
+            if (res != mkcclSuccess && errors[r].empty())
+              errors[r] = "call " + std::to_string(i) + ": " + mkcclGetLastError(comms[r]);
+          }
+          sync[r] = cudaStreamSynchronize(streams[r]);
+        });
+      for (auto& th : threads) th.join();
+      for (int r = 0; r < ranks; ++r) {
+        SCOPED_TRACE(testing::Message() << ranks << " ranks on 2 GPUs, back to back, rank " << r);
+        EXPECT_EQ("", errors[r]);
+        ASSERT_EQ(cudaSuccess, sync[r]);
+        expectNoAsyncError(comms[r]);
+        cudaSetDevice(devs[r]);
+        for (int i = 0; i < kCalls; ++i) {
+          SCOPED_TRACE(testing::Message() << "call " << i);
+          expectMatches(bufs[i][r], s, t, seed + i, r, ranks, allReduce);
         }
       }
     }
