@@ -8,17 +8,15 @@ namespace mkccl {
 
 bool copyEnginesUsable() { return cu().streamWaitValue64 != nullptr && cu().streamBatchMemOp != nullptr; }
 
-mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out) {
+mkcclResult_t copyEnginesGet(mkcclComm* comm, int streams, CopyEngines** out) {
+  if (streams < 1 || streams > kMaxLocalRanks)
+    return setError(mkcclInternalError, "copy engines: %d streams asked for (1..%d)", streams, kMaxLocalRanks);
   CopyEngines& ce = comm->ce;
-  if (!ce.ready) {
-    CUDA_CHECK(cudaEventCreateWithFlags(&ce.fork, cudaEventDisableTiming));
-    // Every slot, whatever the ranks: GEMM+RS/AR may spread one owner's batches over several
-    // streams (MKCCL_GEMM_RS_CE_STREAMS).
-    for (int i = 0; i < kMaxLocalRanks; ++i) {
-      CUDA_CHECK(cudaStreamCreateWithFlags(&ce.stream[i], cudaStreamNonBlocking));
-      CUDA_CHECK(cudaEventCreateWithFlags(&ce.join[i], cudaEventDisableTiming));
-    }
-    ce.ready = true;
+  if (!ce.fork) CUDA_CHECK(cudaEventCreateWithFlags(&ce.fork, cudaEventDisableTiming));
+  // Only as many as a call has used: every stream takes one of the context's hardware queues.
+  for (; ce.count < streams; ++ce.count) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ce.stream[ce.count], cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ce.join[ce.count], cudaEventDisableTiming));
   }
   *out = &ce;
   return mkcclSuccess;

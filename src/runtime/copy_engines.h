@@ -1,7 +1,14 @@
 // Streams for the work a call hands to the GPU's copy engines (AllGather+GEMM's ce plan,
-// src/kernels/fused/ag_gemm_ce.cu; GEMM+RS/AR's ce push, gemm_rs_ce.cu): kMaxLocalRanks of them
-// (one per receiver, or several per owner), made on a communicator's first use, with the events
+// src/kernels/fused/ag_gemm_ce.cu; GEMM+RS/AR's ce push, gemm_rs_ce.cu): up to kMaxLocalRanks of
+// them (one per receiver, or several per owner), made as calls first need them, with the events
 // that fork them from the caller's stream and join them back.
+// These streams wait on memory (cuStreamWaitValue64) for words that kernels or other ranks' copy
+// engines raise. CUDA runs a context's streams over a few hardware queues
+// (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), and a waiting stream holds up whatever shares its
+// queue; so streams are made only as calls need them, one call's streams one after another (in
+// distinct queues while they are at most 8). Where several ranks share a context on one GPU
+// (MKCCL_SHARE_GPUS, tests), one rank's stream can wait in front of a stream another rank's wait
+// needs, until the timeout: the tests raise CUDA_DEVICE_MAX_CONNECTIONS to 32.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -14,7 +21,7 @@ struct mkcclComm;
 namespace mkccl {
 
 struct CopyEngines {
-  bool ready = false;
+  int count = 0;  // streams made so far: stream[0, count)
   cudaStream_t stream[kMaxLocalRanks] = {};
   cudaEvent_t fork = nullptr;
   cudaEvent_t join[kMaxLocalRanks] = {};
@@ -23,8 +30,8 @@ struct CopyEngines {
 // Whether the driver has the stream memory operations these streams' work needs
 // (cuStreamWaitValue64, cuStreamBatchMemOp; after cuDriverLoad()).
 bool copyEnginesUsable();
-// The communicator's streams (created on first use, on its device).
-mkcclResult_t copyEnginesGet(mkcclComm* comm, CopyEngines** out);
+// The communicator's streams, at least `streams` of them (made on its device as needed).
+mkcclResult_t copyEnginesGet(mkcclComm* comm, int streams, CopyEngines** out);
 // At destroy, after the last call's work has finished.
 void copyEnginesFree(mkcclComm* comm);
 

@@ -225,8 +225,9 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
   const ag::Layout& L = c.push.L;
   if (plan == Plan::Ce) {
     CopyEngines* ce = nullptr;
-    MKCCL_CHECK(copyEnginesGet(ctx.comm, &ce));
     c.push.ownToRegion = L.m % ag::kTileRows != 0;
+    // One stream per receiver (ring: per forwarded shard), and one for our shard into our region.
+    MKCCL_CHECK(copyEnginesGet(ctx.comm, L.ws - 1 + (c.push.ownToRegion ? 1 : 0), &ce));
     c.push.ce = 1;
     c.push.ceGo = reinterpret_cast<uint64_t*>(ctx.dev.peers[L.me]) + kCopyEngineSlot;
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));

@@ -28,7 +28,7 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streams
   const Layout& L = p.L;
   const uint64_t want = dev::flagValue(p.comm.seq);
   uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
-  const int per = std::max(1, std::min(streamsPerSlot, kMaxLocalRanks / std::max(1, L.ceSlots)));
+  const int per = ceStreamsPerSlot(L, streamsPerSlot);
   for (int j = 0; j < L.ceSlots; ++j) {
     const int q = L.sendTo(p.rank, j);  // where our slot j goes (its owner; ring: our neighbour)
     for (int k = 0; k < per; ++k) CUDA_CHECK(cudaStreamWaitEvent(ce.stream[j * per + k], ce.fork, 0));

@@ -78,6 +78,13 @@ mkcclResult_t pushFromEnv(int mode, int ws, PushChoice* out);
 // copies the batch from our staging slots into the owner's receive slots and raises the owner's
 // flag; the caller's stream joins them. `fork` was recorded on `stream` before the kernel.
 mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streamsPerSlot, cudaStream_t stream);
+// The copy streams per slot ceCopies uses (MKCCL_GEMM_RS_CE_STREAMS, clamped: at most
+// kMaxLocalRanks streams in all), and in all.
+inline int ceStreamsPerSlot(const Layout& L, int streamsPerSlot) {
+  const int cap = kMaxLocalRanks / (L.ceSlots > 0 ? L.ceSlots : 1);
+  return streamsPerSlot < 1 ? 1 : streamsPerSlot < cap ? streamsPerSlot : cap;
+}
+inline int ceStreamCount(const Layout& L, int streamsPerSlot) { return L.ceSlots * ceStreamsPerSlot(L, streamsPerSlot); }
 // MKCCL_GEMM_RS_PUBLISH: when a consumer publishes a tile it staged for the push team: late
 // (after its next mainloop; the team then paces by the tile after) | early (a few k-blocks into
 // the next tile, paced by it). Unset: early with the spread order (Layout::order) or the copy

@@ -66,7 +66,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const FusedPlan& plan, const void* A, cons
       push = PushMode::Team;
       L.setCeBatch(0, 0);
     } else {
-      MKCCL_CHECK(copyEnginesGet(comm, &ce));
+      MKCCL_CHECK(copyEnginesGet(comm, ceStreamCount(L, pc.ceStreams), &ce));
     }
   }
   int early = 0;
