@@ -4,11 +4,13 @@
 // that fork them from the caller's stream and join them back.
 // These streams wait on memory (cuStreamWaitValue64) for words that kernels or other ranks' copy
 // engines raise. CUDA runs a context's streams over a few hardware queues
-// (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), and a waiting stream holds up whatever shares its
-// queue; so streams are made only as calls need them, one call's streams one after another (in
-// distinct queues while they are at most 8). Where several ranks share a context on one GPU
-// (MKCCL_SHARE_GPUS, tests), one rank's stream can wait in front of a stream another rank's wait
-// needs, until the timeout: the tests raise CUDA_DEVICE_MAX_CONNECTIONS to 32.
+// (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), and a stream that waits holds up what shares its
+// queue; so streams are made only as calls need them, a call's streams one after another (handed
+// out round-robin, as far as we know, so in distinct queues while they are at most 8). Where
+// several ranks share a context on one GPU (MKCCL_SHARE_GPUS, tests), one rank's waiting stream
+// can sit in front of the stream another rank's wait needs: the likely cause of one test run that
+// timed out (2xH200, the AllGather+GEMM ce ring at 4 ranks on 2 GPUs, before streams were made
+// lazily), so those tests also raise CUDA_DEVICE_MAX_CONNECTIONS to 32.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -80,8 +80,8 @@ mkcclResult_t buildNodeMap(mkcclComm* comm) {
                     kMaxLocalRanks);
   // MKCCL_SHARE_GPUS=1 (a testing aid: world sizes beyond the GPUs at hand, for correctness only)
   // lets ranks share a GPU. Their persistent kernels then wait for each other, so they must fit on
-  // it together (MKCCL_MAX_CTAS at most its SMs / ranks on it, and one stream per rank), else
-  // their waits end in mkcclTimeout.
+  // it together (MKCCL_MAX_CTAS somewhat below its SMs / ranks on it: clusters of 2 may not use
+  // every SM; and one stream per rank), else their waits end in mkcclTimeout.
   long long share = 0;
   MKCCL_CHECK(envInt("MKCCL_SHARE_GPUS", 0, 1, &share));
   for (int a = 0; a < comm->localRanks; ++a)
