@@ -228,10 +228,13 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     r.extra["floor_ratio"] = v[0] / std::max(v[4], v[5]);
   }
   const char* plan = getenv("MKCCL_AG_GEMM_PLAN");
-  const char* cc = getenv("MKCCL_COMM_CTAS");
   r.note = std::string("plan ") + (plan && *plan ? plan : "auto") + ", push " + (threadsPush ? "threads" : "bulk") +
-           (cc && *cc ? std::string(", MKCCL_COMM_CTAS=") + cc : std::string()) +
            (nccl ? "" : ", comm_alone by mkcclAllGather (no NCCL)") + ", " + std::to_string(sets) + " input sets";
+  // The overrides in force, so that a result says what ran.
+  for (const char* var : {"MKCCL_COMM_CTAS", "MKCCL_AG_GEMM_CE", "MKCCL_AG_GEMM_CE_GROUP_KIB", "MKCCL_GEMM_VARIANT"}) {
+    const char* val = getenv(var);
+    if (val && *val) r.note += std::string(", ") + var + "=" + val;
+  }
   env.emit(r);
   return 0;
 }

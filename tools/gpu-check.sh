@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU machine: build with every core, run every GPU test (single- and multi-process), run the
 # benchmarks on all local GPUs (and on subsets), and write the JSON results under perf/results/.
-#   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."]
+#   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."] [--ring]
+# --ring: the fused ops again at 3+ ranks with their opt-in ring paths (GEMM+RS/AR: the ring
+# reduction by copy engines, 2 streams per slot; AllGather+GEMM: the ce plan along the ring), into
+# <op>-ws<n>-ring.json beside the defaults' (the ring's speed at 4 ranks decides its default).
 # Environment: MKCCL_TEST_TIMEOUT (s per test, default 600), MKCCL_TESTS_STAGE_TIMEOUT (s for all
 # tests, default 3600), MKCCL_BENCH_TIMEOUT (s per benchmark run, default 900), MKCCL_BENCH_WS (world sizes, default
 # "2 4 8" where they fit), MKCCL_BENCH_OPS (default: every op), MKCCL_BENCH_EMULATED=0 to skip the
@@ -12,7 +15,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-tests=1; bench=1; prebuilt=0; tests_re=""; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
+tests=1; bench=1; prebuilt=0; ring=0; tests_re=""; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) tests=0 ;;
@@ -20,6 +23,7 @@ while [ $# -gt 0 ]; do
     --prebuilt) prebuilt=1 ;;  # use $MKCCL_BUILD_DIR as it is (built elsewhere, same paths)
     --tests-regex) tests_re="$2"; shift ;;
     --bench-ops) bench_ops="$2"; shift ;;
+    --ring) ring=1 ;;
     *) echo "gpu-check: unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -74,6 +78,23 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
       timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$perf" "$op" -g "$g" "${range[@]}" --json "$resdir/${op}-ws${g}.json" > "$logs/bench-${op}-ws${g}.log" 2>&1 || status=1
       tail -25 "$logs/bench-${op}-ws${g}.log"
       echo "== bench $op ws=$g: $(( $(date +%s) - t0 )) s"
+    done
+  done
+fi
+if [ $bench = 1 ] && [ $ring = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
+  for op in $bench_ops; do
+    case "$op" in
+      gemm_rs|gemm_ar) vars=(MKCCL_GEMM_RS_REDUCE=ring MKCCL_GEMM_RS_PUSH=ce MKCCL_GEMM_RS_CE_STREAMS=2) ;;
+      ag_gemm) vars=(MKCCL_AG_GEMM_PLAN=ce MKCCL_AG_GEMM_CE=ring) ;;
+      *) continue ;;
+    esac
+    for g in ${MKCCL_BENCH_WS:-2 4 8}; do
+      { [ "$g" -ge 3 ] && [ "$g" -le "$ngpu" ]; } || continue
+      t0=$(date +%s)
+      env "${vars[@]}" timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$build/perf/mkccl-perf" "$op" -g "$g" \
+        --json "$resdir/${op}-ws${g}-ring.json" > "$logs/bench-${op}-ws${g}-ring.log" 2>&1 || status=1
+      tail -8 "$logs/bench-${op}-ws${g}-ring.log"
+      echo "== bench $op ws=$g, ring (${vars[*]}): $(( $(date +%s) - t0 )) s"
     done
   done
 fi
