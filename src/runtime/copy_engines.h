@@ -5,12 +5,14 @@
 // These streams wait on memory (cuStreamWaitValue64) for words that kernels or other ranks' copy
 // engines raise. CUDA runs a context's streams over a few hardware queues
 // (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), and a stream that waits holds up what shares its
-// queue; so streams are made only as calls need them, a call's streams one after another (handed
-// out round-robin, as far as we know, so in distinct queues while they are at most 8). Where
-// several ranks share a context on one GPU (MKCCL_SHARE_GPUS, tests), one rank's waiting stream
-// can sit in front of the stream another rank's wait needs: the likely cause of one test run that
-// timed out (2xH200, the AllGather+GEMM ce ring at 4 ranks on 2 GPUs, before streams were made
-// lazily), so those tests also raise CUDA_DEVICE_MAX_CONNECTIONS to 32.
+// queue and was enqueued after it. A call enqueues its streams' work so that every wait can be met
+// by work enqueued before it (ours and every rank's: our own shard before forwarded ones, slot j's
+// batches before slot j+1's, whose sums need them), so within a communicator a shared queue only
+// delays. Streams are still made only as calls need them (fewer to share the queues with the
+// caller's). Where several ranks share a context on one GPU (MKCCL_SHARE_GPUS, tests), their
+// threads enqueue in any order, so one rank's waiting stream can sit in front of the stream another
+// rank's wait needs: the likely cause of one test run that timed out (2xH200, the AllGather+GEMM
+// ce ring at 4 ranks on 2 GPUs), so those tests raise CUDA_DEVICE_MAX_CONNECTIONS to 32.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
