@@ -121,6 +121,19 @@ __device__ __forceinline__ bool waitGeqInline(const DevComm& c, const uint64_t* 
   }
 }
 
+// Until every rx slot that a tile of phase `step` adds (Layout::inCount / inFirst) has landed for
+// tile u; false after a failed (bounded, recorded) wait. The push team's thread 0 waits so before
+// it prefetches them, a consumer's thread 0 where the team has not (awaitInputs).
+__device__ __forceinline__ bool waitInputsLanded(const ReduceParams& p, int step, int u, uint64_t want) {
+  const Layout& L = p.L;
+  const int first = L.inFirst(step), n = L.inCount(step);
+  bool ok = true;
+  for (int j = first; ok && j < first + n; ++j)
+    ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, u), want, p.localOf[L.senderOf(p.rank, j)],
+                       kSiteFusedTile);
+  return ok;
+}
+
 // Threads [0, n) of a team and how they synchronise: n == 32 is one warp (__syncwarp), else the
 // named barrier `bar`.
 struct Team {
@@ -234,10 +247,8 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
     const int nIn = L.inCount(tile.step);
     if (nIn > 0 && t.tid == 0 && !draining(words)) {
       const int first = L.inFirst(tile.step);
-      bool ok = waitConsumers(p.comm, words, index, timeoutNs, /*started=*/true);
-      for (int j = first; ok && j < first + nIn; ++j)
-        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, tile.u), want, p.localOf[L.senderOf(p.rank, j)],
-                           kSiteFusedTile);
+      const bool ok = waitConsumers(p.comm, words, index, timeoutNs, /*started=*/true) &&
+                      waitInputsLanded(p, tile.step, tile.u, want);
       if (ok) {
         for (int j = first; j < first + nIn && j < first + kPrefetchInputs; ++j)
           prefetchL2(p.scratchOf[p.rank] + L.rxOffset(j, tile.u), uint32_t(L.tileBytes()));

@@ -106,9 +106,7 @@ __device__ __forceinline__ int awaitInputs(const ReduceParams& p, uint32_t words
     if (ok && ldAcquireCtaShared(words + 4 * CtaWords::kInReady) < index) {
       volatile uint32_t* waiting = wordPtr(words, CtaWords::kWaiting0 + half);  // the push team stops pacing
       *waiting = 1;
-      for (int j = L.inFirst(t.step); ok && j < L.inFirst(t.step) + n; ++j)
-        ok = waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, t.u), want, p.localOf[L.senderOf(p.rank, j)],
-                           kSiteFusedTile);
+      ok = waitInputsLanded(p, t.step, t.u, want);
       *waiting = 0;
     }
     if (!ok) setDrain(words);
