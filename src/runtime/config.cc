@@ -30,6 +30,13 @@ mkcclResult_t envRanksPerNode(int* out) {
   return mkcclSuccess;
 }
 
+mkcclResult_t envShareGpus(bool* out) {
+  long long v = 0;
+  MKCCL_CHECK(envInt("MKCCL_SHARE_GPUS", 0, 1, &v));
+  *out = v != 0;
+  return mkcclSuccess;
+}
+
 mkcclResult_t resolveConfig(const mkcclConfig_t* config, ResolvedConfig* out) {
   ResolvedConfig r;
   long long v = r.timeoutMs;

@@ -15,5 +15,7 @@ mkcclResult_t envInt(const char* name, long long lo, long long hi, long long* ou
 
 // MKCCL_RANKS_PER_NODE (0 when unset): emulate nodes of that many ranks on one host.
 mkcclResult_t envRanksPerNode(int* out);
+// MKCCL_SHARE_GPUS=1: ranks may share a GPU (a testing aid; init.cc, buildNodeMap, says more).
+mkcclResult_t envShareGpus(bool* out);
 
 }  // namespace mkccl

@@ -82,8 +82,8 @@ mkcclResult_t buildNodeMap(mkcclComm* comm) {
   // lets ranks share a GPU. Their persistent kernels then wait for each other, so they must fit on
   // it together (MKCCL_MAX_CTAS somewhat below its SMs / ranks on it: clusters of 2 may not use
   // every SM; and one stream per rank), else their waits end in mkcclTimeout.
-  long long share = 0;
-  MKCCL_CHECK(envInt("MKCCL_SHARE_GPUS", 0, 1, &share));
+  bool share = false;
+  MKCCL_CHECK(envShareGpus(&share));
   for (int a = 0; a < comm->localRanks; ++a)
     for (int b = a + 1; b < comm->localRanks; ++b) {
       const PeerInfo& pa = comm->peers[comm->localToRank[a]];
@@ -263,8 +263,8 @@ mkcclResult_t mkcclCommInitAll(mkcclComm_t* comms, int ndev, const int* devlist)
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
   std::vector<int> devs(ndev);
-  long long share = 0;  // MKCCL_SHARE_GPUS (a testing aid; buildNodeMap says more)
-  MKCCL_CHECK(envInt("MKCCL_SHARE_GPUS", 0, 1, &share));
+  bool share = false;  // a device listed twice: ranks sharing a GPU (tests)
+  MKCCL_CHECK(envShareGpus(&share));
   for (int i = 0; i < ndev; ++i) {
     devs[i] = devlist ? devlist[i] : i;
     ARG_CHECK(devs[i] >= 0 && devs[i] < count, "mkcclCommInitAll: device %d is out of range (%d devices)", devs[i],
