@@ -12,13 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
+#include "rank_threads.h"
 #include "test_util.h"
 
 using namespace mkccl::test;
@@ -63,29 +62,6 @@ void setPlan(const char* plan) {
   const std::string how = s.substr(slash + 1);
   setenv(how == "ring" ? "MKCCL_AG_GEMM_CE" : "MKCCL_AG_GEMM_PUSH", how.c_str(), 1);
 }
-
-// Host barrier of the rank threads of one process.
-class HostBarrier {
- public:
-  explicit HostBarrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen_ != gen; });
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, count_ = 0;
-  uint64_t gen_ = 0;
-};
 
 // Switches the plan; every rank (thread) of the process calls it at the same point. With several
 // rank threads, the env changes only while none of them is inside a call (setenv is not safe
@@ -495,27 +471,18 @@ TEST(AgGemmInProcess, InitAllOneTwoAllGpus) {
   }
 }
 
-// 3 and 4 ranks on 2 GPUs (MKCCL_SHARE_GPUS=1, half the SMs each): the world sizes beyond the GPUs
-// at hand, for correctness only, every plan. Buffers are made and freed while no rank is inside a
+// 3 and 4 ranks on 2 GPUs (ranks sharing a GPU: SharedGpus): the world sizes beyond the GPUs at
+// hand, for correctness only, every plan. Buffers are made and freed while no rank is inside a
 // call (a free may wait for the whole GPU, where another rank's kernel may wait for this rank).
 TEST(AgGemmInProcess, ThreeAndFourRanksOnTwoGpus) {
   MKCCL_REQUIRE_GPUS(2);
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
-  cudaDeviceProp prop;
-  ASSERT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
-  const std::string maxCtas = std::to_string((prop.multiProcessorCount / 2 - 8) / 2 * 2);
-  setenv("MKCCL_SHARE_GPUS", "1", 1);
-  setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
+  const SharedGpus shared;
   const char* plans[] = {"fused", "fused:0", "ce", "ce/ring", "sequential", "fused/bulk", nullptr};
   for (const std::vector<int>& devs : {std::vector<int>{0, 1, 0}, std::vector<int>{0, 1, 0, 1}}) {
-    const int ranks = int(devs.size());
-    std::vector<mkcclComm_t> comms(ranks);
-    ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, devs.data())) << mkcclGetLastError(nullptr);
-    std::vector<cudaStream_t> streams(ranks);
-    for (int r = 0; r < ranks; ++r) {
-      cudaSetDevice(devs[r]);
-      ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
-    }
+    InProcessRanks w(devs);
+    ASSERT_TRUE(w.ok());
+    const int ranks = w.size();
     uint64_t seed = freshSeed();
     for (const char* plan : plans) {
       setPlan(plan);
@@ -526,43 +493,32 @@ TEST(AgGemmInProcess, ThreeAndFourRanksOnTwoGpus) {
           ++seed;
           std::vector<Call> calls(ranks);
           for (int r = 0; r < ranks; ++r) {
-            cudaSetDevice(devs[r]);
-            calls[r].alloc(r, ranks, s, mkcclBfloat16, g, seed, streams[r]);
-            ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(streams[r]));
+            cudaSetDevice(w.devs[r]);
+            calls[r].alloc(r, ranks, s, mkcclBfloat16, g, seed, w.streams[r]);
+            ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
             ASSERT_TRUE(calls[r].ok);
           }
           std::vector<mkcclResult_t> res(ranks, mkcclInternalError);
           std::vector<cudaError_t> sync(ranks, cudaErrorUnknown);
-          std::vector<std::thread> th;
-          for (int r = 0; r < ranks; ++r)
-            th.emplace_back([&, r] {
-              cudaSetDevice(devs[r]);
-              res[r] = calls[r].run(comms[r], streams[r]);
-              sync[r] = cudaStreamSynchronize(streams[r]);
-            });
-          for (auto& x : th) x.join();
+          w.onEveryRank([&](int r) {
+            res[r] = calls[r].run(w.comms[r], w.streams[r]);
+            sync[r] = cudaStreamSynchronize(w.streams[r]);
+          });
           for (int r = 0; r < ranks; ++r) {
-            EXPECT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(comms[r]);
+            EXPECT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
             ASSERT_EQ(cudaSuccess, sync[r]) << "rank " << r;
-            expectNoAsyncError(comms[r]);
-            cudaSetDevice(devs[r]);
+            expectNoAsyncError(w.comms[r]);
+            cudaSetDevice(w.devs[r]);
             calls[r].check(r, ranks);
           }
           for (int r = 0; r < ranks; ++r) {
-            cudaSetDevice(devs[r]);
+            cudaSetDevice(w.devs[r]);
             calls[r].release();
           }
         }
     }
     setPlan(nullptr);
-    for (int r = 0; r < ranks; ++r) {
-      cudaSetDevice(devs[r]);
-      cudaStreamDestroy(streams[r]);
-    }
-    for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
   }
-  unsetenv("MKCCL_SHARE_GPUS");
-  unsetenv("MKCCL_MAX_CTAS");
 }
 
 // Rank 1 never joins a call: rank 0's waits time out, its kernel leaves cleanly (no trap, no

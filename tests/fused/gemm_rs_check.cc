@@ -1,6 +1,7 @@
 // Inputs and references of the GEMM+ReduceScatter / GEMM+AllReduce tests (gemm_rs_check.h).
 #include "gemm_rs_check.h"
 #include <stdlib.h>
+#include "rank_threads.h"
 
 namespace mkccl {
 namespace test {
@@ -95,8 +96,6 @@ void setPush(const char* push) {
 // Test bodies.
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -444,14 +443,7 @@ void inProcessWorlds(bool allReduce) {
 void inProcessSharedGpus(bool allReduce) {
   MKCCL_REQUIRE_GPUS(2);
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
-  cudaDeviceProp prop;
-  ASSERT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
-  // Two ranks on a GPU: each kernel gets a little less than half of its SMs (whole clusters of 2),
-  // so that both fit at once even where clusters cannot use every SM (with exactly half, a kernel
-  // of clusters found only part of its CTAs resident and waited for the other rank's to end).
-  const std::string maxCtas = std::to_string((prop.multiProcessorCount / 2 - 8) / 2 * 2);
-  setenv("MKCCL_SHARE_GPUS", "1", 1);
-  setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
+  const SharedGpus shared;  // two ranks' kernels fit on a GPU together
   struct Run {
     const char* plan;
     const char* push;           // MKCCL_GEMM_RS_PUSH (nullptr: the default)
@@ -472,14 +464,9 @@ void inProcessSharedGpus(bool allReduce) {
     else unsetenv(var);
   };
   for (const std::vector<int>& devs : {std::vector<int>{0, 1, 0}, std::vector<int>{0, 1, 0, 1}}) {
-    const int ranks = int(devs.size());
-    std::vector<mkcclComm_t> comms(ranks);
-    ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, devs.data())) << mkcclGetLastError(nullptr);
-    std::vector<cudaStream_t> streams(ranks);
-    for (int r = 0; r < ranks; ++r) {
-      cudaSetDevice(devs[r]);
-      ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
-    }
+    InProcessRanks w(devs);
+    ASSERT_TRUE(w.ok());
+    const int ranks = w.size();
     for (const Run& run : runs) {
       setPlan(allReduce, run.plan);
       setPush(run.push);
@@ -501,27 +488,23 @@ void inProcessSharedGpus(bool allReduce) {
         // Inputs made (on the default stream) before any rank calls: nothing else runs meanwhile.
         std::vector<ReduceBuffers> bufs(ranks);
         for (int r = 0; r < ranks; ++r) {
-          cudaSetDevice(devs[r]);
+          cudaSetDevice(w.devs[r]);
           makeRankBuffers(&bufs[r], s, t, seed, r, ranks, allReduce);
           ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
         }
         // One thread per rank: a call may grow the symmetric scratch, which is collective.
         std::vector<mkcclResult_t> res(ranks, mkcclInternalError);
         std::vector<cudaError_t> sync(ranks, cudaErrorUnknown);
-        std::vector<std::thread> threads;
-        for (int r = 0; r < ranks; ++r)
-          threads.emplace_back([&, r] {
-            cudaSetDevice(devs[r]);
-            res[r] = runReduceOp(allReduce, bufs[r], s, t, comms[r], streams[r]);
-            sync[r] = cudaStreamSynchronize(streams[r]);
-          });
-        for (auto& th : threads) th.join();
+        w.onEveryRank([&](int r) {
+          res[r] = runReduceOp(allReduce, bufs[r], s, t, w.comms[r], w.streams[r]);
+          sync[r] = cudaStreamSynchronize(w.streams[r]);
+        });
         for (int r = 0; r < ranks; ++r) {
           SCOPED_TRACE(testing::Message() << "rank " << r);
-          EXPECT_EQ(mkcclSuccess, res[r]) << mkcclGetLastError(comms[r]);
+          EXPECT_EQ(mkcclSuccess, res[r]) << mkcclGetLastError(w.comms[r]);
           ASSERT_EQ(cudaSuccess, sync[r]);
-          expectNoAsyncError(comms[r]);
-          cudaSetDevice(devs[r]);
+          expectNoAsyncError(w.comms[r]);
+          cudaSetDevice(w.devs[r]);
           expectMatches(bufs[r], s, t, seed, r, ranks, allReduce);
         }
       }
@@ -539,7 +522,7 @@ void inProcessSharedGpus(bool allReduce) {
       for (int i = 0; i < kCalls; ++i) {
         bufs.emplace_back(ranks);
         for (int r = 0; r < ranks; ++r) {
-          cudaSetDevice(devs[r]);
+          cudaSetDevice(w.devs[r]);
           makeRankBuffers(&bufs[i][r], s, t, seed + i, r, ranks, allReduce);
           ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
         }
@@ -554,59 +537,37 @@ void inProcessSharedGpus(bool allReduce) {
         setOrUnset("MKCCL_GEMM_RS_CE_BATCH", i % 4 == 0 ? "2" : nullptr);
         setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", i % 8 == 0 ? "3" : nullptr);
       };
-      std::mutex mu;
-      std::condition_variable cv;
-      int arrived = 0, generation = 0;
-      auto meet = [&] {
-        std::unique_lock<std::mutex> lock(mu);
-        const int gen = generation;
-        if (++arrived == ranks) {
-          arrived = 0;
-          ++generation;
-          cv.notify_all();
-        } else {
-          cv.wait(lock, [&] { return generation != gen; });
-        }
-      };
+      HostBarrier barrier(ranks);
       std::vector<std::string> errors(ranks);
       std::vector<cudaError_t> sync(ranks, cudaErrorUnknown);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < ranks; ++r)
-        threads.emplace_back([&, r] {
-          cudaSetDevice(devs[r]);
-          for (int i = 0; i < kCalls; ++i) {
-            meet();
-            if (r == 0) setFor(i);
-            meet();
-            const mkcclResult_t res = runReduceOp(allReduce, bufs[i][r], s, t, comms[r], streams[r]);
-            if (res != mkcclSuccess && errors[r].empty())
-              errors[r] = "call " + std::to_string(i) + ": " + mkcclGetLastError(comms[r]);
-          }
-          sync[r] = cudaStreamSynchronize(streams[r]);
-        });
-      for (auto& th : threads) th.join();
+      w.onEveryRank([&](int r) {
+        for (int i = 0; i < kCalls; ++i) {
+          barrier.wait();
+          if (r == 0) setFor(i);
+          barrier.wait();
+          const mkcclResult_t res = runReduceOp(allReduce, bufs[i][r], s, t, w.comms[r], w.streams[r]);
+          if (res != mkcclSuccess && errors[r].empty())
+            errors[r] = "call " + std::to_string(i) + ": " + mkcclGetLastError(w.comms[r]);
+        }
+        sync[r] = cudaStreamSynchronize(w.streams[r]);
+      });
       for (int r = 0; r < ranks; ++r) {
         SCOPED_TRACE(testing::Message() << ranks << " ranks on 2 GPUs, back to back, rank " << r);
         EXPECT_EQ("", errors[r]);
         ASSERT_EQ(cudaSuccess, sync[r]);
-        expectNoAsyncError(comms[r]);
-        cudaSetDevice(devs[r]);
+        expectNoAsyncError(w.comms[r]);
+        cudaSetDevice(w.devs[r]);
         for (int i = 0; i < kCalls; ++i) {
           SCOPED_TRACE(testing::Message() << "call " << i);
           expectMatches(bufs[i][r], s, t, seed + i, r, ranks, allReduce);
         }
       }
     }
-    for (int r = 0; r < ranks; ++r) {
-      cudaSetDevice(devs[r]);
-      cudaStreamDestroy(streams[r]);
-    }
-    for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
   }
   setPlan(allReduce, "auto");
   setPush(nullptr);
   for (const char* var : {"MKCCL_GEMM_RS_REDUCE", "MKCCL_GEMM_RS_ORDER", "MKCCL_GEMM_VARIANT", "MKCCL_GEMM_RS_CE_BATCH",
-                          "MKCCL_GEMM_RS_CE_STREAMS", "MKCCL_SHARE_GPUS", "MKCCL_MAX_CTAS"})
+                          "MKCCL_GEMM_RS_CE_STREAMS"})
     unsetenv(var);
 }
 

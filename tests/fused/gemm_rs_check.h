@@ -61,7 +61,7 @@ void worldBadArguments(bool allReduce);  // argument errors, then a valid call s
 void inProcessWorlds(bool allReduce);    // mkcclCommInitAll over 1, 2 and all GPUs
 void inProcessOneThread(bool allReduce);  // every rank's calls from one thread, auto plan
 void inProcessTimeout(bool allReduce);    // a rank that never joins: bounded wait, clean exit, error
-// 3 and 4 ranks on 2 GPUs (MKCCL_SHARE_GPUS=1, half the SMs each): the world sizes beyond the
+// 3 and 4 ranks on 2 GPUs (ranks sharing a GPU: SharedGpus, rank_threads.h): the world sizes beyond the
 // GPUs at hand, for correctness only -- every plan, push path and reduction order
 void inProcessSharedGpus(bool allReduce);
 

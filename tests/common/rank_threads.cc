@@ -1,0 +1,46 @@
+#include "rank_threads.h"
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <string>
+
+namespace mkccl {
+namespace test {
+
+SharedGpus::SharedGpus() {
+  cudaDeviceProp prop;
+  EXPECT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
+  const std::string maxCtas = std::to_string((prop.multiProcessorCount / 2 - 8) / 2 * 2);
+  setenv("MKCCL_SHARE_GPUS", "1", 1);
+  setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
+}
+
+SharedGpus::~SharedGpus() {
+  unsetenv("MKCCL_SHARE_GPUS");
+  unsetenv("MKCCL_MAX_CTAS");
+}
+
+InProcessRanks::InProcessRanks(const std::vector<int>& d) : devs(d), comms(d.size(), nullptr), streams(d.size(), nullptr) {
+  const mkcclResult_t r = mkcclCommInitAll(comms.data(), size(), devs.data());
+  EXPECT_EQ(mkcclSuccess, r) << mkcclGetLastError(nullptr);
+  if (r != mkcclSuccess) return;
+  for (int i = 0; i < size(); ++i) {
+    cudaSetDevice(devs[i]);
+    const cudaError_t e = cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking);
+    EXPECT_EQ(cudaSuccess, e);
+    if (e != cudaSuccess) return;
+  }
+  ok_ = true;
+}
+
+InProcessRanks::~InProcessRanks() {
+  for (int i = 0; i < size(); ++i)
+    if (streams[i]) {
+      cudaSetDevice(devs[i]);
+      cudaStreamDestroy(streams[i]);
+    }
+  for (mkcclComm_t c : comms)
+    if (c) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
+}
+
+}  // namespace test
+}  // namespace mkccl
