@@ -6,6 +6,14 @@
 namespace mkccl {
 namespace test {
 
+namespace {
+// Where ranks of one process share a GPU, their copy streams must not queue behind each other's
+// memory waits in the context's few hardware queues (runtime/copy_engines.h): 32 queues in every
+// test program that uses these helpers, set before any CUDA call (a static initialiser of this
+// file, which such a program links); a value the user set stands.
+const int kHardwareQueues = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+}  // namespace
+
 SharedGpus::SharedGpus() {
   cudaDeviceProp prop;
   EXPECT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));

@@ -36,6 +36,8 @@ class HostBarrier {
   uint64_t gen_ = 0;
 };
 
+// (Programs that link this raise CUDA_DEVICE_MAX_CONNECTIONS to 32 before any CUDA call:
+// rank_threads.cc says why.)
 // While it lives: MKCCL_SHARE_GPUS=1 and MKCCL_MAX_CTAS a little below half of device 0's SMs
 // (whole clusters of 2), so that two ranks' persistent kernels fit on one GPU together (with
 // exactly half, a kernel of clusters found only part of its CTAs resident beside the other's and

@@ -24,12 +24,6 @@ using namespace mkccl::test;
 
 namespace {
 
-// Where several ranks of this process share a GPU (the ThreeAndFourRanksOnTwoGpus tests), their
-// copy streams must not queue behind each other's memory waits in the context's few hardware
-// queues (runtime/copy_engines.h): 32 queues, set before any CUDA call (a static initialiser); a
-// value the user set stands.
-const int kHardwareQueues = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-
 struct Shape {
   size_t m, N, K;  // m: rows per rank (M = m * ws)
 };

@@ -8,12 +8,6 @@ namespace test {
 
 namespace {
 
-// Where several ranks of this process share a GPU (the ThreeAndFourRanksOnTwoGpus tests), their
-// copy streams must not queue behind each other's memory waits in the context's few hardware
-// queues (runtime/copy_engines.h): 32 queues, set before any CUDA call (a static initialiser); a
-// value the user set stands.
-const int kHardwareQueues = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-
 size_t elemBytes(mkcclDataType_t t) { return t == mkcclFloat32 ? 4 : 2; }
 uint64_t seedA(uint64_t seed, int q) { return seed + 1000003ull * (2 * q + 1); }
 uint64_t seedW(uint64_t seed, int q) { return seed + 1000003ull * (2 * q + 2); }
