@@ -65,6 +65,16 @@ fi
 
 if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
   perf="$build/perf/mkccl-perf"
+  # One run of $op on $g GPUs into <op>-ws<g><tag>.json (and its log), with env assignments.
+  bench_run() {  # op g tag lines-of-log-to-show [VAR=value ...]
+    local op=$1 g=$2 tag=$3 lines=$4; shift 4
+    local t0 name="${op}-ws${g}${tag}"
+    t0=$(date +%s)
+    env "$@" timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$perf" "$op" -g "$g" "${range[@]}" --json "$resdir/$name.json" \
+      > "$logs/bench-$name.log" 2>&1 || status=1
+    tail -"$lines" "$logs/bench-$name.log"
+    echo "== bench $op ws=$g${tag:+ ($*)}: $(( $(date +%s) - t0 )) s"
+  }
   for op in $bench_ops; do
     if ! "$perf" --list 2>/dev/null | grep -qw "$op"; then echo "== bench $op: not in this build"; continue; fi
     range=()
@@ -74,27 +84,12 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
       *) sizes=() ; for g in ${MKCCL_BENCH_WS:-2 4 8}; do [ "$g" -le "$ngpu" ] && sizes+=("$g"); done ;;
     esac
     for g in "${sizes[@]}"; do
-      t0=$(date +%s)
-      timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$perf" "$op" -g "$g" "${range[@]}" --json "$resdir/${op}-ws${g}.json" > "$logs/bench-${op}-ws${g}.log" 2>&1 || status=1
-      tail -25 "$logs/bench-${op}-ws${g}.log"
-      echo "== bench $op ws=$g: $(( $(date +%s) - t0 )) s"
-    done
-  done
-fi
-if [ $bench = 1 ] && [ $ring = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
-  for op in $bench_ops; do
-    case "$op" in
-      gemm_rs|gemm_ar) vars=(MKCCL_GEMM_RS_REDUCE=ring MKCCL_GEMM_RS_PUSH=ce MKCCL_GEMM_RS_CE_STREAMS=2) ;;
-      ag_gemm) vars=(MKCCL_AG_GEMM_PLAN=ce MKCCL_AG_GEMM_CE=ring) ;;
-      *) continue ;;
-    esac
-    for g in ${MKCCL_BENCH_WS:-2 4 8}; do
-      { [ "$g" -ge 3 ] && [ "$g" -le "$ngpu" ]; } || continue
-      t0=$(date +%s)
-      env "${vars[@]}" timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$build/perf/mkccl-perf" "$op" -g "$g" \
-        --json "$resdir/${op}-ws${g}-ring.json" > "$logs/bench-${op}-ws${g}-ring.log" 2>&1 || status=1
-      tail -8 "$logs/bench-${op}-ws${g}-ring.log"
-      echo "== bench $op ws=$g, ring (${vars[*]}): $(( $(date +%s) - t0 )) s"
+      bench_run "$op" "$g" "" 25
+      [ $ring = 1 ] && [ "$g" -ge 3 ] || continue
+      case "$op" in
+        gemm_rs|gemm_ar) bench_run "$op" "$g" -ring 8 MKCCL_GEMM_RS_REDUCE=ring MKCCL_GEMM_RS_PUSH=ce MKCCL_GEMM_RS_CE_STREAMS=2 ;;
+        ag_gemm) bench_run "$op" "$g" -ring 8 MKCCL_AG_GEMM_PLAN=ce MKCCL_AG_GEMM_CE=ring ;;
+      esac
     done
   done
 fi
