@@ -2,6 +2,7 @@
 #include "runtime/cudriver.h"
 #include <cuda_runtime.h>
 #include <mutex>
+#include <string>
 #include "runtime/check.h"
 
 namespace mkccl {
