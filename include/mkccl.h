@@ -83,8 +83,8 @@ typedef struct {
  * A field left at MKCCL_CONFIG_UNDEF_INT takes its default (or the environment variable named). */
 #define MKCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
 #define MKCCL_CONFIG_MAGIC 0x6d6b636cu /* 'mkcl' */
-#define MKCCL_CONFIG_VERSION 1
-typedef struct mkcclConfig_v1 {
+#define MKCCL_CONFIG_VERSION 2
+typedef struct mkcclConfig_v2 {
   size_t size;          /* sizeof(mkcclConfig_t) */
   unsigned int magic;   /* MKCCL_CONFIG_MAGIC */
   unsigned int version; /* MKCCL_CONFIG_VERSION */
@@ -97,13 +97,16 @@ typedef struct mkcclConfig_v1 {
                            env MKCCL_MAX_CTAS) */
   long long workspaceBytes; /* symmetric workspace per rank (default 256 MiB; env
                                MKCCL_WORKSPACE_BYTES) */
+  const char* tuning;   /* version 2: the tuner's overrides for this communicator, as for
+                           mkcclSetTuning (NULL: those of the process, MKCCL_TUNING); parsed at
+                           init, where a bad key is an error; the string may be freed after */
 } mkcclConfig_t;
 
 #define MKCCL_CONFIG_INITIALIZER                                                              \
   {                                                                                           \
     sizeof(mkcclConfig_t), MKCCL_CONFIG_MAGIC, MKCCL_CONFIG_VERSION, MKCCL_CONFIG_UNDEF_INT,  \
         MKCCL_CONFIG_UNDEF_INT, MKCCL_CONFIG_UNDEF_INT, MKCCL_CONFIG_UNDEF_INT,               \
-        (long long)MKCCL_CONFIG_UNDEF_INT                                                     \
+        (long long)MKCCL_CONFIG_UNDEF_INT, NULL                                               \
   }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -119,6 +122,15 @@ const char* mkcclGetErrorString(mkcclResult_t result);
 /* The message of the last error on this thread, or for this communicator if comm is not NULL and
  * it has recorded one. Never NULL ("" when there is none). Valid until the next call. */
 const char* mkcclGetLastError(mkcclComm_t comm);
+
+/* Overrides the tuner's choices (plans, tile configurations, push paths, protocols): a string of
+ * `op.key=value` items separated by ';', e.g. "ag_gemm.plan=ce;gemm_rs.push=team" (the README lists
+ * the keys). comm NULL: the process's overrides, used by mkcclGemm and by communicators created
+ * afterwards (they start from MKCCL_TUNING otherwise); else this communicator's, replacing what it
+ * had (its cached plans are dropped). NULL or "" clears them. A key that changes what peers expect
+ * of each other must be set alike on every rank, before the same call. An unknown key or value is
+ * mkcclInvalidUsage naming it, and nothing changes. Not while calls on comm are being enqueued. */
+mkcclResult_t mkcclSetTuning(mkcclComm_t comm, const char* tuning);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Communicators                                                                                   */
@@ -196,6 +208,19 @@ mkcclResult_t mkcclAllToAllv(const void* sendbuff, const size_t sendcounts[], co
  * must be multiples of 16 bytes (TMA's rule). */
 mkcclResult_t mkcclGemm(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                         mkcclDataType_t inType, mkcclDataType_t outType, cudaStream_t stream);
+
+/* Grouped GEMM (MoE's expert GEMMs): for every group g < groups, the rows of group g of C are
+ * (the rows of group g of A) · W_gᵀ. A[maxRows, K] and C[maxRows, N] hold the groups' rows stacked:
+ * group g owns rows [rowOffsets[g], rowOffsets[g + 1]); W[groups * N, K] holds W_g in rows
+ * [g * N, (g + 1) * N). rowOffsets is a DEVICE array of groups + 1 non-decreasing multiples of 128
+ * (pad each group to whole 128-row tiles; padding rows of C receive their rows' products), read by
+ * the kernel only: a device-side routing may write it just before, with no host synchronisation
+ * (the call can be captured in a CUDA graph). Offsets past maxRows are clamped. Offsets that are not
+ * non-decreasing multiples of 128 stop the kernel at that group; the next GEMM call returns
+ * mkcclInvalidArgument saying so. Types as for mkcclGemm. */
+mkcclResult_t mkcclGroupedGemm(const void* A, const void* W, void* C, const int* rowOffsets, int groups,
+                               size_t maxRows, size_t N, size_t K, mkcclDataType_t inType,
+                               mkcclDataType_t outType, cudaStream_t stream);
 
 /* AllGather + GEMM (column parallel): each rank holds A_r[M/nranks, K] and W_r[N, K];
  * C[M, N] = AllGather(A) · W_rᵀ. If gatheredA is not NULL it receives AllGather(A) [M, K].

@@ -4,12 +4,10 @@
 //   baseline    NCCL AllGather then cuBLAS ("nccl+cublas")
 //   extras      gemm_alone_us (cuBLAS on the gathered problem), comm_alone_us (NCCL AllGather),
 //               floor_us = the larger (what perfect overlap would give), floor_ratio = time / floor,
-//               fused_us / sequential_us (each plan forced, to tune the plan model; the push mode
-//               is MKCCL_AG_GEMM_PUSH's, threads by default), fused_bulk_us (the fused plan with
-//               MKCCL_AG_GEMM_PUSH=bulk; fused_threads_us instead when the env asks for bulk),
-//               fused_side_us (the compute CTAs' idle warps pushing instead of comm CTAs:
-//               MKCCL_AG_GEMM_PLAN=fused:0), ce_us (every SM computes, the copy engines push:
-//               MKCCL_AG_GEMM_PLAN=ce), tflops, speedup
+//               fused_us / sequential_us (each plan forced through the tuner, to tune the plan
+//               model), fused_side_us (the compute CTAs' idle warps pushing instead of comm CTAs:
+//               ag_gemm.plan=fused;ag_gemm.comm_ctas=0), ce_us (every SM computes, the copy
+//               engines push: ag_gemm.plan=ce), tflops, speedup
 // Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
 // Every number is the max over ranks of the ranks' medians (the row is then the same on all).
 #include <cublas_v2.h>
@@ -82,13 +80,9 @@ bool maxOverRanks(std::vector<double>* v) {
   return true;
 }
 
-// Sets env variable `name` to `value` (nullptr: leaves it) until the object goes.
-// Our call with the plan (nullptr: the library's choice) and push mode (nullptr: the env's)
-// forced, timed.
-double timeOurs(const char* plan, const char* push, const std::function<void(int)>& run, const Args& a, Env& env,
-                bool* failed) {
-  return timeWithEnv({{"MKCCL_AG_GEMM_PLAN", plan}, {"MKCCL_AG_GEMM_PUSH", push}}, run, a.warmup, a.iters, env.stream,
-                     env.comm, failed);
+// Our call timed with the tuning `extra` ("": the library's choice, or the user's MKCCL_TUNING).
+double timeOurs(const std::string& extra, const std::function<void(int)>& run, const Args& a, Env& env, bool* failed) {
+  return timeWithTuning(extra, run, a.warmup, a.iters, env.stream, env.comm, failed);
 }
 
 int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
@@ -173,14 +167,11 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   }
 
   // Ours: the library's plan, then each plan forced.
-  const char* push = getenv("MKCCL_AG_GEMM_PUSH");
-  const bool threadsPush = push == nullptr || *push == '\0' || strcmp(push, "threads") == 0;
-  const double oursUs = timeOurs(nullptr, nullptr, ours, a, env, &failed);
-  const double fusedUs = timeOurs("fused", nullptr, ours, a, env, &failed);
-  const double otherPushUs = timeOurs("fused", threadsPush ? "bulk" : "threads", ours, a, env, &failed);
-  const double sideUs = timeOurs("fused:0", nullptr, ours, a, env, &failed);
-  const double seqUs = timeOurs("sequential", nullptr, ours, a, env, &failed);
-  const double ceUs = timeOurs("ce", nullptr, ours, a, env, &failed);
+  const double oursUs = timeOurs("", ours, a, env, &failed);
+  const double fusedUs = timeOurs("ag_gemm.plan=fused", ours, a, env, &failed);
+  const double sideUs = timeOurs("ag_gemm.plan=fused;ag_gemm.comm_ctas=0", ours, a, env, &failed);
+  const double seqUs = timeOurs("ag_gemm.plan=sequential", ours, a, env, &failed);
+  const double ceUs = timeOurs("ag_gemm.plan=ce", ours, a, env, &failed);
   if (failed) {
     fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
     return 1;
@@ -207,14 +198,13 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     }
   }
 
-  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, otherPushUs, ceUs};
+  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, ceUs};
   if (!maxOverRanks(&v)) return 1;
   r.timeUs = v[0];
   r.extra["fused_us"] = v[1];
   r.extra["sequential_us"] = v[2];
   r.extra["fused_side_us"] = v[6];
-  r.extra["ce_us"] = v[8];
-  r.extra[threadsPush ? "fused_bulk_us" : "fused_threads_us"] = v[7];
+  r.extra["ce_us"] = v[7];
   r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
   if (nccl) {
     r.baseline = "nccl+cublas";
@@ -227,14 +217,11 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     r.extra["floor_us"] = std::max(v[4], v[5]);
     r.extra["floor_ratio"] = v[0] / std::max(v[4], v[5]);
   }
-  const char* plan = getenv("MKCCL_AG_GEMM_PLAN");
-  r.note = std::string("plan ") + (plan && *plan ? plan : "auto") + ", push " + (threadsPush ? "threads" : "bulk") +
-           (nccl ? "" : ", comm_alone by mkcclAllGather (no NCCL)") + ", " + std::to_string(sets) + " input sets";
   // The overrides in force, so that a result says what ran.
-  for (const char* var : {"MKCCL_COMM_CTAS", "MKCCL_AG_GEMM_CE", "MKCCL_AG_GEMM_CE_GROUP_KIB", "MKCCL_GEMM_VARIANT"}) {
-    const char* val = getenv(var);
-    if (val && *val) r.note += std::string(", ") + var + "=" + val;
-  }
+  const std::string tuning = userTuning();
+  r.note = "tuning " + (tuning.empty() ? std::string("(none)") : tuning) +
+           (nccl ? "" : ", comm_alone by mkcclAllGather (no NCCL)") + ", " + std::to_string(sets) + " input sets";
+  if (const char* ctas = getenv("MKCCL_COMM_CTAS"); ctas && *ctas) r.note += std::string(", MKCCL_COMM_CTAS=") + ctas;
   env.emit(r);
   return 0;
 }

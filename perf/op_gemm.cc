@@ -56,9 +56,9 @@ cublasStatus_t cublasGemm(cublasHandle_t h, const void* A, const void* W, void* 
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-// MKCCL_PERF_GEMM_VARIANTS="auto,256x2,256x1,..." times each named engine configuration
-// (MKCCL_GEMM_VARIANT) on every shape, one row each, against one cuBLAS baseline per shape; unset,
-// the configuration is whatever MKCCL_GEMM_VARIANT says (auto by default).
+// MKCCL_PERF_GEMM_VARIANTS="auto,256x2,256x1,..." times each named engine configuration (the
+// tuner's gemm.variant) on every shape, one row each, against one cuBLAS baseline per shape; unset,
+// the configuration is whatever MKCCL_TUNING says (auto by default).
 std::vector<std::string> variantsToRun() {
   std::vector<std::string> out;
   const char* list = getenv("MKCCL_PERF_GEMM_VARIANTS");
@@ -165,7 +165,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
 
     for (const std::string& variant : variants) {
       // "" keeps the caller's setting; restored after each variant.
-      const ScopedEnv scoped("MKCCL_GEMM_VARIANT", variant.empty() ? nullptr : variant.c_str());
+      const ScopedTuning scoped(nullptr, variant.empty() ? "" : "gemm.variant=" + variant);
+      if (!scoped.ok()) return 2;
       Result r;
       r.op = "gemm";
       r.worldSize = 1;
@@ -206,8 +207,9 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
         r.extra["baseline_tflops"] = flop / (baseUs * 1e-6) / 1e12;
         r.extra["speedup"] = baseUs / r.timeUs;
       }
-      const char* v = getenv("MKCCL_GEMM_VARIANT");
-      r.note = std::string("variant ") + (v && *v ? v : "auto") + ", " + std::to_string(nsets) + " input sets";
+      const std::string tuning = userTuning();
+      r.note = "variant " + (variant.empty() ? std::string("auto") : variant) +
+               (tuning.empty() ? "" : ", tuning " + tuning) + ", " + std::to_string(nsets) + " input sets";
       if (!cudaOk(cudaStreamSynchronize(env.stream), "sync")) return 1;
       results->push_back(r);
     }

@@ -1,15 +1,14 @@
 // mkccl-perf gemm_rs / gemm_ar: C = sum over ranks of A_r . W_r^T, K split over the ranks
 // (-k is the whole K), ReduceScatter'd (C: M/ws rows per rank) or AllReduce'd. In the same run:
-//   ours             mkcclGemmReduceScatter / mkcclGemmAllReduce (the plan MKCCL_GEMM_*_PLAN or
-//                    the auto plan's rule picks, src/kernels/fused/gemm_rs_rule.h)
+//   ours             mkcclGemmReduceScatter / mkcclGemmAllReduce (the plan the tuner's rule picks,
+//                    src/ops/gemm_rs/rule.h, or MKCCL_TUNING's gemm_rs.plan / gemm_ar.plan)
 //   baseline         cuBLAS (bf16 out) then NCCL ReduceScatter / AllReduce
 //   gemm_alone_us    cuBLAS alone;  comm_alone_us: the NCCL collective alone (the same buffer)
 //   floor_us         the larger of the two; floor_ratio = ours / floor
 //   seq_us           our sequential plan (GEMM engine, then our collective), forced
 //   fused_us         our fused plan, forced (the two show what the auto plan chose from)
-//   fused_other_push_us  the fused plan with another way of sending partials
-//                    (MKCCL_GEMM_RS_PUSH): team where ce is in force, else ce (spread order:
-//                    bulk or team); the note names it
+//   fused_other_push_us  the fused plan with another way of sending partials (push): the team
+//                    where the copy engines are the default, else the copy engines; the note names it
 //   rs_ag_us         gemm_ar, M divisible by the ranks: the fused ReduceScatter then our AllGather, forced
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
 // same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
@@ -108,9 +107,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     return 1;
   }
   const int ws = env.nranks;
-  const char* planVar = allReduce ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN";
-  const char* planEnv = getenv(planVar);
-  const std::string plan = planEnv && *planEnv ? planEnv : "auto";
+  const std::string key = allReduce ? "gemm_ar." : "gemm_rs.";
   const uint64_t seed = a.seed ? a.seed : 0x5eed0000ull + 977ull * (uint64_t)time(nullptr);
   for (const Shape& s : shapes) {
     const size_t M = s.m, N = s.n, K = s.k;
@@ -197,7 +194,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     // Ours, as configured; then each plan forced (for the model, and to show what auto left out).
     mkcclResult_t firstErr = mkcclSuccess;
     // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan, the fused plan
-    // with the other way of sending the partials (MKCCL_GEMM_RS_PUSH, the other of bulk and team),
+    // with the other way of sending the partials (the copy engines or the push team),
     // AllReduce: the fused ReduceScatter then our AllGather (rs_ag; M divisible by the ranks)
     double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     bool oursFailed = false;
@@ -205,20 +202,17 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       const mkcclResult_t e = ours(i);
       if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
     };
-    // (plan, push) forced for the timing; nullptr: as configured.
+    // The plan (and push) forced through the tuner for the timing; "": as configured.
     auto timeOurs = [&](const char* plan, const char* push) {
-      return timeWithEnv({{planVar, plan}, {"MKCCL_GEMM_RS_PUSH", push}}, run, a.warmup, a.iters, env.stream,
-                         env.comm, &oursFailed);
+      std::string extra;
+      if (plan) extra = key + "plan=" + plan;
+      if (push) extra += ";" + key + "push=" + push;
+      return timeWithTuning(extra, run, a.warmup, a.iters, env.stream, env.comm, &oursFailed);
     };
-    // The library's push when unset: the copy engines at 2 ranks, bulk stores for the AllReduce
-    // from 4 ranks on, else the paced team (gemm_rs_plan.cu: pushFromEnv; no API exposes it).
-    const char* pushEnv = getenv("MKCCL_GEMM_RS_PUSH");
-    const std::string push =
-        pushEnv && *pushEnv ? pushEnv : ws == 2 ? "ce" : (allReduce && ws >= 4 ? "bulk" : "team");
-    // (ce cannot run the spread order: there the library falls back to the team when unset.)
-    const char* orderEnv = getenv("MKCCL_GEMM_RS_ORDER");
-    const bool spread = orderEnv && std::string(orderEnv) == "spread";
-    const char* otherPush = spread ? (push == "bulk" ? "team" : "bulk") : push == "ce" ? "team" : "ce";
+    // The other push than the rule's default (ops/gemm_rs/plan.cu: the copy engines at 2 ranks,
+    // bulk stores for the AllReduce from 4 ranks, else the paced team).
+    const std::string push = ws == 2 ? "ce" : (allReduce && ws >= 4 ? "bulk" : "team");
+    const char* otherPush = push == "ce" ? "team" : "ce";
     v[0] = timeOurs(nullptr, nullptr);
     v[4] = timeOurs("sequential", nullptr);
     v[6] = timeOurs("fused", otherPush);
@@ -279,14 +273,10 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       r.extra["floor_ratio"] = v[0] / floorUs;
     }
     if (v[1] > 0) r.extra["speedup"] = v[1] / v[0];
-    r.note = "plan " + plan + ", " + std::to_string(nsets) + " input sets, other push " + otherPush;
-    // The fused kernel's overrides in force, so that a result says what ran.
-    for (const char* var : {"MKCCL_GEMM_RS_PUSH", "MKCCL_GEMM_RS_CE_BATCH", "MKCCL_GEMM_RS_CE_SLOTS",
-                            "MKCCL_GEMM_RS_CE_STREAMS", "MKCCL_GEMM_RS_REDUCE", "MKCCL_GEMM_RS_ORDER",
-                            "MKCCL_GEMM_RS_LAG", "MKCCL_GEMM_RS_PUBLISH", "MKCCL_GEMM_VARIANT"}) {
-      const char* val = getenv(var);
-      if (val && *val) r.note += std::string(", ") + var + "=" + val;
-    }
+    // The overrides in force, so that a result says what ran.
+    const std::string tuning = userTuning();
+    r.note = "tuning " + (tuning.empty() ? std::string("(none)") : tuning) + ", " + std::to_string(nsets) +
+             " input sets, other push " + otherPush;
     if (!cudaOk(cudaStreamSynchronize(env.stream), "sync")) return 1;
     results->push_back(r);
   }

@@ -106,25 +106,28 @@ const OpInfo* findOp(const std::string& name);
 // host's enqueue time (as nccl-tests' batched timing does).
 double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream);
 
-// An environment variable set for a scope (value nullptr: left as it is), restored after.
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value);
-  ~ScopedEnv();
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+// The tuner's overrides for a scope (keys of ops/tuner/tuning.h, e.g. "ag_gemm.plan=ce"): the
+// user's MKCCL_TUNING followed by `extra` (a key given twice: the later wins), set on `comm`
+// (nullptr: the process's, which mkcclGemm uses), restored to the user's after.
+struct ScopedTuning {
+  ScopedTuning(mkcclComm_t comm, const std::string& extra);
+  ~ScopedTuning();
+  ScopedTuning(const ScopedTuning&) = delete;
+  ScopedTuning& operator=(const ScopedTuning&) = delete;
+  bool ok() const { return ok_; }
 
  private:
-  const char* name_;
-  bool set_, had_;
-  std::string saved_;
+  mkcclComm_t comm_;
+  bool ok_ = false;
 };
+// The user's MKCCL_TUNING ("" if unset): what a result ran with besides its forced keys.
+std::string userTuning();
 
-// Our call timed with a plan forced through the environment: timeMedianUs of `launch` with each
-// (variable, value) of `env` set for the duration (value nullptr: the environment's own). Sets
-// *failed when the timing failed or the communicator reports an asynchronous error.
-double timeWithEnv(std::initializer_list<std::pair<const char*, const char*>> env,
-                   const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream,
-                   mkcclComm_t comm, bool* failed);
+// Our call timed with a plan forced through the tuner: timeMedianUs of `launch` under
+// ScopedTuning(comm, extra). Sets *failed when the tuning was refused, the timing failed or the
+// communicator reports an asynchronous error.
+double timeWithTuning(const std::string& extra, const std::function<void(int)>& launch, int warmup, int iters,
+                      cudaStream_t stream, mkcclComm_t comm, bool* failed);
 
 // Helpers for ops.
 const char* dtypeName(mkcclDataType_t t);   // "bf16", ...

@@ -30,27 +30,26 @@ bool ok(cudaError_t e, const char* what) {
 
 }  // namespace
 
-ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name), set_(value != nullptr) {
-  const char* prev = getenv(name_);
-  had_ = prev != nullptr;
-  saved_ = had_ ? prev : "";
-  if (set_) setenv(name_, value, 1);
+std::string userTuning() {
+  const char* t = getenv("MKCCL_TUNING");
+  return t ? t : "";
 }
 
-ScopedEnv::~ScopedEnv() {
-  if (!set_) return;
-  if (had_) setenv(name_, saved_.c_str(), 1);
-  else unsetenv(name_);
+ScopedTuning::ScopedTuning(mkcclComm_t comm, const std::string& extra) : comm_(comm) {
+  const std::string base = userTuning();
+  const std::string all = base.empty() ? extra : extra.empty() ? base : base + ";" + extra;
+  ok_ = mkcclSetTuning(comm_, all.c_str()) == mkcclSuccess;
+  if (!ok_) fprintf(stderr, "mkccl-perf: tuning \"%s\": %s\n", all.c_str(), mkcclGetLastError(nullptr));
 }
 
-double timeWithEnv(std::initializer_list<std::pair<const char*, const char*>> env,
-                   const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream,
-                   mkcclComm_t comm, bool* failed) {
-  double us;
+ScopedTuning::~ScopedTuning() { mkcclSetTuning(comm_, userTuning().c_str()); }
+
+double timeWithTuning(const std::string& extra, const std::function<void(int)>& launch, int warmup, int iters,
+                      cudaStream_t stream, mkcclComm_t comm, bool* failed) {
+  double us = -1;
   {
-    std::vector<std::unique_ptr<ScopedEnv>> scoped;
-    for (const auto& e : env) scoped.emplace_back(new ScopedEnv(e.first, e.second));
-    us = timeMedianUs(launch, warmup, iters, stream);
+    const ScopedTuning scoped(comm, extra);
+    if (scoped.ok()) us = timeMedianUs(launch, warmup, iters, stream);
   }
   mkcclResult_t async = mkcclSuccess;
   mkcclCommGetAsyncError(comm, &async);

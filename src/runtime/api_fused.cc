@@ -101,6 +101,43 @@ mkcclResult_t mkcclGemm(const void* A, const void* W, void* C, size_t M, size_t 
   return mkcclSuccess;
 }
 
+mkcclResult_t mkcclGroupedGemm(const void* A, const void* W, void* C, const int* rowOffsets, int groups,
+                               size_t maxRows, size_t N, size_t K, mkcclDataType_t inType, mkcclDataType_t outType,
+                               cudaStream_t stream) {
+  const char* op = "mkcclGroupedGemm";
+  ARG_CHECK(groups >= 1, "%s: groups=%d: expected >= 1", op, groups);
+  ARG_CHECK(maxRows <= (size_t(1) << 31) - 128, "%s: maxRows=%zu: at most 2^31 - 128 rows", op, maxRows);
+  ARG_CHECK(size_t(groups) * N < (size_t(1) << 31), "%s: groups x N = %zu: W has at most 2^31 rows", op,
+            size_t(groups) * N);
+  MKCCL_CHECK(checkDims(op, maxRows, N, K));
+  ARG_CHECK(isGemmInType(inType), "%s: inType must be mkcclBfloat16 or mkcclFloat16", op);
+  ARG_CHECK(isGemmOutType(outType), "%s: outType must be mkcclBfloat16, mkcclFloat16 or mkcclFloat32", op);
+  const size_t oes = typeSize(outType);
+  MKCCL_CHECK(checkPitch(op, "A and W (K)", K, 2));
+  MKCCL_CHECK(checkPitch(op, "C (N)", N, oes));
+  ARG_CHECK(A && W && C && rowOffsets, "%s: A, W, C and rowOffsets must not be NULL", op);
+  MKCCL_CHECK(checkAligned(op, "A", A));
+  MKCCL_CHECK(checkAligned(op, "W", W));
+  MKCCL_CHECK(checkAligned(op, "C", C));
+  int dev = -1;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  MKCCL_CHECK(checkHopper(dev, op));
+  MKCCL_CHECK(checkStream(stream, dev, op));
+  MKCCL_CHECK(checkMatrix(op, "A", A, maxRows, K, 2, dev));
+  MKCCL_CHECK(checkMatrix(op, "W", W, size_t(groups) * N, K, 2, dev));
+  MKCCL_CHECK(checkMatrix(op, "C", C, maxRows, N, oes, dev));
+  MKCCL_CHECK(checkDevicePtr(rowOffsets, (size_t(groups) + 1) * sizeof(int), dev, op, "rowOffsets"));
+  ARG_CHECK(!overlaps(C, maxRows * N * oes, A, maxRows * K * 2) &&
+                !overlaps(C, maxRows * N * oes, W, size_t(groups) * N * K * 2) &&
+                !overlaps(C, maxRows * N * oes, rowOffsets, (size_t(groups) + 1) * sizeof(int)),
+            "%s: C overlaps an input", op);
+  cudaGetLastError();
+  MKCCL_CHECK(groupedGemmOp(A, W, C, rowOffsets, groups, maxRows, N, K, inType, outType, stream));
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
+  return mkcclSuccess;
+}
+
 mkcclResult_t mkcclAllGatherGemm(const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N, size_t K,
                                  mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream) {
   const char* op = "mkcclAllGatherGemm";

@@ -2,6 +2,7 @@
 #include "mkccl.h"
 #include "runtime/comm.h"
 #include "runtime/check.h"
+#include "runtime/ops.h"
 
 using namespace mkccl;
 
@@ -37,4 +38,9 @@ const char* mkcclGetLastError(mkcclComm_t comm) {
     }
   }
   return lastError();
+}
+
+mkcclResult_t mkcclSetTuning(mkcclComm_t comm, const char* tuning) {
+  if (comm != nullptr) MKCCL_CHECK(commCheckUsable(comm, "mkcclSetTuning"));
+  return setTuning(comm, tuning);
 }

@@ -10,12 +10,13 @@
 #include "mkccl.h"
 #include "runtime/bootstrap.h"
 #include "runtime/copy_engines.h"
-#include "runtime/devcomm.h"
+#include "kernels/abi/devcomm.h"
 #include "transport/nvlink/symmem.h"
 
 namespace mkccl {
 
 struct NetState;      // inter-node transport + proxy (src/transport, src/runtime/proxy)
+struct OpState;       // the ops' tuning overrides and plans (src/ops/tuner/op_state.h)
 struct TopoMapping;   // GPU -> NIC choice (src/topo)
 
 // Exchanged by the bootstrap at init: who is where.
@@ -72,6 +73,7 @@ struct mkcclComm {
   mkccl::NetState* net = nullptr;        // set by netInitComm when nNodes > 1
   mkccl::NetDevComm* netDev = nullptr;   // device view of it (DevComm::net)
   mkccl::TopoMapping* topo = nullptr;
+  std::shared_ptr<mkccl::OpState> ops;   // made at init (opStateCreate)
 };
 
 namespace mkccl {

@@ -2,6 +2,7 @@
 // workspace size, blocking init; everything else is chosen by heuristics.
 #include "runtime/config.h"
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include "runtime/check.h"
 
@@ -57,8 +58,10 @@ mkcclResult_t resolveConfig(const mkcclConfig_t* config, ResolvedConfig* out) {
               "config: bad magic 0x%x (initialize it with MKCCL_CONFIG_INITIALIZER)", config->magic);
     ARG_CHECK(config->version >= 1 && config->version <= MKCCL_CONFIG_VERSION,
               "config: version %u is not supported by this library (<= %d)", config->version, MKCCL_CONFIG_VERSION);
-    ARG_CHECK(config->size >= sizeof(mkcclConfig_t), "config: size %zu is smaller than mkcclConfig_t (%zu)",
-              config->size, sizeof(mkcclConfig_t));
+    // Version 1 ends before `tuning` (version 2).
+    const size_t need = config->version >= 2 ? sizeof(mkcclConfig_t) : offsetof(mkcclConfig_t, tuning);
+    ARG_CHECK(config->size >= need, "config: size %zu is smaller than version %u of mkcclConfig_t (%zu)",
+              config->size, config->version, need);
     const int U = MKCCL_CONFIG_UNDEF_INT;
     if (config->blocking != U) {
       ARG_CHECK(config->blocking == 0 || config->blocking == 1, "config.blocking=%d: expected 0 or 1",

@@ -4,7 +4,7 @@
 #include "mkccl.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
-#include "runtime/devcomm.h"
+#include "kernels/abi/devcomm.h"
 
 namespace mkccl {
 

@@ -25,10 +25,7 @@ mkcclResult_t envChoice(const char* var, std::initializer_list<const char*> name
   return setError(mkcclInvalidUsage, "%s=%s: expected %s", var, s, list.c_str());
 }
 
-mkcclResult_t envNumber(const char* var, long long def, long long lo, long long hi, long long* out) {
-  *out = def;
-  const char* s = getenv(var);
-  if (s == nullptr || *s == '\0') return mkcclSuccess;
+mkcclResult_t parseNumber(const char* what, const char* s, long long lo, long long hi, long long* out) {
   errno = 0;
   char* end = nullptr;
   long long v = strtoll(s, &end, 0);
@@ -43,11 +40,17 @@ mkcclResult_t envNumber(const char* var, long long def, long long lo, long long 
   const bool ok = end != s && *end == '\0' && errno == 0 && v >= (lo >> shift) && v <= (hi >> shift) &&
                   (v << shift) >= lo && (v << shift) <= hi;
   if (!ok)
-    return setError(mkcclInvalidUsage, "%s=%s: expected a number in [%lld, %lld] (K, M, G suffixes allowed)", var, s,
+    return setError(mkcclInvalidUsage, "%s=%s: expected a number in [%lld, %lld] (K, M, G suffixes allowed)", what, s,
                     lo, hi);
-  v <<= shift;
-  *out = v;
+  *out = v << shift;
   return mkcclSuccess;
+}
+
+mkcclResult_t envNumber(const char* var, long long def, long long lo, long long hi, long long* out) {
+  *out = def;
+  const char* s = getenv(var);
+  if (s == nullptr || *s == '\0') return mkcclSuccess;
+  return parseNumber(var, s, lo, hi, out);
 }
 
 }  // namespace mkccl

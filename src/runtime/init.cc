@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include "kernels/preload.h"
+
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/cudriver.h"
 #include "runtime/enqueue.h"
 #include "runtime/hooks.h"
+#include "runtime/ops.h"
 #include "transport/nvlink/symmem.h"
 
 using namespace mkccl;
@@ -202,6 +203,8 @@ mkcclResult_t initRank(mkcclComm_t* out, int nranks, const mkcclUniqueId& id, in
   MKCCL_CHECK(bootstrapCheckId(id));
   ResolvedConfig cfg;
   MKCCL_CHECK(resolveConfig(config, &cfg));
+  std::shared_ptr<OpState> ops;
+  MKCCL_CHECK(opStateCreate(config, &ops));
   int dev = -1;
   CUDA_CHECK(cudaGetDevice(&dev));
 
@@ -211,6 +214,7 @@ mkcclResult_t initRank(mkcclComm_t* out, int nranks, const mkcclUniqueId& id, in
   comm->nranks = nranks;
   comm->cudaDev = dev;
   comm->cfg = cfg;
+  comm->ops = std::move(ops);
   commRegister(comm);
   if (cfg.blocking) {
     mkcclResult_t res = initTask(comm, id);

@@ -25,7 +25,7 @@
 #include "runtime/config.h"
 #include "runtime/cudriver.h"
 #include "runtime/hooks.h"
-#include "runtime/coll_net.h"
+#include "runtime/net_coll_info.h"
 #include "runtime/log.h"
 #include "runtime/ops.h"
 #include "runtime/proxy.h"
@@ -33,7 +33,7 @@
 #include "topo/topo.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/net.h"
-#include "transport/net_dev.h"
+#include "kernels/abi/net_dev.h"
 
 namespace mkccl {
 

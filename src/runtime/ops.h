@@ -1,14 +1,21 @@
 // Internal entry points of the operations. The public functions (api_ops.cc) check arguments and
 // the communicator, then call these with a prepared OpCtx (device set, sequence number taken).
 #pragma once
+#include <memory>
 #include "runtime/enqueue.h"
 
 namespace mkccl {
 
+// The ops' per-communicator state (src/ops/tuner): the tuning overrides of config->tuning (from
+// version 2 of the struct), else the process's (MKCCL_TUNING or mkcclSetTuning(NULL, ...)).
+mkcclResult_t opStateCreate(const mkcclConfig_t* config, std::shared_ptr<OpState>* out);
+// mkcclSetTuning: a communicator's overrides (its cached plans dropped), or the process's (comm NULL).
+mkcclResult_t setTuning(mkcclComm* comm, const char* text);
+
 // Device barrier among the ranks of the node (and, with several nodes, the network).
 mkcclResult_t barrierOp(OpCtx& ctx);
 
-// Collectives (src/kernels/coll, src/runtime/coll_*.cc). Counts are elements; bytes never 0 here.
+// Collectives (src/kernels/coll, src/ops/coll). Counts are elements; bytes never 0 here.
 mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendcount, mkcclDataType_t t);
 mkcclResult_t reduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t recvcount, mkcclDataType_t t,
                               mkcclRedOp_t op);
@@ -22,7 +29,13 @@ mkcclResult_t allToAllvOp(OpCtx& ctx, const void* send, const size_t* sendcounts
 mkcclResult_t gemmOp(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
                      mkcclDataType_t outType, cudaStream_t stream);
 
-// Fused ops (src/kernels/fused).
+// The engine over G stacked problems (MoE experts): rows of group g are [rowOffsets[g],
+// rowOffsets[g + 1]) of A and C (device memory), its weights rows [g * N, (g + 1) * N) of W.
+mkcclResult_t groupedGemmOp(const void* A, const void* W, void* C, const int* rowOffsets, int groups, size_t maxRows,
+                            size_t N, size_t K, mkcclDataType_t inType, mkcclDataType_t outType, cudaStream_t stream);
+mkcclResult_t groupedGemmPreload(int dev, int smCount);
+
+// Fused ops (src/kernels/<op> device code, src/ops/<op> host side).
 mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M,
                               size_t N, size_t K, mkcclDataType_t t);
 mkcclResult_t gemmReduceScatterOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N,

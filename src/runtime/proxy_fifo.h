@@ -1,10 +1,10 @@
-// Host (consumer) side of the device->host command FIFO; protocol in src/runtime/fifo.h. Used by
+// Host (consumer) side of the device->host command FIFO; protocol in src/kernels/abi/fifo.h. Used by
 // the proxy thread only (one consumer), so nothing here needs a lock.
 #pragma once
 #include <stdint.h>
 #include <deque>
 #include "mkccl.h"
-#include "runtime/fifo.h"
+#include "kernels/abi/fifo.h"
 
 namespace mkccl {
 

@@ -155,6 +155,13 @@ std::string Team::run(const std::function<std::string(Rank&)>& fn) {
   return "";
 }
 
+std::string Team::tune(const std::string& tuning) {
+  for (Rank& r : ranks_)
+    if (mkcclSetTuning(r.comm, tuning.c_str()) != mkcclSuccess)
+      return "mkcclSetTuning(\"" + tuning + "\"): " + mkcclGetLastError(nullptr);
+  return "";
+}
+
 uint64_t Team::sharedSeed() {
   uint64_t s = freshSeed();
   if (multiProcess_) {

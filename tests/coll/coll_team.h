@@ -38,6 +38,8 @@ class Team {
   // "" or what went wrong. Returns "" when every rank succeeded, else the first failure (every
   // process of a multi-process team gets the same verdict).
   std::string run(const std::function<std::string(Rank&)>& fn);
+  // Sets the tuning of every rank's communicator (mkcclSetTuning); "" or what went wrong.
+  std::string tune(const std::string& tuning);
   // The same 64-bit value on every rank (fresh per call): seeds of a test step.
   uint64_t sharedSeed();
 

@@ -76,20 +76,29 @@ std::string finish(const Rank& r) {
     if (!e_.empty()) return e_;                \
   } while (0)
 
-// Sets an environment override for the duration of a scope (no rank threads are running then).
-struct ScopedEnv {
-  std::string name, old;
-  bool had;
-  ScopedEnv(const char* n, const char* v) : name(n) {
-    const char* o = getenv(n);
-    had = o != nullptr;
-    if (had) old = o;
-    if (v) setenv(n, v, 1);
-    else unsetenv(n);
+// Sets a tuning override (ops/tuner/tuning.h) on every communicator of the team for a scope;
+// scopes nest (the inner keys are added to the outer ones). No rank is inside a call then.
+struct ScopedTune {
+  static std::vector<std::string>& stack() {
+    static std::vector<std::string> s;
+    return s;
   }
-  ~ScopedEnv() {
-    if (had) setenv(name.c_str(), old.c_str(), 1);
-    else unsetenv(name.c_str());
+  static void apply(Team* team) {
+    std::string all;
+    for (const std::string& t : stack()) all += (all.empty() ? "" : ";") + t;
+    EXPECT_EQ("", team->tune(all)) << all;
+  }
+  Team* team;
+  bool pushed;
+  ScopedTune(Team* t, const char* key, const char* value) : team(t), pushed(value != nullptr) {
+    if (!pushed) return;
+    stack().push_back(std::string(key) + "=" + value);
+    apply(team);
+  }
+  ~ScopedTune() {
+    if (!pushed) return;
+    stack().pop_back();
+    apply(team);
   }
 };
 
@@ -254,37 +263,37 @@ class CollProto : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CollProto, AllReduceAuto) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
-  ScopedEnv proto("MKCCL_COLL_PROTO", GetParam()), algo("MKCCL_ALLREDUCE_ALGO", nullptr);
+  ScopedTune proto(team, "coll.proto", GetParam()), algo(team, "allreduce.algo", nullptr);
   EXPECT_EQ("", runCases(team, reductionMatrix(Coll::AllReduce)));
 }
 
 TEST_P(CollProto, AllReduceOneShot) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
-  ScopedEnv proto("MKCCL_COLL_PROTO", GetParam()), algo("MKCCL_ALLREDUCE_ALGO", "oneshot");
+  ScopedTune proto(team, "coll.proto", GetParam()), algo(team, "allreduce.algo", "oneshot");
   EXPECT_EQ("", runCases(team, reductionMatrix(Coll::AllReduce)));
 }
 
 TEST_P(CollProto, AllReduceTwoShot) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
-  ScopedEnv proto("MKCCL_COLL_PROTO", GetParam()), algo("MKCCL_ALLREDUCE_ALGO", "twoshot");
+  ScopedTune proto(team, "coll.proto", GetParam()), algo(team, "allreduce.algo", "twoshot");
   EXPECT_EQ("", runCases(team, reductionMatrix(Coll::AllReduce)));
 }
 
 TEST_P(CollProto, ReduceScatter) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
-  ScopedEnv proto("MKCCL_COLL_PROTO", GetParam());
+  ScopedTune proto(team, "coll.proto", GetParam());
   EXPECT_EQ("", runCases(team, reductionMatrix(Coll::ReduceScatter)));
 }
 
 TEST_P(CollProto, AllGather) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
-  ScopedEnv proto("MKCCL_COLL_PROTO", GetParam());
+  ScopedTune proto(team, "coll.proto", GetParam());
   EXPECT_EQ("", runCases(team, copyMatrix(Coll::AllGather)));
 }
 
 TEST_P(CollProto, AllToAll) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
-  ScopedEnv proto("MKCCL_COLL_PROTO", GetParam());
+  ScopedTune proto(team, "coll.proto", GetParam());
   EXPECT_EQ("", runCases(team, copyMatrix(Coll::AllToAll)));
 }
 
@@ -402,14 +411,14 @@ TEST(Coll, AllToAllvUneven) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
   const std::vector<std::pair<size_t, size_t>> cases = {{1, 0}, {1, 3}, {777, 0}, {777, 3}, {300000, 0}, {300000, 3}};
   for (const char* proto : kProtos) {
-    ScopedEnv e("MKCCL_COLL_PROTO", proto);
+    ScopedTune e(team, "coll.proto", proto);
     for (mkcclDataType_t t : {mkcclBfloat16, mkcclInt8, mkcclFloat64}) {
       const std::string err = allToAllvCases(team, t, cases);
       ASSERT_EQ("", err) << "protocol " << proto;
     }
   }
   // A low LL threshold mixes the protocols inside calls of modest size too.
-  ScopedEnv e("MKCCL_COLL_LL_BYTES", "1000");
+  ScopedTune e(team, "coll.ll_bytes", "1000");
   ASSERT_EQ("", allToAllvCases(team, mkcclBfloat16, {{777, 0}, {777, 3}, {3000, 1}}));
 }
 
@@ -423,7 +432,7 @@ TEST(Coll, LargerThanWorkspace) {
       for (size_t count : countsFor(t, true))
         for (bool inPlace : {false, true}) v.push_back({Coll::AllReduce, t, op, count, inPlace});
   for (const char* algo : {"oneshot", "twoshot"}) {
-    ScopedEnv e("MKCCL_ALLREDUCE_ALGO", algo);
+    ScopedTune e(team, "allreduce.algo", algo);
     EXPECT_EQ("", runCases(team, v)) << algo;
   }
   v.clear();
@@ -443,9 +452,9 @@ TEST(Coll, LargerThanWorkspace) {
 void fewCtas(TeamKind kind) {
   MKCCL_GET_TEAM(team, kind);
   for (const char* proto : kProtos) {
-    ScopedEnv p("MKCCL_COLL_PROTO", proto);
+    ScopedTune p(team, "coll.proto", proto);
     for (const char* algo : {"oneshot", "twoshot"}) {
-      ScopedEnv e("MKCCL_ALLREDUCE_ALGO", algo);
+      ScopedTune e(team, "allreduce.algo", algo);
       std::vector<Case> v;
       for (size_t count : {(size_t)1, (size_t)4099, (size_t)(3u << 20) + 7})
         for (bool inPlace : {false, true}) v.push_back({Coll::AllReduce, mkcclBfloat16, mkcclSum, count, inPlace});
@@ -542,14 +551,14 @@ TEST(Coll, BackToBack) {
 // The LL threshold low: most calls simple, some LL, interleaved.
 TEST(Coll, BackToBackMixedProtocols) {
   MKCCL_GET_TEAM(team, TeamKind::kDefault);
-  ScopedEnv e("MKCCL_COLL_LL_BYTES", "64K");
+  ScopedTune e(team, "coll.ll_bytes", "64K");
   backToBack(team);
 }
 
 // Every rank gets bit-identical AllReduce results (reduction in rank order, one reducer per block),
 // whatever the protocol.
 void identicalOnAllRanks(Team* team, const char* proto, const char* algo, size_t count) {
-  ScopedEnv p("MKCCL_COLL_PROTO", proto), e("MKCCL_ALLREDUCE_ALGO", algo);
+  ScopedTune p(team, "coll.proto", proto), e(team, "allreduce.algo", algo);
   const uint64_t seed = team->sharedSeed();
   std::vector<uint64_t> hashes(team->nranks(), 0);
   const std::string err = team->run([&](Rank& r) -> std::string {

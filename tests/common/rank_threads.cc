@@ -1,6 +1,7 @@
 #include "rank_threads.h"
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <algorithm>
 #include <string>
 
 namespace mkccl {
@@ -14,10 +15,12 @@ namespace {
 const int kHardwareQueues = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 }  // namespace
 
-SharedGpus::SharedGpus() {
+SharedGpus::SharedGpus(const std::vector<int>& devs) {
   cudaDeviceProp prop;
   EXPECT_EQ(cudaSuccess, cudaGetDeviceProperties(&prop, 0));
-  const std::string maxCtas = std::to_string((prop.multiProcessorCount / 2 - 8) / 2 * 2);
+  int perGpu = 1;
+  for (int d : devs) perGpu = std::max(perGpu, int(std::count(devs.begin(), devs.end(), d)));
+  const std::string maxCtas = std::to_string((prop.multiProcessorCount / perGpu - 8) / 2 * 2);
   setenv("MKCCL_SHARE_GPUS", "1", 1);
   setenv("MKCCL_MAX_CTAS", maxCtas.c_str(), 1);
 }
@@ -25,6 +28,19 @@ SharedGpus::SharedGpus() {
 SharedGpus::~SharedGpus() {
   unsetenv("MKCCL_SHARE_GPUS");
   unsetenv("MKCCL_MAX_CTAS");
+}
+
+std::vector<std::vector<int>> sharedGpuWorlds() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  if (n >= 2) return {{0, 1, 0}, {0, 1, 0, 1}};
+  return {{0, 0}, {0, 0, 0}, {0, 0, 0, 0}};
+}
+
+int gpusOf(const std::vector<int>& devs) {
+  std::vector<int> d = devs;
+  std::sort(d.begin(), d.end());
+  return int(std::unique(d.begin(), d.end()) - d.begin());
 }
 
 InProcessRanks::InProcessRanks(const std::vector<int>& d) : devs(d), comms(d.size(), nullptr), streams(d.size(), nullptr) {

@@ -38,16 +38,22 @@ class HostBarrier {
 
 // (Programs that link this raise CUDA_DEVICE_MAX_CONNECTIONS to 32 before any CUDA call:
 // rank_threads.cc says why.)
-// While it lives: MKCCL_SHARE_GPUS=1 and MKCCL_MAX_CTAS a little below half of device 0's SMs
-// (whole clusters of 2), so that two ranks' persistent kernels fit on one GPU together (with
-// exactly half, a kernel of clusters found only part of its CTAs resident beside the other's and
-// waited for it). Unsets both at the end. Set before the communicators are made (config is read
-// at init).
+// While it lives: MKCCL_SHARE_GPUS=1 and MKCCL_MAX_CTAS a little below device 0's SMs over the
+// most ranks any GPU of `devs` holds (whole clusters of 2), so that those ranks' persistent kernels
+// fit on one GPU together (with exactly half for two, a kernel of clusters found only part of its
+// CTAs resident beside the other's and waited for it). Unsets both at the end. Set before the
+// communicators are made (config is read at init).
 class SharedGpus {
  public:
-  SharedGpus();
+  explicit SharedGpus(const std::vector<int>& devs = {0, 0});
   ~SharedGpus();
 };
+
+// The device lists of the ranks-sharing-GPUs tests on this machine: 2, 3 and 4 ranks on one GPU,
+// or 3 and 4 ranks on two GPUs where there are two.
+std::vector<std::vector<int>> sharedGpuWorlds();
+// How many distinct GPUs a device list uses.
+int gpusOf(const std::vector<int>& devs);
 
 // One communicator over `devs` in this process (mkcclCommInitAll; rank r on devs[r]) and a
 // non-blocking stream per rank. ok() is false (the failure EXPECTed) if init failed.

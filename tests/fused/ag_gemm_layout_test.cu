@@ -3,7 +3,7 @@
 // lie after the gathered A, own tiles are exactly those inside the shard, the tile order covers
 // every tile once with both CTAs of a cluster in step and all own tiles first, the cost model
 // matches the measured sequential plan and keeps the GEMM's waves when it takes comm CTAs (with
-// the threads push and with the bulk push), the bulk lanes fit the shared memory, and the timing
+// the threads push), and the timing
 // trial alternates the plans and keeps the faster.
 #include <gtest/gtest.h>
 #include <stdint.h>
@@ -11,11 +11,11 @@
 #include <set>
 #include <string>
 #include <vector>
-#include "kernels/fused/ag_gemm_layout.cuh"
-#include "kernels/fused/ag_gemm_model.cuh"
-#include "kernels/fused/ag_gemm_push.cuh"
-#include "kernels/fused/ag_gemm_sched.cuh"
-#include "kernels/fused/ag_gemm_rule.h"
+#include "kernels/ag_gemm/layout.h"
+#include "ops/ag_gemm/model.h"
+#include "kernels/ag_gemm/push.cuh"
+#include "kernels/ag_gemm/schedule.h"
+#include "ops/ag_gemm/rule.h"
 
 using namespace mkccl;
 using namespace mkccl::ag;
@@ -314,49 +314,6 @@ TEST(AgGemmModel, CommCtasKeepTheGemmWavesAndFeedTheTiles) {
   EXPECT_TRUE(tiny.side);
 }
 
-// The bulk push (default): a few comm CTAs reach NVLink rate, so at the push-bound shape the GEMM
-// keeps 128 CTAs (512 tiles in exactly 4 waves) and the fused plan beats the sequential one; the
-// other figure shapes take at most 4 CTAs and lose no wave to them.
-TEST(AgGemmModel, BulkPushKeepsTheGemmWaves) {
-  {
-    Layout L;
-    ASSERT_TRUE(layoutFor(8192, 8192, 2, 4, 0, &L));
-    const FusedChoice f = chooseFused(L, 2048, 8192, 132, -1, false, FakePlanner{8192, 2048, 132}, kCtaBulkPushGBps);
-    EXPECT_EQ(4, f.commCtas);
-    EXPECT_EQ(128, f.gemm.ctas);
-    EXPECT_NEAR(4 * tileUs(plan(256, 1, 128), 8192), f.est.gemmUs, 1e-6);
-    EXPECT_LT(f.est.fusedUs, estimateSequential(L, plan(256, 1, 132), 2048, 8192, false));
-    EXPECT_LT(f.est.fusedUs, 1.15 * 352.0);  // the issue-6 target (max of GEMM and AllGather alone ~350 us)
-    // With threads the same count would be push-bound: the model takes more CTAs (a wave).
-    const FusedChoice t = chooseFused(L, 2048, 8192, 132, -1, false, FakePlanner{8192, 2048, 132});
-    EXPECT_GT(t.commCtas, 4);
-  }
-  for (const Measured& s : kMeasured) {
-    SCOPED_TRACE(testing::Message() << s.M << "x" << s.N << "x" << s.K);
-    Layout L;
-    ASSERT_TRUE(layoutFor(s.M, s.K, 2, s.ws, 0, &L));
-    const FakePlanner pf{s.M, s.N, 132};
-    const FusedChoice f = chooseFused(L, s.N, s.K, 132, -1, false, pf, kCtaBulkPushGBps);
-    EXPECT_FALSE(f.side);
-    EXPECT_GE(f.commCtas, 2);
-    EXPECT_LE(f.commCtas, 4);
-    GemmPlan g;
-    pf(f.commCtas, &g);
-    EXPECT_NEAR(gemmUs(g, s.M, s.N, s.K), f.est.gemmUs, 1e-6);
-  }
-}
-
-TEST(AgGemmPush, BulkLanesFitTheSharedMemory) {
-  EXPECT_EQ(0, bulkLanes(0, 384));
-  EXPECT_EQ(0, bulkLanes(kBulkBarrierBytes + kBulkLaneBytes - 1, 384));
-  EXPECT_EQ(1, bulkLanes(kBulkBarrierBytes + kBulkLaneBytes, 384));
-  EXPECT_EQ(kBulkMaxLanes, bulkLanes(kBulkSmemBytes, 512));
-  EXPECT_EQ(kBulkMaxLanes, bulkLanes(227 * 1024, 384));
-  EXPECT_EQ(2, bulkLanes(kBulkSmemBytes, 64));  // one lane per warp
-  EXPECT_LE(kBulkSmemBytes, 227u * 1024 - 1024);  // the gather kernel's opt-in (and static smem) fits
-  EXPECT_EQ(0u, kBulkPieceBytes % 16);
-  EXPECT_EQ(0u, kBulkBarrierBytes % 128);  // stages 128-byte aligned from a 1024-aligned base
-}
 
 // The auto plan on the measured shapes (ag_gemm_rule.h): the plan that was the fastest of the
 // forced ones -- at 4 ranks in the 0af0e62 run (comm CTAs everywhere), at 2 ranks without copy

@@ -1,10 +1,9 @@
 // mkcclAllGatherGemm on GPUs, against a reference built here: every rank's shard regenerated from
 // its seed (fillRandom is a function of seed and index) into one gathered A, then cuBLAS.
 //   - one process per GPU (mkccl-run -n 2 / 4; alone it is a world of 1): shapes with tails and
-//     small M, gathered A absent / separate / in place, both plans, both push modes
-//     (MKCCL_AG_GEMM_PUSH=bulk|threads), ranks with different push modes, 80 back-to-back calls
-//     with different inputs, a back-to-back sequence of changing shapes and plans (the issue-6
-//     failure), argument errors;
+//     small M, gathered A absent / separate / in place, every plan (forced through the tuner's
+//     ag_gemm.* keys), 80 back-to-back calls with different inputs, a back-to-back sequence of
+//     changing shapes and plans (the issue-6 failure), argument and tuning errors;
 //   - one process over 1, 2 and all GPUs (mkcclCommInitAll, a thread per rank: growing the
 //     symmetric region is a host collective), a rank that never joins (the wait times out, the
 //     kernel leaves), several nodes (refused).
@@ -39,38 +38,22 @@ constexpr size_t kEs = 2;  // bf16 / fp16
 uint64_t seedA(uint64_t seed, int q) { return seed * 1000003ull + 17ull * q + 1; }
 uint64_t seedW(uint64_t seed, int r) { return seed * 1000003ull + 17ull * r + 7; }
 
-// Sets the plan for every rank of this process (the env is read on every call). "<plan>/<push>"
-// also sets MKCCL_AG_GEMM_PUSH (else unset: the default, threads), "ce/ring" MKCCL_AG_GEMM_CE=ring
-// (else unset: direct); null: all unset (auto, threads).
-void setPlan(const char* plan) {
-  unsetenv("MKCCL_AG_GEMM_PUSH");
-  unsetenv("MKCCL_AG_GEMM_CE");
-  if (!plan) {
-    unsetenv("MKCCL_AG_GEMM_PLAN");
-    return;
-  }
+// The tuning string of a plan name: "fused", "fused:<comm CTAs>", "ce", "ce/ring", "sequential";
+// null: auto.
+std::string tuningFor(const char* plan) {
+  if (!plan) return "";
   const std::string s(plan);
-  const size_t slash = s.find('/');
-  setenv("MKCCL_AG_GEMM_PLAN", s.substr(0, slash).c_str(), 1);
-  if (slash == std::string::npos) return;
-  const std::string how = s.substr(slash + 1);
-  setenv(how == "ring" ? "MKCCL_AG_GEMM_CE" : "MKCCL_AG_GEMM_PUSH", how.c_str(), 1);
+  const size_t colon = s.find(':'), slash = s.find('/');
+  std::string t = "ag_gemm.plan=" + s.substr(0, std::min(colon, slash));
+  if (colon != std::string::npos) t += ";ag_gemm.comm_ctas=" + s.substr(colon + 1);
+  if (slash != std::string::npos) t += ";ag_gemm.ce=" + s.substr(slash + 1);
+  return t;
 }
 
-// Switches the plan; every rank (thread) of the process calls it at the same point. With several
-// rank threads, the env changes only while none of them is inside a call (setenv is not safe
-// against a concurrent getenv).
-using PlanSwitch = std::function<void(int rank, const char* plan)>;
-
-PlanSwitch processPlanSwitch() {
-  return [](int, const char* plan) { setPlan(plan); };
-}
-PlanSwitch threadsPlanSwitch(HostBarrier* b) {
-  return [b](int rank, const char* plan) {
-    b->wait();
-    if (rank == 0) setPlan(plan);
-    b->wait();
-  };
+// Switches this rank's plan (its communicator's tuning). Every rank calls it at the same point of
+// its sequence of calls: a plan is the same on every rank.
+void setPlan(mkcclComm_t comm, const char* plan) {
+  ASSERT_EQ(mkcclSuccess, mkcclSetTuning(comm, tuningFor(plan).c_str())) << mkcclGetLastError(nullptr);
 }
 
 // One rank's buffers for one call.
@@ -150,23 +133,21 @@ const Shape kShapes[] = {
     {384, 256, 1024},   // odd number of blocks per rank (clusters straddle shards)
     {1024, 1024, 768},  // whole cluster rows per rank: the arrival-ordered schedule
     {256, 264, 4096},   // many slices per chunk
-    {1000, 136, 1032},  // slices of 32 rows = 4 bulk pieces + 2112 bytes; a short last slice and claim
-    {2048, 256, 2048},  // 32 claims per shard: every bulk lane cycles its stages (and phases) many times
+    {1000, 136, 1032},  // slices of 32 rows; a short last slice and claim
+    {2048, 256, 2048},  // 32 claims per shard
 };
 
 // Every shape x gathered variant x plan on this rank's comm. Every rank of the comm runs it.
-void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t, const PlanSwitch& sw) {
+void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_t t) {
   // fused: the model's comm CTAs; fused:0 the side teams; fused:2 two CTAs taken from the GEMM;
-  // each with the default push (threads) of the comm CTAs and the AllGather, and again with bulk copies;
   // ce: every SM computes, the copy engines push (ce/ring: along the ring).
-  const char* plans[] = {"fused",      "fused:0",      "fused:2",        "sequential", "ce", "ce/ring",
-                         nullptr,      "fused/bulk",   "fused:2/bulk",   "sequential/bulk"};
+  const char* plans[] = {"fused", "fused:0", "fused:2", "sequential", "ce", "ce/ring", nullptr};
   const Gathered gs[] = {Gathered::None, Gathered::Separate, Gathered::InPlace};
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   int i = 0;
   for (const char* plan : plans) {
-    sw(rank, plan);
+    setPlan(comm, plan);
     for (const Shape& s : kShapes)
       for (Gathered g : gs) {
         ++i;
@@ -188,13 +169,13 @@ void runShapes(mkcclComm_t comm, int rank, int ws, uint64_t seed, mkcclDataType_
         c.release();
       }
   }
-  sw(rank, nullptr);
+  setPlan(comm, nullptr);
   cudaStreamDestroy(stream);
 }
 
 // 80 calls queued back to back on one stream, each with its own inputs and outputs (half with a
-// gathered A), switching plan or push mode every 16: no call may pass on another's flags or data.
-void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const PlanSwitch& sw) {
+// gathered A), switching plan every 16: no call may pass on another's flags or data.
+void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int calls = 80;
@@ -207,15 +188,15 @@ void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const Plan
   }
   EXPECT_TRUE(ok) << "allocations";
   ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
-  const char* plans[] = {"fused", "sequential", "ce", "fused/threads", nullptr};
+  const char* plans[] = {"fused", "sequential", "ce", "fused:0", nullptr};
   for (int i = 0; i < calls; ++i) {
-    if (i % 16 == 0) sw(rank, plans[(i / 16) % 5]);  // the calls already queued keep running
+    if (i % 16 == 0) setPlan(comm, plans[(i / 16) % 5]);  // the calls already queued keep running
     if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
       ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
       ok = false;  // keep switching with the other ranks
     }
   }
-  sw(rank, nullptr);
+  setPlan(comm, nullptr);
   ASSERT_TRUE(ok);
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
@@ -234,7 +215,7 @@ void runBackToBack(mkcclComm_t comm, int rank, int ws, uint64_t seed, const Plan
 // more tiles than SMs (no free comm CTA: with fused:0 the leader is a compute CTA's side team, as
 // in the failing run) and most of the first wave needs peers' rows, so producers wait at once.
 // Before the fix they could read a stale "complete" counter and load rows not yet pushed.
-void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const PlanSwitch& sw) {
+void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const size_t m = 128;                                      // one M-block per rank
@@ -252,13 +233,13 @@ void runShapeSequence(mkcclComm_t comm, int rank, int ws, uint64_t seed, const P
   EXPECT_TRUE(ok) << "allocations";
   ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
   for (int i = 0; i < calls; ++i) {
-    sw(rank, plans[i % 6]);  // host-side only: the calls already queued keep running
+    setPlan(comm, plans[i % 6]);  // host-side only: the calls already queued keep running
     if (ok && cs[i].run(comm, stream) != mkcclSuccess) {
       ADD_FAILURE() << "call " << i << ": " << mkcclGetLastError(comm);
       ok = false;  // keep switching with the other ranks
     }
   }
-  sw(rank, nullptr);
+  setPlan(comm, nullptr);
   ASSERT_TRUE(ok);
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
@@ -333,7 +314,7 @@ bool multiProcess() { return world().nranks > 1; }
 TEST(AgGemmWorld, ShapesPlansAndGatheredA) {
   WORLD_COMM_OR_SKIP(comm);
   const uint64_t seed = worldSeed();
-  runShapes(comm, world().rank, world().nranks, seed, mkcclBfloat16, processPlanSwitch());
+  runShapes(comm, world().rank, world().nranks, seed, mkcclBfloat16);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
@@ -355,76 +336,48 @@ TEST(AgGemmWorld, Fp16) {
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
-// Ranks that push differently (bulk on even ranks, threads on odd ones) still agree: the push
-// mode changes only how the bytes move, not the claims, counters or entries. Each process sets
-// its own env, so this runs under mkccl-run only.
-TEST(AgGemmWorld, MixedPushModes) {
-  WORLD_COMM_OR_SKIP(comm);
-  const uint64_t seed = worldSeed();
-  const int rank = world().rank, ws = world().nranks;
-  cudaStream_t s;
-  ASSERT_EQ(cudaSuccess, cudaStreamCreate(&s));
-  int i = 0;
-  for (const char* plan : {"fused", "sequential", "fused:0"})
-    for (const Shape& sh : {Shape{1000, 136, 1032}, Shape{256, 512, 4096}}) {
-      ++i;
-      SCOPED_TRACE(testing::Message() << "plan " << plan << ", m=" << sh.m << " N=" << sh.N << " K=" << sh.K
-                                      << ", rank " << rank << " pushes with " << (rank % 2 ? "threads" : "bulk"));
-      setPlan((std::string(plan) + (rank % 2 ? "/threads" : "/bulk")).c_str());
-      Call c;
-      c.alloc(rank, ws, sh, mkcclBfloat16, i % 2 ? Gathered::Separate : Gathered::None, seed + 500 + i, s);
-      ASSERT_TRUE(c.ok);
-      ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
-      EXPECT_EQ(mkcclSuccess, c.run(comm, s)) << mkcclGetLastError(comm);
-      ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
-      expectNoAsyncError(comm);
-      c.check(rank, ws);
-      c.release();
-    }
-  setPlan(nullptr);
-  cudaStreamDestroy(s);
-  EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
-}
-
 TEST(AgGemmWorld, BackToBack) {
   WORLD_COMM_OR_SKIP(comm);
-  runBackToBack(comm, world().rank, world().nranks, worldSeed(), processPlanSwitch());
+  runBackToBack(comm, world().rank, world().nranks, worldSeed());
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
 TEST(AgGemmWorld, ShapeSequenceBackToBack) {
   WORLD_COMM_OR_SKIP(comm);
-  runShapeSequence(comm, world().rank, world().nranks, worldSeed(), processPlanSwitch());
+  runShapeSequence(comm, world().rank, world().nranks, worldSeed());
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
 TEST(AgGemmWorld, BadArguments) {
   WORLD_COMM_OR_SKIP(comm);
   runBadArguments(comm, world().rank, world().nranks);
-  // A plan override that names no plan: the call is refused (every rank sees the same env).
   char *A, *W, *C;
   const size_t m = 128, N = 128, K = 128, M = m * world().nranks;
   ASSERT_EQ(cudaSuccess, cudaMalloc(&A, m * K * kEs));
   ASSERT_EQ(cudaSuccess, cudaMalloc(&W, N * K * kEs));
   ASSERT_EQ(cudaSuccess, cudaMalloc(&C, M * N * kEs));
-  // Each bad value of `var` is refused, naming the variable; then the variable is unset.
-  auto refused = [&](const char* var, std::initializer_list<const char*> values) {
-    for (const char* bad : values) {
-      setenv(var, bad, 1);
-      EXPECT_EQ(mkcclInvalidUsage, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0))
-          << var << "=" << bad;
-      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(var)) << mkcclGetLastError(nullptr);
-    }
-    unsetenv(var);
+  // Tuning the op cannot take is refused, naming the key, and changes nothing.
+  auto refused = [&](const char* tuning, const char* key) {
+    EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(comm, tuning)) << tuning;
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(key)) << mkcclGetLastError(nullptr);
   };
-  refused("MKCCL_AG_GEMM_PLAN", {"fastest", "fused:", "fused:x", "fused:-1", "fused:2000", "fused:4x"});
-  refused("MKCCL_AG_GEMM_PUSH", {"tma", "Bulk", "threads:4"});
-  if (world().nranks > 1) {  // the ce plan's copy size (one rank runs no plan)
-    setenv("MKCCL_AG_GEMM_PLAN", "ce", 1);
-    refused("MKCCL_AG_GEMM_CE_GROUP_KIB", {"0", "-4", "4M"});
-    refused("MKCCL_AG_GEMM_CE", {"Ring", "tree"});
-    unsetenv("MKCCL_AG_GEMM_PLAN");
-  }
+  refused("ag_gemm.plan=fastest", "ag_gemm.plan");
+  refused("ag_gemm.plan=fused:2", "ag_gemm.plan");
+  refused("ag_gemm.comm_ctas=-1", "ag_gemm.comm_ctas");
+  refused("ag_gemm.comm_ctas=2000", "ag_gemm.comm_ctas");
+  refused("ag_gemm.comm_ctas=4x", "ag_gemm.comm_ctas");
+  refused("ag_gemm.ce_group_kib=0", "ag_gemm.ce_group_kib");
+  refused("ag_gemm.ce_group_kib=4M", "ag_gemm.ce_group_kib");
+  refused("ag_gemm.ce=Ring", "ag_gemm.ce");
+  refused("ag_gemm.push=bulk", "ag_gemm.push");
+  refused("ag_gemm.plan", "key=value");
+  // The communicator kept its plan: a call still works (every rank makes it).
+  fillRandom(A, m * K, mkcclBfloat16, 11 + world().rank);
+  fillRandom(W, N * K, mkcclBfloat16, 13 + world().rank);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  EXPECT_EQ(mkcclSuccess, mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, comm, 0))
+      << mkcclGetLastError(comm);
+  EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
   for (char* p : {A, W, C}) cudaFree(p);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -456,33 +409,33 @@ TEST(AgGemmInProcess, InitAllOneTwoAllGpus) {
     std::vector<mkcclComm_t> comms(ranks);
     ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, nullptr)) << mkcclGetLastError(nullptr);
     const uint64_t seed = freshSeed();
-    HostBarrier barrier(ranks);
-    const PlanSwitch sw = threadsPlanSwitch(&barrier);
-    onEveryRank(comms, [&](int r, mkcclComm_t c) { runShapes(c, r, ranks, seed, mkcclBfloat16, sw); });
-    onEveryRank(comms, [&](int r, mkcclComm_t c) { runBackToBack(c, r, ranks, seed + 1, sw); });
-    onEveryRank(comms, [&](int r, mkcclComm_t c) { runShapeSequence(c, r, ranks, seed + 2, sw); });
+    onEveryRank(comms, [&](int r, mkcclComm_t c) { runShapes(c, r, ranks, seed, mkcclBfloat16); });
+    onEveryRank(comms, [&](int r, mkcclComm_t c) { runBackToBack(c, r, ranks, seed + 1); });
+    onEveryRank(comms, [&](int r, mkcclComm_t c) { runShapeSequence(c, r, ranks, seed + 2); });
     for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
   }
 }
 
-// 3 and 4 ranks on 2 GPUs (ranks sharing a GPU: SharedGpus): the world sizes beyond the GPUs at
-// hand, for correctness only, every plan. Buffers are made and freed while no rank is inside a
-// call (a free may wait for the whole GPU, where another rank's kernel may wait for this rank).
-TEST(AgGemmInProcess, ThreeAndFourRanksOnTwoGpus) {
-  MKCCL_REQUIRE_GPUS(2);
+// Ranks sharing GPUs (SharedGpus): the world sizes beyond the GPUs at hand, for correctness only,
+// every plan -- 2, 3 and 4 ranks on one GPU, or 3 and 4 on two. Buffers are made and freed while
+// no rank is inside a call (a free may wait for the whole GPU, where another rank's kernel may wait
+// for this rank).
+TEST(AgGemmInProcess, RanksSharingGpus) {
+  MKCCL_REQUIRE_GPUS(1);
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
-  const SharedGpus shared;
-  const char* plans[] = {"fused", "fused:0", "ce", "ce/ring", "sequential", "fused/bulk", nullptr};
-  for (const std::vector<int>& devs : {std::vector<int>{0, 1, 0}, std::vector<int>{0, 1, 0, 1}}) {
+  const char* plans[] = {"fused", "fused:0", "ce", "ce/ring", "sequential", nullptr};
+  for (const std::vector<int>& devs : sharedGpuWorlds()) {
+    const SharedGpus shared(devs);
     InProcessRanks w(devs);
     ASSERT_TRUE(w.ok());
     const int ranks = w.size();
     uint64_t seed = freshSeed();
     for (const char* plan : plans) {
-      setPlan(plan);
+      for (int r = 0; r < ranks; ++r) setPlan(w.comms[r], plan);
       for (const Shape& s : kShapes)
         for (Gathered g : {Gathered::None, Gathered::InPlace}) {
-          SCOPED_TRACE(testing::Message() << ranks << " ranks on 2 GPUs, plan " << (plan ? plan : "auto") << ", M="
+          SCOPED_TRACE(testing::Message() << ranks << " ranks on " << gpusOf(devs) << " GPUs, plan "
+                                          << (plan ? plan : "auto") << ", M="
                                           << s.m * ranks << " N=" << s.N << " K=" << s.K << ", " << gatheredName(g));
           ++seed;
           std::vector<Call> calls(ranks);
@@ -511,7 +464,6 @@ TEST(AgGemmInProcess, ThreeAndFourRanksOnTwoGpus) {
           }
         }
     }
-    setPlan(nullptr);
   }
 }
 
@@ -528,7 +480,7 @@ TEST(AgGemmInProcess, PeerNeverJoins) {
     const mkcclResult_t init = mkcclCommInitAll(comms.data(), 2, nullptr);
     unsetenv("MKCCL_TIMEOUT_MS");
     ASSERT_EQ(mkcclSuccess, init) << mkcclGetLastError(nullptr);
-    setPlan(plan);
+    for (mkcclComm_t c : comms) setPlan(c, plan);
     std::vector<Call> calls(2);
     // A first call on both ranks sizes the region (a collective), so the lone call needs none.
     onEveryRank(comms, [&](int r, mkcclComm_t c) {
@@ -548,7 +500,6 @@ TEST(AgGemmInProcess, PeerNeverJoins) {
     ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comms[0], &async));
     EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(comms[0]);
     EXPECT_EQ(mkcclTimeout, calls[0].run(comms[0], 0));
-    setPlan(nullptr);
     EXPECT_EQ(mkcclSuccess, mkcclCommAbort(comms[0]));
     cudaSetDevice(1);
     EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comms[1]));

@@ -74,13 +74,25 @@ mkcclResult_t runReduceOp(bool allReduce, const ReduceBuffers& b, const ReduceSh
   return mkcclGemmReduceScatter(b.A, b.W, b.C, s.M, s.N, s.Kr, t, comm, stream);
 }
 
-void setPlan(bool allReduce, const char* plan) {
-  setenv(allReduce ? "MKCCL_GEMM_AR_PLAN" : "MKCCL_GEMM_RS_PLAN", plan, 1);
+std::string Tune::str(bool allReduce) const {
+  const std::string op = allReduce ? "gemm_ar." : "gemm_rs.";
+  std::string s;
+  auto add = [&](const std::string& key, const char* value) {
+    if (value) s += (s.empty() ? "" : ";") + key + "=" + value;
+  };
+  add(op + "plan", plan);
+  add(op + "push", push);
+  add("gemm.variant", variant);
+  add(op + "order", order);
+  add(op + "publish", publish);
+  add(op + "ce_batch", ceBatch);
+  add(op + "ce_streams", ceStreams);
+  add(op + "reduce", reduce);
+  return s;
 }
 
-void setPush(const char* push) {
-  if (push) setenv("MKCCL_GEMM_RS_PUSH", push, 1);
-  else unsetenv("MKCCL_GEMM_RS_PUSH");
+void setTune(mkcclComm_t comm, bool allReduce, const Tune& t) {
+  ASSERT_EQ(mkcclSuccess, mkcclSetTuning(comm, t.str(allReduce).c_str())) << mkcclGetLastError(nullptr);
 }
 
 }  // namespace test
@@ -155,60 +167,59 @@ void worldShapes(bool allReduce) {
   cudaStream_t stream;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   uint64_t seed = worldSeed();
-  // The fused plan with either way of sending partials (the paced push team; bulk stores), with
-  // the other tile configurations (clusters of 2 CTAs, 128-wide tiles), and with the spread order
-  // and early publication; AllReduce also as the fused ReduceScatter then an AllGather (M not
-  // divisible: sequential). Unset fields: the default.
-  struct Run {
-    const char* plan;
-    const char* push;
-    const char* variant = nullptr;  // MKCCL_GEMM_VARIANT
-    const char* order = nullptr;    // MKCCL_GEMM_RS_ORDER (with MKCCL_GEMM_RS_PUBLISH=early)
-    const char* ceBatch = nullptr;  // MKCCL_GEMM_RS_CE_BATCH (push "ce")
-    const char* ceSlots = nullptr;  // MKCCL_GEMM_RS_CE_SLOTS (push "ce"; beyond 2 ranks the team
-                                    // carries the other slots)
-    const char* reduce = nullptr;   // MKCCL_GEMM_RS_REDUCE
+  // The fused plan with every way of sending partials (the copy engines, the paced push team, bulk
+  // stores), with the other tile configurations (clusters of 2 CTAs, 128-wide tiles), with early
+  // publication and the interleaved order, and the ring reduction; AllReduce also as the fused
+  // ReduceScatter then an AllGather (M not divisible: sequential). Null fields: the default.
+  std::vector<Tune> runs;
+  auto run = [&](const char* plan, const char* push) {
+    Tune t;
+    t.plan = plan;
+    t.push = push;
+    runs.push_back(t);
+    return &runs.back();
   };
-  // Copy engines with the default batch (most shapes: one batch per slot) and batches of 3 tiles
-  // (a short last batch), with 128-wide tiles and clusters of 2.
-  std::vector<Run> runs = {{"auto", "team"},           {"fused", "bulk"},
-                           {"fused", "team"},          {"sequential", "team"},
-                           {"fused", "team", "256x2"}, {"fused", "bulk", "128x1"},
-                           {"fused", "team", "128x2"}, {"fused", "team", nullptr, "spread"},
-                           {"fused", "ce"},            {"fused", "ce", "128x2", nullptr, "3"},
-                           {"fused", "ce", nullptr, nullptr, "2", "1"},
-                           // The ring reduction with each way of sending (copy engines in batches of
-                           // 3 tiles, 128-wide tiles in clusters of 2 with bulk stores).
-                           {"fused", "ce", nullptr, nullptr, "3", nullptr, "ring"},
-                           {"fused", "team", nullptr, nullptr, nullptr, nullptr, "ring"},
-                           {"fused", "bulk", "128x2", nullptr, nullptr, nullptr, "ring"}};
-  if (allReduce) runs.push_back({"rs_ag", "bulk"});
-  auto setOrUnset = [](const char* var, const char* value) {
-    if (value) setenv(var, value, 1);
-    else unsetenv(var);
-  };
-  for (const Run& run : runs) {
-    const char* plan = run.plan;
-    setPlan(allReduce, plan);
-    setPush(run.push);
-    setOrUnset("MKCCL_GEMM_VARIANT", run.variant);
-    setOrUnset("MKCCL_GEMM_RS_ORDER", run.order);
-    setOrUnset("MKCCL_GEMM_RS_PUBLISH", run.order ? "early" : nullptr);
-    setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.ceBatch);
-    setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", run.ceSlots);
-    setOrUnset("MKCCL_GEMM_RS_REDUCE", run.reduce);
-    // The ring's copy-engine run also spreads each slot's batches over 2 streams.
-    setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", run.reduce && run.ceBatch ? "2" : nullptr);
+  run("auto", "team");
+  run("fused", "bulk");
+  run("fused", "team");
+  run("sequential", "team");
+  run("fused", "team")->variant = "256x2";
+  run("fused", "bulk")->variant = "128x1";
+  run("fused", "team")->variant = "128x2";
+  {
+    Tune* t = run("fused", "team");
+    t->order = "interleaved";
+    t->publish = "early";
+  }
+  run("fused", "ce");
+  {
+    // Copy engines in batches of 3 tiles (a short last batch), 128-wide tiles in clusters of 2.
+    Tune* t = run("fused", "ce");
+    t->variant = "128x2";
+    t->ceBatch = "3";
+  }
+  run("fused", "ce")->ceBatch = "2";
+  // The ring reduction with each way of sending (copy engines in batches of 3 tiles over 2
+  // streams, 128-wide tiles in clusters of 2 with bulk stores).
+  {
+    Tune* t = run("fused", "ce");
+    t->ceBatch = "3";
+    t->ceStreams = "2";
+    t->reduce = "ring";
+  }
+  run("fused", "team")->reduce = "ring";
+  {
+    Tune* t = run("fused", "bulk");
+    t->variant = "128x2";
+    t->reduce = "ring";
+  }
+  if (allReduce) run("rs_ag", "bulk");
+  for (const Tune& tune : runs) {
+    setTune(comm, allReduce, tune);
     for (const ReduceShape& s : oddShapes(w.nranks, allReduce)) {
       for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
         if (t == mkcclFloat16 && s.N != 264 && s.N != 2048) continue;  // fp16 on two shapes
-        SCOPED_TRACE(testing::Message() << "plan " << plan << " (push " << run.push
-                                        << (run.ceBatch ? ", batch " : "") << (run.ceBatch ? run.ceBatch : "")
-                                        << (run.ceSlots ? ", ce slots " : "") << (run.ceSlots ? run.ceSlots : "")
-                                        << (run.reduce ? ", reduce " : "") << (run.reduce ? run.reduce : "")
-                                        << ", tiles "
-                                        << (run.variant ? run.variant : "auto") << ", order "
-                                        << (run.order ? run.order : "default") << "), M " << s.M << " N " << s.N
+        SCOPED_TRACE(testing::Message() << "tuning \"" << tune.str(allReduce) << "\", M " << s.M << " N " << s.N
                                         << " K/rank " << s.Kr << ", " << typeLabel(t) << ", " << w.nranks << " ranks");
         seed += 7919;
         ReduceBuffers b;
@@ -220,15 +231,6 @@ void worldShapes(bool allReduce) {
       }
     }
   }
-  setPlan(allReduce, "auto");
-  setPush(nullptr);
-  setOrUnset("MKCCL_GEMM_VARIANT", nullptr);
-  setOrUnset("MKCCL_GEMM_RS_ORDER", nullptr);
-  setOrUnset("MKCCL_GEMM_RS_PUBLISH", nullptr);
-  setOrUnset("MKCCL_GEMM_RS_CE_BATCH", nullptr);
-  setOrUnset("MKCCL_GEMM_RS_CE_SLOTS", nullptr);
-  setOrUnset("MKCCL_GEMM_RS_REDUCE", nullptr);
-  setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", nullptr);
   cudaStreamDestroy(stream);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
@@ -258,51 +260,32 @@ void worldBackToBack(bool allReduce) {
   for (int i = 0; i < kCalls; ++i) {
     // 50 fused calls in a row, then fused and sequential interleaved (collectives in between).
     // AllReduce: every third call the fused ReduceScatter then an AllGather (two kernels).
-    setPlan(allReduce, allReduce && i % 3 == 1 ? "rs_ag" : i < 50 || i % 2 ? "fused" : "sequential");
-    // Push paths and publication mixed across calls and across ranks (both ends' formats and
-    // flags agree; publication is local).
-    setPush((i + w.rank) % 3 == 0 ? "team" : "bulk");
-    setenv("MKCCL_GEMM_RS_PUBLISH", (i + w.rank) % 4 < 2 ? "early" : "late", 1);
-    // Copy engines (every rank alike, not with spread): every eighth call, batches of 1 or 2 tiles.
+    Tune tune;
+    tune.plan = allReduce && i % 3 == 1 ? "rs_ag" : i < 50 || i % 2 ? "fused" : "sequential";
+    // Push paths, publication and the direct orders mixed across calls and across ranks (both
+    // ends' formats and flags agree; publication is local; receivers key partials by slot).
+    tune.push = (i + w.rank) % 3 == 0 ? "team" : "bulk";
+    tune.publish = (i + w.rank) % 4 < 2 ? "early" : "late";
+    tune.order = (i + w.rank) % 5 < 2 ? "interleaved" : "phases";
+    // Copy engines (every rank alike): every eighth call, batches of 1 or 2 tiles.
     if (i % 8 == 1 || i % 8 == 6) {
-      setPush("ce");
-      setenv("MKCCL_GEMM_RS_CE_BATCH", i % 16 < 8 ? "1" : "2", 1);
-      setenv("MKCCL_GEMM_RS_CE_SLOTS", i % 8 == 1 ? "1" : "99", 1);
-      setenv("MKCCL_GEMM_RS_CE_STREAMS", i % 16 == 6 ? "3" : "1", 1);
-    }
-    // The order: phases or interleaved, a rank's own business (receivers key partials by slot);
-    // spread on every rank alike, every fourth call, with a lag of one tile (a final tile right
-    // after the sends of the next one) or the planner's.
-    if (i % 4 == 3) {
-      setenv("MKCCL_GEMM_RS_ORDER", "spread", 1);
-      if (i % 8 == 3) setenv("MKCCL_GEMM_RS_LAG", "1", 1);
-      else unsetenv("MKCCL_GEMM_RS_LAG");
-    } else {
-      setenv("MKCCL_GEMM_RS_ORDER", (i + w.rank) % 5 < 2 ? "interleaved" : "phases", 1);
+      tune.push = "ce";
+      tune.ceBatch = i % 16 < 8 ? "1" : "2";
+      tune.ceStreams = i % 16 == 6 ? "3" : "1";
     }
     // The ring reduction (every rank alike, phase order): with the team and bulk stores mixed
     // across ranks, and with copy engines.
     if (i % 8 == 5 || i % 16 == 6) {
-      setenv("MKCCL_GEMM_RS_REDUCE", "ring", 1);
-      setenv("MKCCL_GEMM_RS_ORDER", "phases", 1);
-    } else {
-      unsetenv("MKCCL_GEMM_RS_REDUCE");
+      tune.reduce = "ring";
+      tune.order = "phases";
     }
+    setTune(comm, allReduce, tune);
     const ReduceBuffers& in = sets[i % kSets];
     const mkcclResult_t r = allReduce
                                 ? mkcclGemmAllReduce(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream)
                                 : mkcclGemmReduceScatter(in.A, in.W, out[i], s.M, s.N, s.Kr, t, comm, stream);
     ASSERT_EQ(mkcclSuccess, r) << "call " << i << ": " << mkcclGetLastError(comm);
   }
-  setPlan(allReduce, "auto");
-  setPush(nullptr);
-  unsetenv("MKCCL_GEMM_RS_ORDER");
-  unsetenv("MKCCL_GEMM_RS_LAG");
-  unsetenv("MKCCL_GEMM_RS_PUBLISH");
-  unsetenv("MKCCL_GEMM_RS_CE_BATCH");
-  unsetenv("MKCCL_GEMM_RS_CE_SLOTS");
-  unsetenv("MKCCL_GEMM_RS_REDUCE");
-  unsetenv("MKCCL_GEMM_RS_CE_STREAMS");
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(stream));
   expectNoAsyncError(comm);
   size_t row0, rows;
@@ -350,36 +333,27 @@ void worldBadArguments(bool allReduce) {
   EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.A, s.M, s.N, s.Kr, t));        // C overlaps A
   EXPECT_EQ(mkcclInvalidArgument, op(b.A, b.W, b.C, s.M * 4, s.N, s.Kr, t));    // past the end of A
   if (ws > 1) {
-    setPlan(allReduce, "bogus");
-    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-    if (!allReduce) {  // rs_ag is an AllReduce plan
-      setPlan(allReduce, "rs_ag");
-      EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
-      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("MKCCL_GEMM_RS_PLAN"));
-    }
-    setPlan(allReduce, "auto");
-    setPlan(allReduce, "fused");
-    // An override set to `value` is rejected with a message naming `needle`, then unset.
-    auto expectRejected = [&](const char* var, const char* value, const char* needle) {
-      setenv(var, value, 1);
-      EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t)) << var << "=" << value;
-      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(needle)) << var << "=" << value;
-      unsetenv(var);
+    const std::string key = allReduce ? "gemm_ar." : "gemm_rs.";
+    // Tuning the op cannot take is refused at mkcclSetTuning, naming the key.
+    auto refused = [&](const std::string& tuning, const std::string& needle) {
+      EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(comm, tuning.c_str())) << tuning;
+      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(needle)) << mkcclGetLastError(nullptr);
     };
-    expectRejected("MKCCL_GEMM_RS_PUSH", "bogus", "MKCCL_GEMM_RS_PUSH");
-    expectRejected("MKCCL_GEMM_RS_ORDER", "bogus", "MKCCL_GEMM_RS_ORDER");
-    expectRejected("MKCCL_GEMM_RS_PUBLISH", "soon", "MKCCL_GEMM_RS_PUBLISH");
-    expectRejected("MKCCL_GEMM_RS_LAG", "0", "MKCCL_GEMM_RS_LAG");
-    expectRejected("MKCCL_GEMM_RS_REDUCE", "tree", "MKCCL_GEMM_RS_REDUCE");
-    setenv("MKCCL_GEMM_RS_REDUCE", "ring", 1);  // the ring needs the phase order
-    expectRejected("MKCCL_GEMM_RS_ORDER", "interleaved", "MKCCL_GEMM_RS_REDUCE=ring");
-    unsetenv("MKCCL_GEMM_RS_REDUCE");
-    setPush("ce");  // copy engines cannot run the spread order; a batch of 0 tiles is no batch
-    expectRejected("MKCCL_GEMM_RS_ORDER", "spread", "spread");
-    expectRejected("MKCCL_GEMM_RS_CE_BATCH", "0", "MKCCL_GEMM_RS_CE_BATCH");
-    expectRejected("MKCCL_GEMM_RS_CE_STREAMS", "17", "MKCCL_GEMM_RS_CE_STREAMS");
-    setPush(nullptr);
-    setPlan(allReduce, "auto");
+    refused(key + "plan=bogus", key + "plan");
+    if (!allReduce) refused("gemm_rs.plan=rs_ag", "gemm_rs.plan");  // rs_ag is an AllReduce plan
+    refused(key + "push=bogus", key + "push");
+    refused(key + "order=spread", key + "order");
+    refused(key + "publish=soon", key + "publish");
+    refused(key + "reduce=tree", key + "reduce");
+    refused(key + "ce_batch=0", key + "ce_batch");
+    refused(key + "ce_streams=17", key + "ce_streams");
+    refused(key + "lag=1", "unknown key");
+    // Accepted, but refused by the call: the ring needs the phase order.
+    ASSERT_EQ(mkcclSuccess, mkcclSetTuning(comm, (key + "plan=fused;" + key + "reduce=ring;" + key +
+                                                  "order=interleaved").c_str()));
+    EXPECT_EQ(mkcclInvalidUsage, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t));
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("reduce=ring")) << mkcclGetLastError(nullptr);
+    ASSERT_EQ(mkcclSuccess, mkcclSetTuning(comm, nullptr));
   }
   // Rejected calls left the communicator healthy.
   EXPECT_EQ(mkcclSuccess, op(b.A, b.W, b.C, s.M, s.N, s.Kr, t)) << mkcclGetLastError(comm);
@@ -404,7 +378,9 @@ void inProcessWorlds(bool allReduce) {
     for (const char* plan : {"fused", "sequential", "rs_ag"}) {
       if (!allReduce && std::string(plan) == "rs_ag") continue;
       SCOPED_TRACE(testing::Message() << ranks << " ranks in one process, plan " << plan);
-      setPlan(allReduce, plan);
+      Tune tune;
+      tune.plan = plan;
+      for (mkcclComm_t c : comms) setTune(c, allReduce, tune);
       const uint64_t seed = freshSeed();
       std::vector<ReduceBuffers> bufs(ranks);
       for (int r = 0; r < ranks; ++r) {
@@ -429,54 +405,39 @@ void inProcessWorlds(bool allReduce) {
         expectMatches(bufs[r], s, t, seed, r, ranks, allReduce);
       }
     }
-    setPlan(allReduce, "auto");
     for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
   }
 }
 
 void inProcessSharedGpus(bool allReduce) {
-  MKCCL_REQUIRE_GPUS(2);
+  MKCCL_REQUIRE_GPUS(1);
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
-  const SharedGpus shared;  // two ranks' kernels fit on a GPU together
-  struct Run {
-    const char* plan;
-    const char* push;           // MKCCL_GEMM_RS_PUSH (nullptr: the default)
-    const char* reduce;         // MKCCL_GEMM_RS_REDUCE
-    const char* order;          // MKCCL_GEMM_RS_ORDER
-    const char* variant;        // MKCCL_GEMM_VARIANT
-  };
-  std::vector<Run> runs = {{"fused", nullptr, nullptr, nullptr, nullptr},
-                           {"fused", "ce", nullptr, "phases", nullptr},
-                           {"fused", "team", nullptr, "spread", nullptr},
-                           {"fused", "ce", "ring", nullptr, nullptr},
-                           {"fused", "team", "ring", nullptr, "128x2"},
-                           {"fused", "bulk", "ring", nullptr, nullptr},
-                           {"sequential", nullptr, nullptr, nullptr, nullptr}};
-  if (allReduce) runs.push_back({"rs_ag", "ce", "ring", nullptr, nullptr});
-  auto setOrUnset = [](const char* var, const char* value) {
-    if (value) setenv(var, value, 1);
-    else unsetenv(var);
-  };
-  for (const std::vector<int>& devs : {std::vector<int>{0, 1, 0}, std::vector<int>{0, 1, 0, 1}}) {
+  // The copy engines in batches of 3 tiles (a short last batch), the ring's over 2 streams.
+  std::vector<Tune> runs(7);
+  runs[0].plan = "fused";
+  runs[1].plan = "fused", runs[1].push = "ce", runs[1].order = "phases", runs[1].ceBatch = "3";
+  runs[2].plan = "fused", runs[2].push = "team", runs[2].order = "interleaved";
+  runs[3].plan = "fused", runs[3].push = "ce", runs[3].reduce = "ring", runs[3].ceBatch = "3", runs[3].ceStreams = "2";
+  runs[4].plan = "fused", runs[4].push = "team", runs[4].reduce = "ring", runs[4].variant = "128x2",
+  runs[4].ceStreams = "2";
+  runs[5].plan = "fused", runs[5].push = "bulk", runs[5].reduce = "ring", runs[5].ceStreams = "2";
+  runs[6].plan = "sequential";
+  if (allReduce) {
+    Tune t;
+    t.plan = "rs_ag", t.push = "ce", t.reduce = "ring", t.ceBatch = "3", t.ceStreams = "2";
+    runs.push_back(t);
+  }
+  for (const std::vector<int>& devs : sharedGpuWorlds()) {
+    const SharedGpus shared(devs);  // the ranks' kernels fit on a GPU together
     InProcessRanks w(devs);
     ASSERT_TRUE(w.ok());
     const int ranks = w.size();
-    for (const Run& run : runs) {
-      setPlan(allReduce, run.plan);
-      setPush(run.push);
-      setOrUnset("MKCCL_GEMM_RS_REDUCE", run.reduce);
-      setOrUnset("MKCCL_GEMM_RS_ORDER", run.order);
-      setOrUnset("MKCCL_GEMM_VARIANT", run.variant);
-      // The copy engines in batches of 3 tiles (a short last batch), the ring's over 2 streams.
-      setOrUnset("MKCCL_GEMM_RS_CE_BATCH", run.push && std::string(run.push) == "ce" ? "3" : nullptr);
-      setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", run.reduce ? "2" : nullptr);
+    const int gpus = gpusOf(devs);
+    for (const Tune& run : runs) {
+      for (mkcclComm_t c : w.comms) setTune(c, allReduce, run);
       for (const ReduceShape& s : oddShapes(ranks, allReduce)) {
-        SCOPED_TRACE(testing::Message() << ranks << " ranks on 2 GPUs, plan " << run.plan << ", push "
-                                        << (run.push ? run.push : "default") << ", reduce "
-                                        << (run.reduce ? run.reduce : "direct") << ", order "
-                                        << (run.order ? run.order : "default") << ", tiles "
-                                        << (run.variant ? run.variant : "auto") << ", M " << s.M << " N " << s.N
-                                        << " K/rank " << s.Kr);
+        SCOPED_TRACE(testing::Message() << ranks << " ranks on " << gpus << " GPUs, tuning \"" << run.str(allReduce)
+                                        << "\", M " << s.M << " N " << s.N << " K/rank " << s.Kr);
         const uint64_t seed = freshSeed();
         const mkcclDataType_t t = mkcclBfloat16;
         // Inputs made (on the default stream) before any rank calls: nothing else runs meanwhile.
@@ -504,9 +465,8 @@ void inProcessSharedGpus(bool allReduce) {
       }
     }
     // Back to back: calls queued on each rank's stream with no sync between them, the way of
-    // reducing switched from call to call (every rank alike: rank 0's thread sets the environment
-    // while the others wait between two meetings), then every output checked. A call must not
-    // take another's flags or data.
+    // reducing switched from call to call (every rank alike, each on its own communicator), then
+    // every output checked. A call must not take another's flags or data.
     {
       constexpr int kCalls = 12;
       const ReduceShape s{size_t(ranks) * 256 + (allReduce ? 3 : 0), 512, 128};
@@ -521,24 +481,26 @@ void inProcessSharedGpus(bool allReduce) {
           ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
         }
       }
-      auto setFor = [&](int i) {
-        setPlan(allReduce, allReduce && i % 6 == 5 ? "rs_ag" : "fused");
+      auto tuneFor = [&](int i) {
+        Tune t;
+        t.plan = allReduce && i % 6 == 5 ? "rs_ag" : "fused";
         const char* push[] = {"ce", nullptr, "team", "bulk"};
-        setPush(push[i % 4]);
-        setOrUnset("MKCCL_GEMM_RS_REDUCE", i % 4 == 1 ? nullptr : "ring");
-        setOrUnset("MKCCL_GEMM_RS_ORDER", nullptr);
-        setOrUnset("MKCCL_GEMM_VARIANT", nullptr);
-        setOrUnset("MKCCL_GEMM_RS_CE_BATCH", i % 4 == 0 ? "2" : nullptr);
-        setOrUnset("MKCCL_GEMM_RS_CE_STREAMS", i % 8 == 0 ? "3" : nullptr);
+        t.push = push[i % 4];
+        t.reduce = i % 4 == 1 ? nullptr : "ring";
+        t.ceBatch = i % 4 == 0 ? "2" : nullptr;
+        // Three copy streams per peer only where at most two ranks share a GPU: the ranks of one
+        // process share its CUDA_DEVICE_MAX_CONNECTIONS (32) hardware queues, and beyond them a
+        // stream waiting for a copy-engine word (cuStreamWaitValue64) can hold up another rank's
+        // kernel queued behind it (4 ranks x 3 peers x 3 streams = 36 queues: a call timed out).
+        t.ceStreams = i % 8 == 0 && ranks <= 2 * gpus ? "3" : nullptr;
+        return t;
       };
-      HostBarrier barrier(ranks);
       std::vector<std::string> errors(ranks);
       std::vector<cudaError_t> sync(ranks, cudaErrorUnknown);
       w.onEveryRank([&](int r) {
         for (int i = 0; i < kCalls; ++i) {
-          barrier.wait();
-          if (r == 0) setFor(i);
-          barrier.wait();
+          if (mkcclSetTuning(w.comms[r], tuneFor(i).str(allReduce).c_str()) != mkcclSuccess && errors[r].empty())
+            errors[r] = "call " + std::to_string(i) + ": tuning: " + mkcclGetLastError(nullptr);
           const mkcclResult_t res = runReduceOp(allReduce, bufs[i][r], s, t, w.comms[r], w.streams[r]);
           if (res != mkcclSuccess && errors[r].empty())
             errors[r] = "call " + std::to_string(i) + ": " + mkcclGetLastError(w.comms[r]);
@@ -546,7 +508,7 @@ void inProcessSharedGpus(bool allReduce) {
         sync[r] = cudaStreamSynchronize(w.streams[r]);
       });
       for (int r = 0; r < ranks; ++r) {
-        SCOPED_TRACE(testing::Message() << ranks << " ranks on 2 GPUs, back to back, rank " << r);
+        SCOPED_TRACE(testing::Message() << ranks << " ranks on " << gpus << " GPUs, back to back, rank " << r);
         EXPECT_EQ("", errors[r]);
         ASSERT_EQ(cudaSuccess, sync[r]);
         expectNoAsyncError(w.comms[r]);
@@ -558,11 +520,6 @@ void inProcessSharedGpus(bool allReduce) {
       }
     }
   }
-  setPlan(allReduce, "auto");
-  setPush(nullptr);
-  for (const char* var : {"MKCCL_GEMM_RS_REDUCE", "MKCCL_GEMM_RS_ORDER", "MKCCL_GEMM_VARIANT", "MKCCL_GEMM_RS_CE_BATCH",
-                          "MKCCL_GEMM_RS_CE_STREAMS"})
-    unsetenv(var);
 }
 
 // Every rank driven from one thread, auto plan: once the scratch is sized (the first call, one
@@ -575,7 +532,6 @@ void inProcessOneThread(bool allReduce) {
   const int ranks = gpuCount();
   std::vector<mkcclComm_t> comms(ranks);
   ASSERT_EQ(mkcclSuccess, mkcclCommInitAll(comms.data(), ranks, nullptr)) << mkcclGetLastError(nullptr);
-  setPlan(allReduce, "auto");
   const ReduceShape s{size_t(ranks) * 512 + (allReduce ? 5 : 0), 1032, 264};
   const mkcclDataType_t t = mkcclBfloat16;
   const uint64_t seed = freshSeed();
@@ -616,41 +572,48 @@ void inProcessOneThread(bool allReduce) {
 }
 
 void inProcessTimeout(bool allReduce) {
-  MKCCL_REQUIRE_GPUS(2);
+  MKCCL_REQUIRE_GPUS(1);
   if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
+  // Two GPUs, or two ranks sharing one.
+  const int devs[2] = {0, gpuCount() > 1 ? 1 : 0};
+  const SharedGpus shared({devs[0], devs[1]});
   setenv("MKCCL_TIMEOUT_MS", "1500", 1);
   mkcclComm_t comms[2];
-  const mkcclResult_t init = mkcclCommInitAll(comms, 2, nullptr);
+  const mkcclResult_t init = mkcclCommInitAll(comms, 2, devs);
   unsetenv("MKCCL_TIMEOUT_MS");
   ASSERT_EQ(mkcclSuccess, init) << mkcclGetLastError(nullptr);
-  setPlan(allReduce, "fused");
+  Tune fused;
+  fused.plan = "fused";
+  for (mkcclComm_t c : comms) setTune(c, allReduce, fused);
   const ReduceShape s{2 * 512, 1024, 256};
   const mkcclDataType_t t = mkcclBfloat16;
   const uint64_t seed = freshSeed();
   ReduceBuffers bufs[2];
+  cudaStream_t streams[2];  // their own streams: two ranks may share a GPU
   for (int r = 0; r < 2; ++r) {
-    cudaSetDevice(r);
+    cudaSetDevice(devs[r]);
     makeRankBuffers(&bufs[r], s, t, seed, r, 2, allReduce);
+    ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
   }
   // Both ranks once (this also sizes the scratch, which is collective) ...
   mkcclResult_t res[2];
   std::thread other([&] {
-    cudaSetDevice(1);
-    res[1] = runReduceOp(allReduce, bufs[1], s, t, comms[1], 0);
+    cudaSetDevice(devs[1]);
+    res[1] = runReduceOp(allReduce, bufs[1], s, t, comms[1], streams[1]);
   });
-  cudaSetDevice(0);
-  res[0] = runReduceOp(allReduce, bufs[0], s, t, comms[0], 0);
+  cudaSetDevice(devs[0]);
+  res[0] = runReduceOp(allReduce, bufs[0], s, t, comms[0], streams[0]);
   other.join();
   ASSERT_EQ(mkcclSuccess, res[0]) << mkcclGetLastError(comms[0]);
   ASSERT_EQ(mkcclSuccess, res[1]) << mkcclGetLastError(comms[1]);
   for (int r = 0; r < 2; ++r) {
-    cudaSetDevice(r);
+    cudaSetDevice(devs[r]);
     ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   }
   // ... then rank 0 alone: its waits for rank 1 give up, the kernel drains and ends cleanly.
-  cudaSetDevice(0);
+  cudaSetDevice(devs[0]);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(mkcclSuccess, runReduceOp(allReduce, bufs[0], s, t, comms[0], 0)) << mkcclGetLastError(comms[0]);
+  ASSERT_EQ(mkcclSuccess, runReduceOp(allReduce, bufs[0], s, t, comms[0], streams[0])) << mkcclGetLastError(comms[0]);
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize()) << "the kernel must exit cleanly (no trap)";
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(secs, 1.4);
@@ -658,10 +621,14 @@ void inProcessTimeout(bool allReduce) {
   mkcclResult_t async = mkcclSuccess;
   ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comms[0], &async));
   EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(comms[0]);
-  EXPECT_EQ(mkcclTimeout, runReduceOp(allReduce, bufs[0], s, t, comms[0], 0));
-  setPlan(allReduce, "auto");
+  EXPECT_EQ(mkcclTimeout, runReduceOp(allReduce, bufs[0], s, t, comms[0], streams[0]));
   EXPECT_EQ(mkcclSuccess, mkcclCommAbort(comms[0]));
+  cudaSetDevice(devs[1]);
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comms[1]));
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(devs[r]);
+    cudaStreamDestroy(streams[r]);
+  }
 }
 
 }  // namespace test

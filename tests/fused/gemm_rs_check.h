@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string>
 #include <vector>
 #include "mkccl.h"
 #include "test_util.h"
@@ -47,10 +48,21 @@ ErrStats checkOutput(const void* C, size_t rows, size_t N, mkcclDataType_t t, co
 mkcclResult_t runReduceOp(bool allReduce, const ReduceBuffers& b, const ReduceShape& s, mkcclDataType_t t,
                           mkcclComm_t comm, cudaStream_t stream);
 
-// Sets MKCCL_GEMM_RS_PLAN / MKCCL_GEMM_AR_PLAN for the rest of the process ("auto", "fused", ...).
-void setPlan(bool allReduce, const char* plan);
-// Sets MKCCL_GEMM_RS_PUSH (both ops' fused kernel: "bulk", "team" or "ce"; nullptr: unset, the default).
-void setPush(const char* push);
+// The op's tuning for a run (ops/tuner/tuning.h): keys of gemm_rs.* (gemm_ar.* for the
+// AllReduce) and gemm.variant; null fields are left to the tuner.
+struct Tune {
+  const char* plan = nullptr;
+  const char* push = nullptr;
+  const char* variant = nullptr;
+  const char* order = nullptr;
+  const char* publish = nullptr;
+  const char* ceBatch = nullptr;
+  const char* ceStreams = nullptr;
+  const char* reduce = nullptr;
+  std::string str(bool allReduce) const;
+};
+// Sets comm's tuning to t (every rank of a call must have the same plan, push and order).
+void setTune(mkcclComm_t comm, bool allReduce, const Tune& t);
 
 // The test bodies shared by gemm_rs_test.cc (allReduce = false) and gemm_ar_test.cc (true).
 // World tests run on one communicator over the process world (alone: a world of 1); in-process
@@ -61,8 +73,8 @@ void worldBadArguments(bool allReduce);  // argument errors, then a valid call s
 void inProcessWorlds(bool allReduce);    // mkcclCommInitAll over 1, 2 and all GPUs
 void inProcessOneThread(bool allReduce);  // every rank's calls from one thread, auto plan
 void inProcessTimeout(bool allReduce);    // a rank that never joins: bounded wait, clean exit, error
-// 3 and 4 ranks on 2 GPUs (ranks sharing a GPU: SharedGpus, rank_threads.h): the world sizes beyond the
-// GPUs at hand, for correctness only -- every plan, push path and reduction order
+// Ranks sharing GPUs (SharedGpus, rank_threads.h): 2-4 ranks on one GPU, or 3 and 4 on two: the
+// world sizes beyond the GPUs at hand, for correctness only.
 void inProcessSharedGpus(bool allReduce);
 
 // Relative-error tolerance of a bf16/fp16 result (partials are rounded to the input type once

@@ -1,4 +1,4 @@
-// CPU checks of the GEMM+RS/AR layout and schedule (src/kernels/fused/gemm_rs_layout.cuh): every
+// CPU checks of the GEMM+RS/AR layout and schedule (src/kernels/gemm_rs/layout.h): every
 // rank computes every (phase, tile) exactly once whatever the grid and order, phases come in order
 // where the order says so, a final tile comes after every sender's partial of it, both CTAs of a
 // cluster see the same phases and N-blocks, the final tiles the AR workers exchange agree across
@@ -14,9 +14,9 @@
 #include <set>
 #include <tuple>
 #include <vector>
-#include "kernels/fused/gemm_rs_layout.cuh"
-#include "kernels/fused/gemm_rs_model.h"
-#include "kernels/fused/gemm_rs_rule.h"
+#include "kernels/gemm_rs/layout.h"
+#include "ops/gemm_rs/model.h"
+#include "ops/gemm_rs/rule.h"
 
 using namespace mkccl::rs;
 
@@ -77,7 +77,7 @@ TEST(GemmRsLayout, ChunksCoverRowsAndSlotsDoNotOverlap) {
   }
 }
 
-// Copy-engine batches (MKCCL_GEMM_RS_PUSH=ce): they cover a slot's tiles once, each tile's flag is
+// Copy-engine batches (gemm_rs.push=ce): they cover a slot's tiles once, each tile's flag is
 // its batch's first tile's, and the batch counts, words and the CTA count take slots of their own
 // after every other flag; without batches nothing changes.
 TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
@@ -89,7 +89,7 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
     for (int B : {1, 2, 3, 64, L.tiles, L.tiles + 5}) {
       SCOPED_TRACE(testing::Message() << "mode " << c.mode << " ws " << c.ws << " M " << c.M << " N " << c.N
                                       << " cs " << c.cs << " batch " << B);
-      L.setCeBatch(B, c.ws - 1);
+      L.setCeBatch(B);
       int covered = 0;
       for (int b = 0; b < L.ceBatches(); ++b) {
         EXPECT_GE(L.ceBatchTiles(b), 1);
@@ -110,29 +110,21 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
       EXPECT_EQ(base, *slots.begin());
       EXPECT_EQ(L.flagSlots(), *slots.rbegin() + 1);
     }
-    // Some slots by the team: their flags stay per tile.
-    L.setCeBatch(2, 1);
-    EXPECT_EQ(L.rxSlot(0, 0), L.rxFlag(0, 1));
-    if (c.ws > 2 && L.tiles > 1) EXPECT_EQ(L.rxSlot(1, 1), L.rxFlag(1, 1));
-    L.setCeBatch(0, 0);
+    L.setCeBatch(0);
     EXPECT_EQ(base, L.flagSlots());
   }
 }
 
-// The case's layout walked in `order` with spread lag `lag`.
-Layout orderedLayout(const Case& c, int order, int lag) {
+// The case's layout walked in `order` (the second member of each pair is unused: orders take no
+// parameter).
+Layout orderedLayout(const Case& c, int order, int) {
   Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
   L.order = order;
-  L.finalLag = lag;
   return L;
 }
 
-// Every order, and for spread a lag of one cluster tile, a few, the planner's one wave and two
-// (clamped to the chunk where that is longer).
-std::vector<std::pair<int, int>> orders(const Case& c) {
-  return {{kOrderPhases, 1},         {kOrderInterleaved, 1},       {kOrderSpread, 1},
-          {kOrderSpread, 3},         {kOrderSpread, c.clusters},   {kOrderSpread, 2 * c.clusters}};
-}
+// Every order.
+std::vector<std::pair<int, int>> orders(const Case&) { return {{kOrderPhases, 1}, {kOrderInterleaved, 1}}; }
 
 // Slot keys u name the same (mb, nb) on every rank and phase, and follow the production order
 // inside a phase. Phases in order (phases); the final phase last (interleaved).
@@ -204,16 +196,15 @@ std::map<std::pair<int, int>, int64_t> positions(const Layout& L, const Case& c,
 }
 
 // No wait can close a cycle: a rank's final tile u comes after every other rank's partial of u
-// (rank q sends it at phase (r - q - 1) mod ws), at least lag positions after with spread (the
-// tail's last gaps), and positions are the same on every rank. (Phases and interleaved: the
-// sends first.)
+// (rank q sends it at phase (r - q - 1) mod ws), and positions are the same on every rank (the
+// sends come first in every order).
 TEST(GemmRsLayout, AFinalTileComesAfterEverySendersPartialOfIt) {
   for (const Case& c : cases())
     for (const auto& [order, lag] : orders(c)) {
       const Layout L = orderedLayout(c, order, lag);
       std::vector<std::map<std::pair<int, int>, int64_t>> pos;
       for (int r = 0; r < c.ws; ++r) pos.push_back(positions(L, c, r));
-      const int64_t gap = order == kOrderSpread ? std::min(lag, L.clusterTiles) : 1;
+      const int64_t gap = 1;
       for (int r = 0; r < c.ws; ++r)
         for (int u = 0; u < L.tiles; ++u) {
           const int64_t fin = pos[r].at({c.ws - 1, u});
@@ -409,8 +400,8 @@ TEST(GemmRsModel, FusedNeverBelowItsGemm) {
     const PlanChoice c = choosePlan(in);
     ASSERT_TRUE(c.plan.ok);
     const FusedPlan& p = c.plan;
-    const int64_t tiles = ceilDiv(in.M, kTileRows) * ceilDiv(in.N, p.bn);
-    const double gemmAlone = double(ceilDiv(tiles, p.ctas)) * model::tileUs(p.bn, p.cs, in.K);
+    const int64_t tiles = mkccl::ceilDiv(in.M, kTileRows) * mkccl::ceilDiv(in.N, p.bn);
+    const double gemmAlone = double(mkccl::ceilDiv(tiles, p.ctas)) * model::tileUs(p.bn, p.cs, in.K);
     EXPECT_GE(p.estUs, gemmAlone);
     EXPECT_TRUE(std::isfinite(p.estUs));
     EXPECT_TRUE(std::isfinite(c.seqUs) && c.seqUs > model::kCollLatencyUs);

@@ -17,7 +17,7 @@
 #include <vector>
 #include "kernels/device/signal.cuh"
 #include "kernels/gemm/gemm_kernel.cuh"
-#include "runtime/devcomm.h"
+#include "kernels/abi/devcomm.h"
 #include "test_util.h"
 
 namespace {
@@ -40,8 +40,8 @@ struct ChunkedCopyOp : GemmOpDefaults {
     return dev::flagsOf(p.comm, p.comm.localRank) + kOpFlagSlot + mb;
   }
 
-  static constexpr bool kCommRole = true;
-  __device__ static void commRole(const GemmArgs& g, const Params& p, int cta, uint8_t*) {
+  static constexpr bool kCommCtas = true;
+  __device__ static void commCta(const GemmArgs& g, const Params& p, int cta, uint32_t, uint32_t) {
     for (int i = cta; i < p.mBlocks; i += g.nCommCtas) {
       const int mb = p.mBlocks - 1 - i;
       if (mb == p.missingChunk) continue;

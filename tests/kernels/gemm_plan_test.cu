@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <algorithm>
 #include <random>
-#include "kernels/gemm/gemm_plan_model.h"
+#include "ops/gemm/gemm_plan_model.h"
 
 namespace {
 

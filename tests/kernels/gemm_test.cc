@@ -1,4 +1,4 @@
-// mkcclGemm against cuBLAS: every configuration of the engine (MKCCL_GEMM_VARIANT), the figure
+// mkcclGemm against cuBLAS: every configuration of the engine (the tuner's gemm.variant), the figure
 // shapes, shapes with tails in M, N and K, tiny shapes, every input/output type pair, poisoned
 // outputs, back-to-back launches, and argument errors through the public API.
 #include <cuda_runtime.h>
@@ -37,23 +37,13 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
 };
 
-// Sets MKCCL_GEMM_VARIANT for the scope of a test (the engine reads it on every call).
+// Forces the engine's configuration (the process's tuning, which mkcclGemm uses) for a scope.
 class VariantScope {
  public:
   explicit VariantScope(const std::string& v) {
-    const char* old = getenv("MKCCL_GEMM_VARIANT");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("MKCCL_GEMM_VARIANT", v.c_str(), 1);
+    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, ("gemm.variant=" + v).c_str())) << mkcclGetLastError(nullptr);
   }
-  ~VariantScope() {
-    if (had_) setenv("MKCCL_GEMM_VARIANT", old_.c_str(), 1);
-    else unsetenv("MKCCL_GEMM_VARIANT");
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
+  ~VariantScope() { mkcclSetTuning(nullptr, nullptr); }
 };
 
 // Runs ours and cuBLAS on fresh random inputs and a poisoned output; checks the error.
@@ -198,11 +188,10 @@ TEST(Gemm, ArgumentErrors) {
   EXPECT_EQ(mkcclInvalidArgument, mkcclGemm(static_cast<char*>(A.p) + 2, W.p, C.p, 8, 8, 8, bf, bf, 0));
   // Every error says why.
   EXPECT_STRNE("", mkcclGetLastError(nullptr));
-  // A bad variant name is the caller's mistake too.
-  {
-    VariantScope vs("fastest");
-    EXPECT_EQ(mkcclInvalidUsage, mkcclGemm(A.p, W.p, C.p, 8, 8, 8, bf, bf, 0));
-  }
+  // A bad variant name is the caller's mistake too: refused where it is set, naming the key.
+  EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.variant=fastest"));
+  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.variant")) << mkcclGetLastError(nullptr);
+  EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.tile=256"));
   // Nothing above launched anything that failed.
   CUDA_OK(cudaDeviceSynchronize());
   EXPECT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, 8, 8, 8, bf, bf, 0)) << mkcclGetLastError(nullptr);

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <memory>
 #include "mkccl.h"
-#include "runtime/fifo.h"
+#include "kernels/abi/fifo.h"
 
 namespace mkccl {
 namespace test {

@@ -159,19 +159,16 @@ TEST(CommWorld, ArgumentsThatNeedDeviceMemory) {
   EXPECT_EQ(mkcclInvalidArgument, mkcclAllGather(d, d, 4, (mkcclDataType_t)77, comm, 0));
   EXPECT_EQ(mkcclInvalidArgument, mkcclAllReduce(d, d + 1, 4, mkcclFloat32, mkcclSum, comm, 0));  // partial overlap
   EXPECT_EQ(mkcclInvalidArgument, mkcclAllReduce(d, d, 4, mkcclFloat32, (mkcclRedOp_t)9, comm, 0));
-  // A tuning override with a value it does not take: refused (every rank sees the same env, so every
-  // rank refuses the same call; one rank alone runs no collective protocol, hence nranks > 1).
-  if (w.nranks > 1) {
-    const char* const bad[][2] = {{"MKCCL_COLL_PROTO", "fast"},
-                                  {"MKCCL_COLL_CHANNELS", "0"},
-                                  {"MKCCL_COLL_SLOTS", "4x"},
-                                  {"MKCCL_ALLREDUCE_ALGO", "ring"}};
-    for (const auto& b : bad) {
-      setenv(b[0], b[1], 1);
-      EXPECT_EQ(mkcclInvalidUsage, mkcclAllReduce(d, d, 4, mkcclFloat32, mkcclSum, comm, 0)) << b[0] << "=" << b[1];
-      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(b[0])) << mkcclGetLastError(nullptr);
-      unsetenv(b[0]);
-    }
+  // A tuning override with a value it does not take: refused where it is set, naming the key, and
+  // the communicator keeps its tuning.
+  const char* const bad[][2] = {{"coll.proto=fast", "coll.proto"},
+                                {"coll.channels=0", "coll.channels"},
+                                {"coll.slots=4x", "coll.slots"},
+                                {"allreduce.algo=ring", "allreduce.algo"},
+                                {"coll.protocol=ll", "unknown key"}};
+  for (const auto& b : bad) {
+    EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(comm, b[0])) << b[0];
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(b[1])) << mkcclGetLastError(nullptr);
   }
   // A count of 0 is a no-op that still checks the communicator.
   EXPECT_EQ(mkcclSuccess, mkcclAllGather(nullptr, nullptr, 0, mkcclFloat32, comm, 0));

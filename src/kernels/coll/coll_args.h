@@ -1,16 +1,12 @@
-// What the host planner (src/runtime/coll_plan.cc) hands the collective kernels. Shared by host and
+// What the host planner (src/ops/coll/coll_plan.cc) hands the collective kernels. Shared by host and
 // device code. Two protocols: "simple" (coll_kernel.cuh: chunked rings with flags and credits, for
 // bandwidth) and "LL" (coll_ll.cuh: 8 data bytes and their flag in one store, for latency).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
-#include "runtime/devcomm.h"
+#include "kernels/abi/devcomm.h"
 
-#if defined(__CUDACC__)
-#define MKCCL_HD __host__ __device__ __forceinline__
-#else
-#define MKCCL_HD inline
-#endif
+#include "kernels/abi/hd.h"
 
 namespace mkccl {
 namespace coll {

@@ -1,8 +1,8 @@
-// Device side of the device->host command FIFO (layout and protocol: src/runtime/fifo.h).
+// Device side of the device->host command FIFO (layout and protocol: src/kernels/abi/fifo.h).
 #pragma once
 #include <stdint.h>
 #include "kernels/device/signal.cuh"
-#include "runtime/fifo.h"
+#include "kernels/abi/fifo.h"
 
 namespace mkccl {
 namespace dev {

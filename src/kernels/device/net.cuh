@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include "kernels/device/fifo.cuh"
 #include "kernels/device/signal.cuh"
-#include "transport/net_dev.h"
+#include "kernels/abi/net_dev.h"
 
 namespace mkccl {
 namespace dev {

@@ -8,7 +8,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "runtime/devcomm.h"
+#include "kernels/abi/devcomm.h"
 
 namespace mkccl {
 namespace dev {
@@ -102,10 +102,11 @@ __device__ __forceinline__ void recordError(const DevComm& c, int code, int peer
   }
 }
 
-// Spins (one thread) until *flag >= want. False on timeout (records mkcclTimeout = 8) or when the
-// communicator has an error / was aborted (another wait failed, or mkcclCommAbort).
-static __device__ __noinline__ bool waitGeq(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
-                                     int site) {
+// The body of a bounded wait (one thread) until *flag >= want; kMaxBackoff ns between polls at
+// most. False on timeout (records mkcclTimeout = 8) or when the communicator has an error / was
+// aborted (another wait failed, or mkcclCommAbort).
+template <unsigned kMaxBackoff>
+__device__ __forceinline__ bool waitGeqBody(const DevComm& c, const uint64_t* flag, uint64_t want, int peer, int site) {
   uint64_t v = loadAcquire(flag);
   if (v >= want) return true;
   WaitClock clock;
@@ -119,8 +120,23 @@ static __device__ __noinline__ bool waitGeq(const DevComm& c, const uint64_t* fl
       if (r != 0) return false;
     }
     __nanosleep(backoff);
-    if (backoff < 256) backoff <<= 1;  // short: small calls are latency-bound
+    if (backoff < kMaxBackoff) backoff <<= 1;
   }
+}
+
+// The wait most kernels use: out of line (a wait is rare and its loop is long), short backoff
+// (small calls are latency-bound).
+static __device__ __noinline__ bool waitGeq(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
+                                            int site) {
+  return waitGeqBody<256>(c, flag, want, peer, site);
+}
+
+// The same wait inlined, for kernels where a call is costly: in the GEMM family a call from the
+// consumers saves their 128 live accumulators around it, and with calls from both register
+// regions of a setmaxnreg split ptxas can fail to allocate the kernel (C7600, nvcc 13.0).
+__device__ __forceinline__ bool waitGeqInline(const DevComm& c, const uint64_t* flag, uint64_t want, int peer,
+                                              int site) {
+  return waitGeqBody<1024>(c, flag, want, peer, site);
 }
 
 // Block-uniform result of a wait done by thread 0. Every thread of the block must call it.

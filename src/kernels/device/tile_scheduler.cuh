@@ -14,8 +14,7 @@
 #pragma once
 #include <stdint.h>
 
-// Host-callable too (the CPU tests walk schedules).
-#define MKCCL_HD __host__ __device__ __forceinline__
+#include "kernels/abi/hd.h"
 
 namespace mkccl {
 namespace dev {
@@ -66,4 +65,3 @@ class GroupedTileScheduler {
 }  // namespace dev
 }  // namespace mkccl
 
-#undef MKCCL_HD

@@ -1,6 +1,6 @@
 // TMA (cp.async.bulk.tensor) loads and stores of 2-D tiles, and the proxy fences around them.
 //
-// Tensor maps are encoded on the host (src/kernels/gemm/gemm_plan.h: encodeTileMap) and passed as
+// Tensor maps are encoded on the host (src/ops/gemm/gemm_plan.h: encodeTileMap) and passed as
 // `const __grid_constant__ CUtensorMap` kernel parameters; their generic address goes to the
 // instructions below. Coordinates are {inner (contiguous) element, row}; boxes that reach past
 // the tensor are zero-filled on load and clipped on store, which is how GEMM tails work.

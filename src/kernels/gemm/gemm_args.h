@@ -11,7 +11,7 @@ struct GemmArgs {
   int64_t M, N, K;
   int kBlocks;                   // ceil(K / BK)
   int clusterSize;               // CTAs per cluster along M (1 or 2): they share the W tile by multicast
-  int nCommCtas;                 // blocks [0, nCommCtas) run Op::commRole; a multiple of clusterSize
+  int nCommCtas;                 // blocks [0, nCommCtas) run Op::commCta; a multiple of clusterSize
   dev::TileSchedParams sched;    // tiles and their order
   int outType;                   // mkcclDataType_t of C (bf16, fp16, fp32)
   void* C;                       // register epilogues: destination (local or a peer's mapping) ...
@@ -21,6 +21,7 @@ struct GemmArgs {
 };
 
 // Fault word codes: (block + 1) << 8 | site.
-enum GemmFaultSite : int { kGemmFaultProducer = 1, kGemmFaultConsumer = 2 };
+// kGemmFaultGroupOffsets: a grouped GEMM's row offsets (device memory) were not usable.
+enum GemmFaultSite : int { kGemmFaultProducer = 1, kGemmFaultConsumer = 2, kGemmFaultGroupOffsets = 3 };
 
 }  // namespace mkccl

@@ -1,12 +1,13 @@
-// The persistent, warp-specialised GEMM kernel: C[M, N] = A[M, K] . W[N, K]^T, fp32 accumulation.
+// The persistent, warp-specialised GEMM kernel: C[M, N] = A[M, K] . W[N, K]^T, fp32 accumulation,
+// and every fused op of the GEMM family as an Op of hooks over this one body (gemm_op.cuh).
 //
 // One launch, one CTA per SM (or fewer: a budget), clusters of 1 or 2 CTAs along M:
-//   blocks [0, nCommCtas)       Op::commRole (fused ops' communication), whole clusters
-//   every other block           warpgroup 0: producer (thread 0 issues all TMA loads; it gives
-//                               its registers to the consumers); warpgroups 1..2: consumers
-//                               (wgmma mainloop, then the epilogue of Cfg::Epilogue)
+//   blocks [0, nCommCtas)   Op::commCta (a fused op's communication), whole clusters
+//   every other block       warpgroup 0: thread 0 is the producer (all TMA loads, Op::Loads),
+//                           threads 32..127 run Op::sideWarps (or idle); warpgroups 1..2: the
+//                           consumers (wgmma mainloop, then Op::Epilogue; then Op::consumerTail)
 // Tiles come from Op::Scheduler; both CTAs of a cluster walk the same N-blocks in step.
-// See README.md for the extension points and the failure behaviour.
+// README.md says more: the pipeline, the extension points, the failure behaviour.
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
@@ -22,40 +23,24 @@
 
 namespace mkccl {
 
+// One consumer warpgroup: for each of the CTA's tiles, the mainloop into registers, then the op's
+// epilogue (which may also work between k-blocks: afterKBlock).
 template <class Cfg, class Op>
 __device__ __forceinline__ void consumerRole(const GemmArgs& g, const typename Op::Params& op,
                                              const CUtensorMap* mapC, const SmemLayout<Cfg>& sm,
-                                             typename Op::Scheduler& sched, int consumer, uint32_t ctaRank) {
-  using Epi = typename Cfg::Epilogue;
-  const uint32_t tid = threadIdx.x % 128u;
-  EpiCtx ec;
-  ec.mapC = mapC;
-  ec.smem = sm.epi(consumer);
-  ec.barrierId = 1u + static_cast<uint32_t>(consumer);
-  ec.tid = tid;
-  ec.chunks = 0;
-  ec.outType = g.outType;
-  ec.M = g.M;
-  ec.N = g.N;
-  ec.C = g.C;
-  ec.ldc = g.ldc;
+                                             typename Op::Scheduler sched, int consumer, uint32_t ctaRank) {
+  typename Op::template Epilogue<Cfg, Op> epi(g, op, mapC, sm, consumer);
+  const uint32_t lane = threadIdx.x & 31u;
   float acc[Cfg::kAcc];
   dev::PipeState<Cfg::kStages> pipe;
-  dev::TileCoord t;
+  typename Op::Scheduler::Tile t;
   while (sched.next(t)) {
-    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, tid & 31u, ctaRank)) break;
-    ec.row0 = static_cast<int64_t>(t.m) * Cfg::BM + consumer * 64;
-    ec.col0 = static_cast<int64_t>(t.n) * Cfg::BN;
-    Epi::template store<Cfg>(acc, ec);
-    if constexpr (Op::kTileHook) {
-      Epi::complete(ec);
-      if (tid == 0) {
-        const volatile int* flags = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
-        Op::tileStored(g, op, t.m, t.n, consumer, flags[1] != 0);
-      }
-    }
+    epi.begin(t);
+    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, lane, ctaRank, [&](int kb) { epi.afterKBlock(kb); }))
+      break;
+    epi.store(acc, t);
   }
-  Epi::finish(ec);
+  epi.finish();
 }
 
 template <class Cfg, class Op>
@@ -63,17 +48,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     persistentGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                          const __grid_constant__ CUtensorMap mapC, const __grid_constant__ GemmArgs g,
                          const __grid_constant__ typename Op::Params op) {
+  static_assert(SmemLayout<Cfg>::kOffFlags + 4 * Op::kSharedWords <= Cfg::kOffBar + Cfg::kBarrierBytes,
+                "the op's shared words must fit the barrier area");
+  static_assert(Op::kSharedWords >= 2, "words 0 and 1 are the engine's (abort, drain)");
   extern __shared__ __align__(1024) uint8_t smemRaw[];
-  if constexpr (Op::kCommRole) {
+  // The 128-byte swizzle needs 1024-aligned tiles; static shared memory (from a hook's helpers)
+  // may precede the dynamic area, so align by hand (the launch reserves the slack).
+  const uint32_t base = (dev::smemAddr(smemRaw) + 1023u) & ~1023u;
+  if constexpr (Op::kCommCtas) {
     if (static_cast<int>(blockIdx.x) < g.nCommCtas) {
-      Op::commRole(g, op, blockIdx.x, smemRaw);
+      Op::commCta(g, op, blockIdx.x, base, Cfg::kSmemBytes - Cfg::kAlignSlack);
       return;
     }
   }
-  // The 128-byte swizzle needs 1024-aligned tiles; static shared memory (from a hook's helpers)
-  // may precede the dynamic area, so align by hand (the launch reserves the slack).
-  const uint32_t raw = dev::smemAddr(smemRaw);
-  const SmemLayout<Cfg> sm{(raw + 1023u) & ~1023u};
+  const SmemLayout<Cfg> sm{base};
   const int cs = g.clusterSize;
   const uint32_t ctaRank = cs > 1 ? dev::clusterCtaRank() : 0u;
 
@@ -82,35 +70,49 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       dev::mbarInit(sm.full(s), 1);
       dev::mbarInit(sm.empty(s), Cfg::kConsumerWarps * cs);
     }
-    volatile int* flags = reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()));
-    flags[0] = 0;
-    flags[1] = 0;
+    volatile uint32_t* words = reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(sm.flags()));
+    for (uint32_t i = 0; i < Op::kSharedWords; ++i) words[i] = 0;
     dev::fenceBarrierInit();
+    if constexpr (Op::kStart) Op::start(g, op, sm.flags());
   }
   // Barriers initialised in both CTAs before any remote arrival or multicast reaches them.
   if (cs > 1) dev::clusterSync(); else __syncthreads();
 
   const int computeCta = static_cast<int>(blockIdx.x) - g.nCommCtas;
   const int numClusters = (static_cast<int>(gridDim.x) - g.nCommCtas) / cs;
-  typename Op::Scheduler sched(g.sched, computeCta / cs, numClusters, static_cast<int>(ctaRank));
+  const typename Op::Scheduler sched(g, op, computeCta / cs, numClusters, static_cast<int>(ctaRank));
 
-  constexpr uint32_t kProducerRegs = Op::kLoadHook ? Cfg::kHookProducerRegs : Cfg::kProducerRegs;
-  constexpr uint32_t kConsumerRegs = Op::kLoadHook ? Cfg::kHookConsumerRegs : Cfg::kConsumerRegs;
+  // The register split when the consumers hold 128 x 256 accumulators: the op's, else 40 / 232
+  // (56 / 224 when the producer calls out of line for a load hook).
+  constexpr uint32_t kProducerRegs = Op::kProducerRegs   ? Op::kProducerRegs
+                                     : Op::kLoadHook     ? Cfg::kHookProducerRegs
+                                                         : Cfg::kProducerRegs;
+  constexpr uint32_t kConsumerRegs = Op::kConsumerRegs   ? Op::kConsumerRegs
+                                     : Op::kLoadHook     ? Cfg::kHookConsumerRegs
+                                                         : Cfg::kConsumerRegs;
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 168 * 384, "register budget of a 384-thread CTA");
   const int wg = static_cast<int>(threadIdx.x / 128u);
   if (wg == 0) {
     if constexpr (Cfg::kRegRealloc) dev::warpgroupRegDealloc<kProducerRegs>();
     if (threadIdx.x == 0) {
-      dev::tmaPrefetchMap(&mapA);
+      typename Op::template Loads<Cfg, Op> loads(g, op, &mapA, sm.flags());
+      loads.prefetch();
       dev::tmaPrefetchMap(&mapB);
-      producerLoop<Cfg, Op>(g, op, &mapA, &mapB, sm, sched, ctaRank);
+      producerLoop<Cfg>(g, loads, &mapB, sm, sched, ctaRank);
+    } else if constexpr (Op::kSideWarps) {
+      if (threadIdx.x >= 32) Op::template sideWarps<Cfg>(g, op, sm, sched, threadIdx.x - 32u, computeCta);
     }
   } else {
     if constexpr (Cfg::kRegRealloc) dev::warpgroupRegAlloc<kConsumerRegs>();
     consumerRole<Cfg, Op>(g, op, &mapC, sm, sched, wg - 1, ctaRank);
+    if constexpr (Op::kConsumerTail) Op::template consumerTail<Cfg>(g, op, sm, sched, threadIdx.x - 128u);
   }
   // No CTA of a cluster may exit while its peer can still arrive on its barriers or multicast
   // into its shared memory.
   if (cs > 1) dev::clusterSync(); else __syncthreads();
+  if constexpr (Op::kEnd) {
+    if (threadIdx.x == 0) Op::end(g, op);
+  }
 }
 
 }  // namespace mkccl

@@ -12,6 +12,7 @@
 #include "kernels/device/wgmma.cuh"
 #include "kernels/gemm/gemm_args.h"
 #include "kernels/gemm/gemm_config.cuh"
+#include "kernels/gemm/gemm_op.cuh"
 
 namespace mkccl {
 
@@ -28,13 +29,14 @@ __device__ __forceinline__ void gemmFault(const GemmArgs& g, const SmemLayout<Cf
   }
 }
 
-// One thread. Returns false if it gave up (fault recorded).
-template <class Cfg, class Op>
-__device__ __forceinline__ bool producerLoop(const GemmArgs& g, const typename Op::Params& op,
-                                             const CUtensorMap* mapA, const CUtensorMap* mapB,
-                                             const SmemLayout<Cfg>& sm, typename Op::Scheduler& sched,
-                                             uint32_t ctaRank) {
-  const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
+// The producer: one thread issues every TMA load of the CTA's tiles, stage by stage. The op's
+// Loads says where a tile's A rows come from (a(t)) and its first row of W (bRow), may wait before
+// a k-block's loads (wait: false puts the CTA in drain mode) and hears of each k-block issued
+// (issued) and of the end (done). Returns false if it gave up on a pipeline wait (fault recorded).
+template <class Cfg, class Loads, class Sched>
+__device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, const CUtensorMap* mapB,
+                                             const SmemLayout<Cfg>& sm, Sched sched, uint32_t ctaRank) {
+  volatile int* flags = reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()));
   dev::PipeState<Cfg::kStages> pipe;
   const int cs = g.clusterSize;
   // With a cluster of 2, each CTA loads half of the W tile's rows and multicasts it to both.
@@ -42,34 +44,35 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, const typename O
   const uint32_t bOffset = ctaRank * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
   const uint16_t mask = static_cast<uint16_t>((1u << cs) - 1u);
   bool drain = false;
-  dev::TileCoord t;
+  typename Sched::Tile t;
   while (sched.next(t)) {
-    const int32_t rowA = t.m * Cfg::BM;
-    const int32_t rowB = t.n * Cfg::BN + static_cast<int32_t>(ctaRank) * bRows;
+    const TileA a = loads.a(t);
+    const int32_t rowB = loads.bRow(t) + static_cast<int32_t>(ctaRank) * bRows;
     for (int kb = 0; kb < g.kBlocks; ++kb) {
       const uint32_t s = pipe.stage;
       // CTA-scope wait even with remote arrivals: only TMA follows (mbarrier.cuh).
-      if (!dev::mbarWait(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, abortFlag)) {
+      if (!dev::mbarWait(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, flags)) {
         gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultProducer);
+        loads.done();
         return false;
       }
-      if constexpr (Op::kLoadHook) {
-        if (!drain && !Op::beforeLoadA(g, op, t.m, t.n, kb)) {
-          drain = true;
-          reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()))[1] = 1;
-        }
+      if (!drain && !loads.wait(t, kb)) {
+        drain = true;
+        flags[1] = 1;
       }
       // Full stage bytes even for boxes that reach past the matrix: TMA counts the zero fill.
       dev::mbarArriveExpectTx(sm.full(s), Cfg::kStageBytes);
       const int32_t k0 = kb * Cfg::BK;
-      dev::tmaLoad2d(sm.a(s), mapA, sm.full(s), k0, rowA);
+      dev::tmaLoad2d(sm.a(s), a.map, sm.full(s), k0, a.row);
       if (cs == 1)
         dev::tmaLoad2d(sm.b(s), mapB, sm.full(s), k0, rowB);
       else
         dev::tmaLoad2dMulticast(sm.b(s) + bOffset, mapB, sm.full(s), k0, rowB, mask);
       pipe.advance();
+      loads.issued();
     }
   }
+  loads.done();
   return true;
 }
 

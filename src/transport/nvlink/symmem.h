@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cuda.h>
 #include "mkccl.h"
-#include "runtime/devcomm.h"
+#include "kernels/abi/devcomm.h"
 
 struct mkcclComm;
 

@@ -9,9 +9,9 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "mkccl.h"
-#include "runtime/devcomm.h"
-#include "runtime/fifo.h"
-#include "transport/net_dev.h"
+#include "kernels/abi/devcomm.h"
+#include "kernels/abi/fifo.h"
+#include "kernels/abi/net_dev.h"
 
 namespace mkccl {
 namespace netselftest {

@@ -1,0 +1,196 @@
+// AllGather+GEMM communication, run by "teams" of threads: whole CTAs (dedicated comm CTAs, the
+// sequential plan's gather kernel) or the three idle warps of a compute CTA's producer warpgroup
+// (whose thread 0 issues the TMA loads), so that the fused kernel can push without taking SMs
+// away from the GEMM. Layout and counters: ag_gemm_layout.cuh.
+//
+// Protocol of a call (seq s, F = flagValue(s, 0)); counters: ag_gemm_layout.cuh. (The ce plan
+// keeps "enter" and the counters; its pushes are copy-engine copies, ag_gemm_ce.cu.)
+//   enter   one team per rank, the leader, sets this rank's counters (work queues, arrivals) to F,
+//           then posts its entry (F) in every rank's barrier slot [me] (signal.cuh's slots), its
+//           own included. Every team waits for the entries of the ranks it will write to, and for
+//           its own rank's: a sender writes into rank p's region only after p has started this
+//           call (so p's earlier kernels, which read its region, are done, and p's counters are
+//           at F before the first add), and nobody claims work before the queues are reset. The
+//           fused kernel's producers also wait for their own rank's entry before they first read
+//           a counter: until the reset a counter word holds whatever the region held.
+//   push    teams claim slices of the own shard from a work queue (in order: the shard goes out
+//           front to back), copy each slice to every receiver (peers' regions; also this rank's
+//           region and the user's gathered A when asked) with 16-byte loads and stores by every
+//           thread, fence at system scope, then add to each receiver's counter of the chunks the
+//           slices belong to (red.release.sys).
+//   gather  when the user wants the gathered A: teams claim peers' slices in arrival order, wait
+//           for their chunk, copy them from this rank's region (L2-only loads).
+// Work queues hold F + items claimed; items are only claimed by running teams, so a CTA that is
+// not resident yet holds no work. Every wait is dev::waitGeq (bounded; on failure the team stops
+// and the error is recorded).
+#pragma once
+#include <stdint.h>
+#include "kernels/abi/devcomm.h"
+#include "kernels/ag_gemm/layout.h"
+#include "kernels/device/signal.cuh"
+#include "kernels/device/team.cuh"
+
+namespace mkccl {
+namespace ag {
+
+using dev::Team;
+
+// What the communication of a call needs (by value in kernel parameters).
+struct PushArgs {
+  DevComm dev;
+  Layout L;
+  const char* A;                      // this rank's shard, the user's A
+  char* region[kMaxLocalRanks];       // rank q's gathered-A region, mapped here
+  uint64_t* counters[kMaxLocalRanks]; // rank q's counters (in its region, after the gathered A)
+  uint64_t* flags[kMaxLocalRanks];    // rank q's flags region (its barrier slots: entries)
+  char* gathered;                     // the user's gathered A, or null
+  int gatheredOwn;                    // push the own shard into `gathered` too (0 when in place)
+  int ownToRegion;                    // push the own shard into this rank's region too
+  int ce;                             // the copy engines move the shards (ce plan, ops/ag_gemm/ce.cu)
+  uint64_t* ceGo;                     // ce: this rank's go word for its copy-engine streams
+};
+
+constexpr int kCopyUnroll = 4;  // 16-byte loads in flight per thread (8 spills at the side team's 72 registers)
+constexpr int kMaxDsts = kMaxLocalRanks + 1;
+
+// Receiver i of this rank's pushes: peers me+1, me+2, ... (so senders start on different
+// receivers), then this rank itself when the own shard goes to its region.
+MKCCL_HD int receiverAt(const Layout& L, int i) {
+  if (i == L.ws - 1) return L.me;
+  const int q = L.me + 1 + i;
+  return q >= L.ws ? q - L.ws : q;
+}
+
+// The leader's start of the call, then every team's wait for the entries it needs.
+__device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool leader) {
+  const Layout& L = p.L;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t* entries = p.flags[L.me] + kBarrierSlot;
+  if (leader) {
+    uint64_t* mine = p.counters[L.me];
+    for (int i = static_cast<int>(t.tid); i < L.slotsUsed(); i += static_cast<int>(t.n)) dev::storeRelaxed(mine + i, F);
+    __threadfence_system();
+    t.sync();
+    if (t.tid < static_cast<uint32_t>(L.ws)) dev::storeRelease(p.flags[t.tid] + kBarrierSlot + L.me, F);
+  }
+  bool ok = true;
+  if (t.tid == 0) {
+    // Peers, then this rank (receiverAt(ws - 1)). Keep this a single wait call in a loop: with a
+    // second call site here ptxas spends many minutes and gigabytes on the fused kernel (seen with
+    // ptxas 13.0; check the build time of ag_gemm_bf16.cu after touching this file).
+    for (int i = 0; i < L.ws && ok; ++i) {
+      const int q = receiverAt(L, i);
+      ok = dev::waitGeq(p.dev, entries + q, F, q, kSiteBarrier);
+    }
+  }
+  return dev::teamBroadcast(t, ok ? 1 : 0) != 0;
+}
+
+// Pushes claimed slices until the shard is out. unit: slices per claim.
+__device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int unit) {
+  const Layout& L = p.L;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  uint64_t* mine = p.counters[L.me];
+  const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
+  __shared__ char* dsts[kMaxDsts];
+  if (t.tid == 0) {
+    const int64_t at = L.me * L.shardBytes();  // the shard's place in every gathered A
+    for (int i = 0; i < receivers; ++i) dsts[i] = p.region[receiverAt(L, i)] + at;
+    if (p.gatheredOwn) dsts[receivers] = p.gathered + at;
+  }
+  const int nd = receivers + (p.gatheredOwn ? 1 : 0);
+  while (true) {
+    const int g0 = static_cast<int>(dev::teamBroadcast(t, t.tid == 0 ? dev::claim(mine + L.pushClaimSlot(), F, unit) : 0));
+    if (g0 >= L.nSlices) return;
+    const int g1 = minI(g0 + unit, L.nSlices);
+    const int64_t off = L.sliceRowBegin(g0) * L.rowBytes;
+    const int64_t len = (L.sliceRowEnd(g1 - 1) - L.sliceRowBegin(g0)) * L.rowBytes;
+    dev::teamCopyMulti<kCopyUnroll>(t, dsts, nd, off, p.A + off, len);
+    __threadfence_system();  // this thread's stores reach every receiver before the counters move
+    t.sync();
+    if (t.tid < static_cast<uint32_t>(receivers)) {
+      uint64_t* counters = p.counters[receiverAt(L, static_cast<int>(t.tid))];
+      for (int c = L.chunkOfSlice(g0); c <= L.chunkOfSlice(g1 - 1); ++c)
+        dev::addRelease(counters + L.chunkSlot(L.me, c), static_cast<uint64_t>(L.slicesIn(c, g0, g1)));
+    }
+  }
+}
+
+// Thread 0: waits until sender q's chunks holding shard rows [r0, r1) have landed here.
+__device__ __forceinline__ bool waitRows(const PushArgs& p, int q, int r0, int r1) {
+  const Layout& L = p.L;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t* mine = p.counters[L.me];
+  for (int c = L.chunkOfRow(r0); c <= L.chunkOfRow(r1 - 1); ++c)
+    if (!dev::waitGeq(p.dev, mine + L.chunkSlot(q, c), F + static_cast<uint64_t>(L.slicesOfChunk(c)), q,
+                      kSiteGemmChunk))
+      return false;
+  return true;
+}
+
+// Copies peers' shards from this rank's region to the user's gathered A as they land.
+__device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int unit) {
+  const Layout& L = p.L;
+  if (p.gathered == nullptr || L.ws == 1) return true;
+  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  uint64_t* mine = p.counters[L.me];
+  const int peers = L.ws - 1;
+  const int items = peers * L.nSlices;  // slice-major: arrival order
+  while (true) {
+    const int i0 = static_cast<int>(dev::teamBroadcast(t, t.tid == 0 ? dev::claim(mine + L.gatherClaimSlot(), F, unit) : 0));
+    if (i0 >= items) return true;
+    const int i1 = minI(i0 + unit, items);
+    for (int i = i0; i < i1; ++i) {
+      const int g = i / peers;
+      int q = L.me + 1 + (i - g * peers);
+      if (q >= L.ws) q -= L.ws;
+      const int r0 = L.sliceRowBegin(g), r1 = L.sliceRowEnd(g);
+      const bool ok = t.tid == 0 ? waitRows(p, q, r0, r1) : true;
+      if (dev::teamBroadcast(t, ok ? 1 : 0) == 0) return false;
+      const int64_t at = (static_cast<int64_t>(q) * L.m + r0) * L.rowBytes;
+      dev::teamCopy<kCopyUnroll>(t, reinterpret_cast<uint4*>(p.gathered + at),
+                                   reinterpret_cast<const uint4*>(p.region[L.me] + at), (r1 - r0) * L.rowBytes / 16);
+    }
+  }
+}
+
+// Thread 0 of worker w of nw: waits for its share of the peers' chunks (the sequential plan,
+// before its GEMM reads the region).
+__device__ __forceinline__ bool waitArrivals(const PushArgs& p, const Team& t, int w, int nw) {
+  const Layout& L = p.L;
+  bool ok = true;
+  if (t.tid == 0) {
+    const int n = (L.ws - 1) * L.nChunks;
+    for (int i = w; i < n && ok; i += nw) {
+      const int j = i / L.nChunks, c = i - j * L.nChunks;
+      int q = L.me + 1 + j;
+      if (q >= L.ws) q -= L.ws;
+      const int r0 = c * L.chunkRows();
+      ok = waitRows(p, q, r0, minI(r0 + L.chunkRows(), L.m));
+    }
+  }
+  return dev::teamBroadcast(t, ok ? 1 : 0) != 0;
+}
+
+// A team's whole part of a call. leader: exactly one team per rank and call. Never inlined: with
+// it inlined into the GEMM kernel, ptxas takes many minutes and gigabytes on the whole kernel. The
+// team comes by value (by reference it would live on the stack).
+// ce: the copy engines move the shards (their streams wait for the go word); the leader's team only
+// enters the call and then releases them, also after a failed wait (recorded as the call's error)
+// so that they never wait for ever: the copies then land in whatever state the peers are in.
+static __device__ __noinline__ bool commTeam(const PushArgs& p, Team t, bool leader, int unit) {
+  const bool entered = enterCall(p, t, leader);
+  if (p.ce) {
+    if (leader && t.tid == 0) {
+      __threadfence_system();
+      dev::storeRelease(p.ceGo, dev::flagValue(p.dev.seq, 1));
+    }
+    return entered;
+  }
+  if (!entered) return false;
+  pushShard(p, t, unit);
+  return gatherOut(p, t, unit);
+}
+
+}  // namespace ag
+}  // namespace mkccl

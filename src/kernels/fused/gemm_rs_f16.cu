@@ -1,9 +1,0 @@
-// Fused GEMM+ReduceScatter / GEMM+AllReduce kernels with fp16 inputs.
-#include "kernels/fused/gemm_rs_launch.cuh"
-
-namespace mkccl {
-namespace rs {
-template mkcclResult_t reduceOccupancy<dev::F16>(int, int, Occupancy*);
-template mkcclResult_t reduceLaunch<dev::F16>(const FusedLaunch&, cudaStream_t);
-}  // namespace rs
-}  // namespace mkccl

@@ -1,0 +1,273 @@
+// mkccl::allGatherGemmOp (mkcclAllGatherGemm): C[M, N] = AllGather(A) . W^T in one node.
+// Arguments are checked by the API (api_fused.cc). Here: the plan (the fused kernel with comm CTAs
+// or with side teams, the copy engines beside it, or our AllGather then the GEMM engine: a rule on
+// the shape, rule.h, unless the tuner's ag_gemm.* keys force one), cached per communicator and
+// shape; the symmetric region that holds the gathered A; the launches.
+// docs/AG_GEMM.md describes the design, the plans and their overrides.
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+#include "kernels/device/wgmma.cuh"
+#include "ops/ag_gemm/host.h"
+#include "kernels/ag_gemm/layout.h"
+#include "ops/ag_gemm/model.h"
+#include "ops/ag_gemm/rule.h"
+#include "ops/gemm/gemm.h"
+#include "ops/tuner/op_state.h"
+#include "runtime/check.h"
+#include "runtime/cudriver.h"
+#include "runtime/log.h"
+#include "runtime/ops.h"
+#include "transport/nvlink/symmem.h"
+
+namespace mkccl {
+namespace {
+
+const char* kOp = "mkcclAllGatherGemm";
+
+enum class Plan { Auto, Fused, Sequential, Ce };
+
+const char* planName(Plan p) {
+  switch (p) {
+    case Plan::Fused: return "fused";
+    case Plan::Sequential: return "sequential";
+    case Plan::Ce: return "ce (fused, copy engines push)";
+    default: return "auto";
+  }
+}
+
+// What the op remembers per shape (the plans: planning walks the schedule, not something to redo on
+// every call) in the communicator's plan cache (ops/tuner/op_state.h).
+struct ShapeKey {
+  int dev = -1, ws = 0, me = 0, type = 0, commCtas = 0, variant = 0, smCount = 0;
+  int64_t M = 0, N = 0, K = 0;
+  bool gathered = false;
+  bool operator==(const ShapeKey& o) const {
+    return dev == o.dev && ws == o.ws && me == o.me && type == o.type && commCtas == o.commCtas &&
+           variant == o.variant && smCount == o.smCount && M == o.M && N == o.N && K == o.K && gathered == o.gathered;
+  }
+};
+struct ShapeState {
+  ag::FusedPlan fp;      // the fused kernel as the model configures it (ag_gemm.plan=fused)
+  ag::FusedPlan fpAuto;  // the fused kernel the auto plan runs (side teams where the rule says so)
+  ag::FusedPlan fpCe;    // the ce plan's kernel: every SM computes, no comm CTA, no side team
+  ag::RuleChoice rule;
+  double sequentialUs = 0;
+  int logged = 0;  // bits: auto, forced fused, forced sequential, forced ce
+};
+using ShapeCache = PlanCache<ShapeKey, ShapeState>;
+
+ShapeKey keyOf(const ag::FusedCall& c) {
+  ShapeKey k;
+  k.dev = c.dev;
+  k.ws = c.push.L.ws;
+  k.me = c.push.L.me;
+  k.type = static_cast<int>(c.type);
+  k.M = c.M;
+  k.N = c.N;
+  k.K = c.K;
+  k.gathered = c.push.gathered != nullptr;
+  k.commCtas = c.commCtas;
+  k.variant = static_cast<int>(c.variant);
+  k.smCount = c.smCount;
+  return k;
+}
+
+// The plans of a call's shape (made on its first call).
+template <class In>
+mkcclResult_t makeShapeState(const ag::FusedCall& c, ShapeState* out) {
+  ShapeState st;
+  const bool gathered = c.push.gathered != nullptr;
+  MKCCL_CHECK(ag::fusedPlan<In>(c, &st.fp));
+  st.sequentialUs = ag::estimateSequential(c.push.L, st.fp.full, c.N, c.K, gathered);
+  ag::RuleInputs ri;
+  ri.ws = c.push.L.ws;
+  ri.shardBytes = c.push.L.shardBytes();
+  ri.tiles = (c.M + ag::kTileRows - 1) / ag::kTileRows * ((c.N + st.fp.full.bn - 1) / st.fp.full.bn);
+  ri.ctas = st.fp.full.ctas;
+  ri.gemmUs = ag::gemmUs(st.fp.full, c.M, c.N, c.K);
+  ri.copyEngines = copyEnginesUsable();
+  st.rule = ag::chooseAutoPlan(ri);
+  st.fpCe = st.fp;
+  st.fpCe.gemm = st.fp.full;
+  st.fpCe.commCtas = 0;
+  st.fpCe.sideTeams = 0;
+  st.fpCe.commFromBudget = false;
+  st.fpCe.est = ag::estimateCe(c.push.L, st.fp.full, c.N, c.K, gathered);
+  st.fpAuto = st.fp;
+  if (st.rule.plan == ag::AutoPlan::Side && c.commCtas < 0) {  // comm CTAs the user asked for stay
+    ag::FusedCall side = c;
+    side.commCtas = 0;
+    MKCCL_CHECK(ag::fusedPlan<In>(side, &st.fpAuto));
+  }
+  *out = st;
+  return mkcclSuccess;
+}
+
+// Says which plan a shape got (INFO), once per shape and kind of call (auto or forced).
+void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan plan, bool forced) {
+  if (logLevel() < LogLevel::Info) return;
+  const int bit = forced ? (plan == Plan::Fused ? 2 : plan == Plan::Ce ? 8 : 4) : 1;
+  if (st.logged & bit) return;
+  st.logged |= bit;
+  const ag::FusedPlan& fp = plan == Plan::Ce ? st.fpCe : forced ? st.fp : st.fpAuto;
+  const GemmPlan& g = plan == Plan::Fused ? fp.gemm : fp.full;
+  char comm[200];
+  if (plan == Plan::Sequential)
+    snprintf(comm, sizeof(comm), "AllGather first (%d CTAs)", ag::kGatherCtas);
+  else if (plan == Plan::Ce)
+    snprintf(comm, sizeof(comm), "the copy engines push (%d streams)", ctx.comm->nranks - 1);
+  else
+    snprintf(comm, sizeof(comm), "%d comm CTAs%s%s", fp.commCtas, fp.commFromBudget ? " taken from the GEMM" : "",
+             fp.sideTeams ? " + the producer warpgroups' idle warps" : "");
+  char why[240];
+  if (forced)
+    snprintf(why, sizeof(why), "tuning ag_gemm.plan");
+  else
+    snprintf(why, sizeof(why), "rule: %s; %.1f waves, push/GEMM %.2f", st.rule.why, st.rule.waves, st.rule.pushShare);
+  MKCCL_INFO("%s %lldx%lldx%lld on %d ranks (rank %d): %s (%s; model: fused %.0f us = GEMM %.0f us, push %.0f us; "
+             "sequential %.0f us); tile 128x%d, cluster %d, %d compute CTAs, %s",
+             kOp, static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K),
+             ctx.comm->nranks, ctx.comm->rank, forced ? planName(plan) : ag::autoPlanName(st.rule.plan), why,
+             fp.est.fusedUs, fp.est.gemmUs, fp.est.commUs, st.sequentialUs, g.bn, g.clusterSize, g.ctas, comm);
+}
+
+template <class In>
+mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, Plan plan) {
+  const ag::Layout& L = c.push.L;
+  if (plan == Plan::Ce) {
+    CopyEngines* ce = nullptr;
+    c.push.ownToRegion = L.m % ag::kTileRows != 0;
+    // One stream per receiver (ring: per forwarded shard), and one for our shard into our region.
+    MKCCL_CHECK(copyEnginesGet(ctx.comm, L.ws - 1 + (c.push.ownToRegion ? 1 : 0), &ce));
+    c.push.ce = 1;
+    c.push.ceGo = reinterpret_cast<uint64_t*>(ctx.dev.peers[L.me]) + kCopyEngineSlot;
+    CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
+    MKCCL_CHECK(ag::fusedLaunch<In>(c, fp, ctx.stream));
+    return ag::ceCopies(*ce, c, ctx.dev.seq, c.ceGroupBytes, c.ceRing != 0, ctx.stream);
+  }
+  if (plan == Plan::Sequential) {
+    c.push.ownToRegion = 1;  // the GEMM reads every row from the region
+    MKCCL_CHECK(ag::gatherLaunch(c.push, c.dev, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
+    return gemmRun(c.push.region[L.me], c.W, c.C, c.M, c.N, c.K, c.type, c.type, c.variant, ctx.stream);
+  }
+  // Tiles wholly inside the own shard load it from the user's A; a tile that straddles a shard
+  // boundary (m not a multiple of 128) reads the own rows from the region.
+  c.push.ownToRegion = L.m % ag::kTileRows != 0;
+  return ag::fusedLaunch<In>(c, fp, ctx.stream);
+}
+
+// The plan of this call (forced, or the rule's), then its launches. Under the communicator's
+// plan lock throughout: launches only enqueue, and no state outlives it.
+template <class In>
+mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
+  OpState& os = opState(ctx.comm);
+  std::lock_guard<std::mutex> lock(os.mu);
+  ShapeCache& cache = ShapeCache::of(os, OpKind::AllGatherGemm);
+  const ShapeKey key = keyOf(c);
+  ShapeState* st = cache.find(key);
+  if (st == nullptr) {
+    ShapeState made;
+    MKCCL_CHECK(makeShapeState<In>(c, &made));
+    st = cache.insert(key, made);
+  }
+  Plan plan = forced;
+  if (forced == Plan::Auto)
+    plan = st->rule.plan == ag::AutoPlan::Sequential    ? Plan::Sequential
+           : st->rule.plan == ag::AutoPlan::CopyEngines ? Plan::Ce
+                                                        : Plan::Fused;
+  if (plan == Plan::Ce && !copyEnginesUsable()) {
+    MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
+               "cuStreamBatchMemOp), not found: fused",
+               kOp);
+    plan = Plan::Fused;
+  }
+  logChoice(ctx, c, *st, plan, forced != Plan::Auto);
+  const ag::FusedPlan& fp = plan == Plan::Ce ? st->fpCe : forced == Plan::Auto ? st->fpAuto : st->fp;
+  return launchPlan<In>(ctx, c, fp, plan);
+}
+
+}  // namespace
+
+mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N,
+                              size_t K, mkcclDataType_t t) {
+  mkcclComm* comm = ctx.comm;
+  if (comm->nNodes > 1)
+    return setError(mkcclInvalidUsage,
+                    "%s: not implemented across nodes yet (this communicator spans %d nodes); it fuses over NVLink "
+                    "inside one node",
+                    kOp, comm->nNodes);
+  ARG_CHECK(t == mkcclBfloat16 || t == mkcclFloat16, "%s: datatype must be mkcclBfloat16 or mkcclFloat16", kOp);
+  const size_t es = 2;
+  const Tuning& tune = tuningOf(comm);
+  const Tuning::AgGemm& over = tune.agGemm;
+  const Plan forced = over.plan == Tuning::AgGemm::kFused        ? Plan::Fused
+                      : over.plan == Tuning::AgGemm::kSequential ? Plan::Sequential
+                      : over.plan == Tuning::AgGemm::kCe         ? Plan::Ce
+                                                                 : Plan::Auto;
+  // Comm CTAs: the tuner's ag_gemm.comm_ctas, else the communicator's SM split (config.commCtas,
+  // MKCCL_COMM_CTAS), else the model's.
+  const int commCtas = over.commCtas >= 0 ? over.commCtas : comm->cfg.commCtas;
+  const int ws = comm->nranks, me = comm->rank;
+
+  if (ws == 1) {  // nothing to gather: the GEMM engine, and a copy if the caller wants the "gathered" A
+    MKCCL_CHECK(gemmRun(A, W, C, M, N, K, t, t, tune.gemm.variant, ctx.stream));
+    if (gatheredA != nullptr && gatheredA != A)
+      CUDA_CHECK(cudaMemcpyAsync(gatheredA, A, M * K * es, cudaMemcpyDeviceToDevice, ctx.stream));
+    return mkcclSuccess;
+  }
+
+  MKCCL_CHECK(cuDriverLoad());
+  MKCCL_CHECK(gemmCheckFault());
+  GemmDeviceInfo info;
+  MKCCL_CHECK(gemmDeviceInfo(comm->cudaDev, &info));
+  if (info.ccMajor != 9)
+    return setError(mkcclInvalidUsage, "%s: needs a Hopper (sm_90) GPU; device %d is sm_%d%d", kOp, comm->cudaDev,
+                    info.ccMajor, info.ccMinor);
+  if (ws > kMaxLocalRanks || comm->localRanks != ws)
+    return setError(mkcclInternalError, "%s: %d ranks, %d of them local", kOp, ws, comm->localRanks);
+  for (int q = 0; q < ws; ++q)
+    if (comm->rankLocal[q] != q)
+      return setError(mkcclInternalError, "%s: rank %d is local rank %d in a one-node communicator", kOp, q,
+                      comm->rankLocal[q]);
+
+  ag::FusedCall c;
+  memset(&c, 0, sizeof(c));
+  ag::Layout& L = c.push.L;
+  if (!ag::layoutFor(static_cast<int64_t>(M), static_cast<int64_t>(K), es, ws, me, &L))
+    return setError(mkcclInvalidUsage, "%s: M=%zu K=%zu on %d ranks: shards of more than 2^30 rows are not supported",
+                    kOp, M, K, ws);
+  const SymRegion* region = nullptr;
+  MKCCL_CHECK(symScratchGet(comm, kScratchAllGatherGemm, static_cast<size_t>(L.regionBytes()), &region));
+  c.push.dev = ctx.dev;
+  c.push.A = static_cast<const char*>(A);
+  for (int q = 0; q < ws; ++q) {
+    c.push.region[q] = region->peer[q];
+    c.push.counters[q] = reinterpret_cast<uint64_t*>(region->peer[q] + L.countersOffset());
+    c.push.flags[q] = reinterpret_cast<uint64_t*>(ctx.dev.peers[q]);
+  }
+  c.push.gathered = static_cast<char*>(gatheredA);
+  c.push.gatheredOwn = gatheredA != nullptr && static_cast<const char*>(A) != c.push.gathered + me * L.shardBytes();
+  c.A = A;
+  c.W = W;
+  c.C = C;
+  c.M = static_cast<int64_t>(M);
+  c.N = static_cast<int64_t>(N);
+  c.K = static_cast<int64_t>(K);
+  c.type = t;
+  c.dev = comm->cudaDev;
+  c.smCount = opMaxCtas(comm);
+  c.commCtas = commCtas;
+  c.variant = tune.gemm.variant;
+  c.timeoutNs = ctx.dev.timeoutNs;
+  c.ceGroupBytes = over.ceGroupBytes;
+  c.ceRing = over.ceRing;
+  if (t == mkcclBfloat16) return planAndRun<dev::Bf16>(ctx, c, forced);
+  return planAndRun<dev::F16>(ctx, c, forced);
+}
+
+}  // namespace mkccl

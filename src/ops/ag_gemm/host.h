@@ -1,0 +1,68 @@
+// Host side of AllGather+GEMM shared by the op (ag_gemm.cu) and the kernels' launch code: what a
+// call needs, the two plans' launchers, the cost model that picks a plan.
+#pragma once
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "ops/ag_gemm/model.h"
+#include "kernels/ag_gemm/push.cuh"
+#include "ops/gemm/gemm_plan.h"
+#include "mkccl.h"
+#include "runtime/copy_engines.h"
+
+namespace mkccl {
+namespace ag {
+
+// One call, as the fused kernel's launcher needs it.
+struct FusedCall {
+  const void* A;
+  const void* W;
+  void* C;
+  int64_t M, N, K;
+  mkcclDataType_t type;
+  PushArgs push;        // layout, buffers, flags (ownToRegion / gatheredOwn set)
+  int commCtas;         // comm CTAs asked for (MKCCL_COMM_CTAS, config, ag_gemm.comm_ctas), -1: the model
+  GemmVariant variant;  // gemm.variant
+  int dev, smCount;
+  uint64_t timeoutNs;   // the communicator's bound on device waits
+  int64_t ceGroupBytes; // the ce plan's bytes per copy (ag_gemm.ce_group_kib; 0: the default)
+  int ceRing;           // the ce plan's shards travel a ring (ag_gemm.ce=ring)
+};
+
+struct FusedPlan {
+  GemmPlan gemm;        // tile, cluster and compute CTAs of the fused kernel
+  GemmPlan full;        // the same GEMM on every SM (what the sequential plan's GEMM gets)
+  int commCtas = 0;     // dedicated comm CTAs in the launch (whole clusters)
+  int sideTeams = 0;    // the compute CTAs' idle producer warps communicate too
+  bool commFromBudget = false;  // the comm CTAs took SMs from the GEMM (else they use spare SMs)
+  Estimate est;         // the model's fused time (fusedUs, gemmUs, commUs)
+};
+
+// Comm CTAs the heuristic adds on SMs the GEMM leaves idle (small problems have fewer tiles than
+// SMs), and the most a configuration may ask for.
+constexpr int kMaxFreeCommCtas = 16;
+
+// Plans the fused kernel for In = dev::Bf16 / dev::F16 (ag_gemm_bf16.cu, ag_gemm_f16.cu).
+template <class In>
+mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out);
+template <class In>
+mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_t stream);
+// Loads the fused kernels of this input type on `dev` (preload.cu).
+template <class In>
+mkcclResult_t fusedPreload(int dev, int smCount);
+
+// The sequential plan's first kernel: the AllGather into the regions (ag_gemm_gather.cu). It
+// returns once every peer's shard has landed here (and gathered A is written, if asked).
+mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t stream);
+mkcclResult_t gatherPreload(int dev);
+
+// The ce plan's copies (ag_gemm_ce.cu), enqueued after the fused kernel was launched with
+// push.ce = 1 and an event ce.fork recorded on `stream` before it: this rank's shard to every
+// receiver by the copy engines, groups of about groupBytes, each completing its chunks' counters;
+// `stream` then waits for them (and copies the gathered A out if asked).
+// ring (ag_gemm.ce=ring): the shards travel the ring me -> me+1 instead (ag_gemm_ce.cu).
+mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes, bool ring,
+                       cudaStream_t stream);
+// (Copy sizes: ceGroupChunks, ag_gemm_model.cuh; whether the driver can: copyEnginesUsable.)
+
+}  // namespace ag
+}  // namespace mkccl

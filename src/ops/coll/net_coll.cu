@@ -1,0 +1,141 @@
+// The inter-node step of the hierarchical collectives (see net_coll.h and src/ops/coll/coll_net.cc).
+#include <cuda_bf16.h>
+#include <algorithm>
+#include <cuda_fp16.h>
+#include "ops/coll/net_coll.h"
+#include "kernels/device/net.cuh"
+#include "kernels/device/reduce.cuh"
+#include "runtime/check.h"
+
+namespace mkccl {
+namespace netcoll {
+namespace {
+
+constexpr int kExchangeThreads = 32;
+constexpr int kReduceThreads = 512;
+
+// Every wait below is bounded (dev::waitGeq); after a failed one the thread stops issuing work, so
+// the peers' waits fail too (timeout, or at once once the proxy or the host aborts).
+//
+// Why the handshake: my R slots are read after this kernel (copies, the reduce kernel), in stream
+// order before my next exchange kernel starts. My "ready" of call s is therefore raised only once
+// every earlier use of my R slots is over, and a counterpart writes my R[its node] only after it.
+// My S slots are overwritten only after this kernel ends, and it ends only after my puts have left
+// them (netWaitSent).
+__global__ void __launch_bounds__(kExchangeThreads) exchangeKernel(DevComm c, uint64_t slot, uint64_t bytes,
+                                                                   int perNode) {
+  if (!dev::barrierLocal(c, 0)) return;
+  const NetDevComm* n = c.net;
+  const int N = n->nNodes, me = c.node;
+  const uint64_t v = dev::netFlagValue(c.seq);
+  bool ok = true, put = false;
+  uint64_t ticket = 0;
+  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+    if (m != me) ok = dev::netSignal(c, n->nodePeer[m], kReadyFlag, v);
+  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+    if (m != me) ok = dev::netWaitArrival(c, n->nodePeer[m], kReadyFlag, v);
+  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+    if (m != me) {
+      ok = dev::netPut(c, n->nodePeer[m], slotS(perNode ? m : me, slot), slotR(me, N, slot), bytes, kDataFlag, v,
+                       &ticket);
+      put = true;
+    }
+  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+    if (m != me) ok = dev::netWaitArrival(c, n->nodePeer[m], kDataFlag, v);
+  if (ok && put) dev::netWaitSent(c, ticket);
+}
+
+// Block b reduces elements [b * per, ...) of every input; per keeps 16-byte vectors aligned.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kReduceThreads) reduceKernel(const char* window, uint64_t slot, int N, int me,
+                                                               const char* own, char* out, size_t count, int avgDiv) {
+  extern __shared__ const char* s_in[];  // N pointers
+  __shared__ char* s_out[1];
+  constexpr size_t V = 16 / sizeof(T);
+  const size_t per = (count + gridDim.x - 1) / gridDim.x, perV = (per + V - 1) / V * V;
+  const size_t first = (size_t)blockIdx.x * perV;
+  if (first >= count) return;
+  const size_t n = count - first < perV ? count - first : perV;
+  const size_t off = first * sizeof(T);
+  for (int m = threadIdx.x; m < N; m += blockDim.x) s_in[m] = (m == me ? own : window + slotR(m, N, slot)) + off;
+  if (threadIdx.x == 0) s_out[0] = out + off;
+  __syncthreads();
+  dev::blockReduce<T, Op>(s_in, N, s_out, 1, n, avgDiv);
+}
+
+template <typename T>
+const void* reduceByOp(mkcclRedOp_t op) {
+  switch (op) {
+    case mkcclSum:
+    case mkcclAvg: return (const void*)&reduceKernel<T, dev::OpSum>;
+    case mkcclProd: return (const void*)&reduceKernel<T, dev::OpProd>;
+    case mkcclMax: return (const void*)&reduceKernel<T, dev::OpMax>;
+    case mkcclMin: return (const void*)&reduceKernel<T, dev::OpMin>;
+    default: return nullptr;
+  }
+}
+
+const void* reduceFn(mkcclDataType_t t, mkcclRedOp_t op) {
+  switch (t) {
+    case mkcclInt8: return reduceByOp<int8_t>(op);
+    case mkcclUint8: return reduceByOp<uint8_t>(op);
+    case mkcclInt32: return reduceByOp<int32_t>(op);
+    case mkcclUint32: return reduceByOp<uint32_t>(op);
+    case mkcclInt64: return reduceByOp<int64_t>(op);
+    case mkcclUint64: return reduceByOp<uint64_t>(op);
+    case mkcclFloat16: return reduceByOp<__half>(op);
+    case mkcclFloat32: return reduceByOp<float>(op);
+    case mkcclFloat64: return reduceByOp<double>(op);
+    case mkcclBfloat16: return reduceByOp<__nv_bfloat16>(op);
+    default: return nullptr;
+  }
+}
+
+size_t elemSize(mkcclDataType_t t) {
+  switch (t) {
+    case mkcclInt8: case mkcclUint8: return 1;
+    case mkcclFloat16: case mkcclBfloat16: return 2;
+    case mkcclInt32: case mkcclUint32: case mkcclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+}  // namespace
+
+mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bool perNode, cudaStream_t s) {
+  exchangeKernel<<<1, kExchangeThreads, 0, s>>>(c, slot, bytes, perNode ? 1 : 0);
+  CUDA_CHECK(cudaGetLastError());
+  return mkcclSuccess;
+}
+
+mkcclResult_t launchReduce(const char* window, uint64_t slot, int nNodes, int node, const void* own, void* out,
+                           size_t count, mkcclDataType_t t, mkcclRedOp_t op, int avgDiv, cudaStream_t s) {
+  const void* fn = reduceFn(t, op);
+  if (!fn) return setError(mkcclInvalidArgument, "inter-node reduction: op %d on type %d is not supported", (int)op, (int)t);
+  if (count == 0) return mkcclSuccess;
+  // A block per 256 KiB (the inputs may be host memory read over PCIe: many loads in flight help).
+  const size_t bytes = count * elemSize(t);
+  const unsigned grid = (unsigned)std::min<size_t>(128, std::max<size_t>(1, (bytes + (256 << 10) - 1) / (256 << 10)));
+  const size_t smem = (size_t)nNodes * sizeof(const char*);
+  const char* ownc = static_cast<const char*>(own);
+  char* outc = static_cast<char*>(out);
+  void* params[] = {(void*)&window, (void*)&slot, (void*)&nNodes, (void*)&node, (void*)&ownc, (void*)&outc,
+                    (void*)&count, (void*)&avgDiv};
+  if (smem > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  CUDA_CHECK(cudaLaunchKernel(fn, dim3(grid), dim3(kReduceThreads), params, smem, s));
+  return mkcclSuccess;
+}
+
+mkcclResult_t preload() {
+  cudaFuncAttributes a;
+  CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeKernel));
+  const mkcclDataType_t types[] = {mkcclInt8,   mkcclUint8,   mkcclInt32,   mkcclUint32,  mkcclInt64,
+                                   mkcclUint64, mkcclFloat16, mkcclFloat32, mkcclFloat64, mkcclBfloat16};
+  for (mkcclDataType_t t : types)
+    for (mkcclRedOp_t op : {mkcclSum, mkcclProd, mkcclMax, mkcclMin})
+      CUDA_CHECK(cudaFuncGetAttributes(&a, reduceFn(t, op)));
+  return mkcclSuccess;
+}
+
+}  // namespace netcoll
+}  // namespace mkccl

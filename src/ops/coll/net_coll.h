@@ -1,0 +1,46 @@
+// Kernels of the inter-node step of the hierarchical collectives (src/ops/coll/coll_net.cc): an
+// exchange between the counterpart ranks of all nodes through the network window, and the
+// reduction of what arrived. Host-side declarations.
+//
+// Window layout of one round (the same on every rank): 2 * nNodes slots of `slot` bytes.
+//   S[m] = slot m           what this rank sends to node m (or, for a broadcast, S[node]: what it
+//                           sends to every node)
+//   R[m] = slot nNodes + m  what node m's counterpart sent here
+// A put goes from my S[...] to the counterpart's R[my node].
+#pragma once
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "mkccl.h"
+#include "kernels/abi/devcomm.h"
+
+namespace mkccl {
+namespace netcoll {
+
+// Arrival flags of the exchange (flag 0 is netBarrier's).
+constexpr uint32_t kReadyFlag = 1;  // "my R slots are free for this call": the receiver may be written
+constexpr uint32_t kDataFlag = 2;   // "your R[my node] holds this call's data"
+
+__host__ __device__ inline uint64_t slotS(int m, uint64_t slot) { return (uint64_t)m * slot; }
+__host__ __device__ inline uint64_t slotR(int m, int nNodes, uint64_t slot) { return (uint64_t)(nNodes + m) * slot; }
+
+// One CTA: a node barrier (every local rank has entered this launch, hence finished the ones
+// before it: each launch of a hierarchical call is then a complete call for the node, as the NVLink
+// protocols may assume), then with every other node's counterpart: handshake (kReadyFlag), put
+// `bytes` from S[perNode ? m : my node] to its R[my node] (kDataFlag), wait for its put into my
+// R[m], and wait until my puts have left the window. c.seq must be a fresh call number of the
+// communicator (flags are raised to netFlagValue(c.seq)).
+mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bool perNode, cudaStream_t s);
+
+// out[i] = op over nodes m in node order of (m == node ? own : window + R[m])[i], i < count, then
+// divided by avgDiv when > 0 (mkcclAvg; op is then mkcclSum). mkcclInvalidArgument for a
+// type/op pair without a kernel. own and out may be the same buffer.
+mkcclResult_t launchReduce(const char* window, uint64_t slot, int nNodes, int node, const void* own, void* out,
+                           size_t count, mkcclDataType_t t, mkcclRedOp_t op, int avgDiv, cudaStream_t s);
+
+// Loads every kernel above now (see src/ops/coll/coll_net.cc: no launch may have to load a kernel
+// while a kernel that waits for the network runs).
+mkcclResult_t preload();
+
+}  // namespace netcoll
+}  // namespace mkccl

@@ -1,0 +1,27 @@
+// The plain GEMM (mkcclGemm): three kernel configurations per input type, chosen per shape.
+#pragma once
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include "ops/gemm/gemm_plan.h"
+#include "mkccl.h"
+
+namespace mkccl {
+
+struct GemmProblem {
+  const void* A;
+  const void* W;
+  void* C;
+  int64_t M, N, K;
+  mkcclDataType_t inType, outType;
+};
+
+// Plans and launches C = A . W^T with In = dev::Bf16 or dev::F16 (instantiated in gemm_bf16.cu
+// and gemm_f16.cu, one file each so that the two compile in parallel).
+template <class In>
+mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const GemmDeviceInfo& info,
+                        cudaStream_t stream);
+// Loads every plain GEMM kernel of this input type on `dev` (src/ops/preload.cu).
+template <class In>
+mkcclResult_t plainGemmPreload(int dev, int smCount);
+
+}  // namespace mkccl

@@ -1,0 +1,130 @@
+// Host planning of the GEMM engine: configuration per shape, tensor maps, the fault word.
+#include "ops/gemm/gemm_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <mutex>
+#include "ops/gemm/gemm_plan_model.h"
+#include "runtime/check.h"
+#include "runtime/cudriver.h"
+#include "runtime/log.h"
+
+namespace mkccl {
+
+const char* gemmVariantName(GemmVariant v) {
+  switch (v) {
+    case GemmVariant::Auto: return "auto";
+    case GemmVariant::Simple: return "simple";
+    case GemmVariant::F256C2: return "256x2";
+    case GemmVariant::F256C1: return "256x1";
+    case GemmVariant::F128C1: return "128x1";
+    case GemmVariant::F128C2: return "128x2";
+  }
+  return "?";
+}
+
+mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info) {
+  static std::mutex mu;
+  static GemmDeviceInfo cache[64];
+  if (dev < 0 || dev >= 64) return setError(mkcclInternalError, "gemm: device %d out of range", dev);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache[dev].smCount == 0) {
+    GemmDeviceInfo d;
+    CUDA_CHECK(cudaDeviceGetAttribute(&d.smCount, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&d.ccMajor, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&d.ccMinor, cudaDevAttrComputeCapabilityMinor, dev));
+    cache[dev] = d;
+  }
+  *info = cache[dev];
+  return mkcclSuccess;
+}
+
+GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2) {
+  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2);
+}
+
+void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, GemmArgs* a) {
+  a->M = M;
+  a->N = N;
+  a->K = K;
+  a->kBlocks = static_cast<int>(ceilDiv(K, 64));
+  a->clusterSize = plan.clusterSize;
+  a->nCommCtas = 0;
+  a->sched.mBlocks = static_cast<int>(ceilDiv(M, 128));
+  a->sched.nBlocks = static_cast<int>(ceilDiv(N, plan.bn));
+  a->sched.clusterM = plan.clusterSize;
+  a->sched.group = std::max(1, plan.groupM / plan.clusterSize);
+  a->sched.rowRotate = 0;
+}
+
+static CUtensorMapDataType mapType(mkcclDataType_t t) {
+  switch (t) {
+    case mkcclBfloat16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case mkcclFloat16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    default: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  }
+}
+
+mkcclResult_t encodeTileMap(CUtensorMap* map, const void* base, mkcclDataType_t t, uint64_t rows, uint64_t cols,
+                            uint64_t ld, uint32_t boxRows) {
+  const uint64_t elt = t == mkcclFloat32 ? 4 : 2;
+  if (t != mkcclFloat32 && t != mkcclBfloat16 && t != mkcclFloat16)
+    return setError(mkcclInternalError, "encodeTileMap: unsupported type %d", static_cast<int>(t));
+  if ((reinterpret_cast<uintptr_t>(base) & 15u) != 0)
+    return setError(mkcclInvalidArgument, "GEMM operand %p is not 16-byte aligned (TMA needs it)", base);
+  if ((ld * elt) % 16 != 0 || ld < cols)
+    return setError(mkcclInvalidArgument, "GEMM row pitch of %llu elements is not a multiple of 16 bytes",
+                    static_cast<unsigned long long>(ld));
+  if (rows > (1ull << 31) || cols > (1ull << 31))
+    return setError(mkcclInvalidArgument, "GEMM dimension %llu x %llu too large (2^31 at most)",
+                    static_cast<unsigned long long>(rows), static_cast<unsigned long long>(cols));
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {ld * elt};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elt), boxRows};
+  const cuuint32_t estrides[2] = {1, 1};
+  CU_CHECK(cu().tensorMapEncodeTiled(map, mapType(t), 2, const_cast<void*>(base), dims, strides, box, estrides,
+                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return mkcclSuccess;
+}
+
+namespace {
+std::mutex gFaultMu;
+int* gFaultHost = nullptr;
+int* gFaultDev = nullptr;
+}  // namespace
+
+mkcclResult_t gemmFaultWord(int** deviceWord) {
+  std::lock_guard<std::mutex> lock(gFaultMu);
+  if (gFaultHost == nullptr) {
+    void* h = nullptr;
+    CUDA_CHECK(cudaHostAlloc(&h, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(h, 0, 64);
+    void* d = nullptr;
+    CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+    gFaultHost = static_cast<int*>(h);
+    gFaultDev = static_cast<int*>(d);
+  }
+  *deviceWord = gFaultDev;
+  return mkcclSuccess;
+}
+
+mkcclResult_t gemmCheckFault() {
+  std::lock_guard<std::mutex> lock(gFaultMu);
+  if (gFaultHost == nullptr) return mkcclSuccess;
+  const int code = *reinterpret_cast<volatile int*>(gFaultHost);
+  if (code == 0) return mkcclSuccess;
+  *reinterpret_cast<volatile int*>(gFaultHost) = 0;
+  if ((code & 0xff) == kGemmFaultGroupOffsets)
+    return setError(mkcclInvalidArgument,
+                    "mkcclGroupedGemm: an earlier call's row offsets (read on the device) were not non-decreasing "
+                    "multiples of 128: that call computed only the groups before the first bad offset");
+  return setError(mkcclInternalError,
+                  "mkcclGemm: an earlier GEMM kernel gave up waiting on its %s pipeline barrier (block %d) after "
+                  "%llu s: a bug in the GEMM engine; that result was wrong",
+                  (code & 0xff) == kGemmFaultProducer ? "producer (empty)" : "consumer (full)", (code >> 8) - 1,
+                  static_cast<unsigned long long>(kGemmWaitTimeoutNs / 1000000000ull));
+}
+
+}  // namespace mkccl

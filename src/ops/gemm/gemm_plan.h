@@ -1,0 +1,51 @@
+// Host side of the GEMM engine that fused ops share: tile configuration choice, tensor-map
+// encoding, the fault word. (Compiled by nvcc only: includes device headers for GemmArgs.)
+#pragma once
+#include <cuda.h>
+#include <stdint.h>
+#include "kernels/gemm/gemm_args.h"
+#include "mkccl.h"
+
+namespace mkccl {
+
+// Forced configurations (the tuner's gemm.variant: auto | simple | 256x2 | 256x1 | 128x1 | 128x2),
+// for debugging and tests; Auto chooses per shape.
+enum class GemmVariant : int { Auto, Simple, F256C2, F256C1, F128C1, F128C2 };
+const char* gemmVariantName(GemmVariant v);
+
+struct GemmPlan {
+  int bn = 256;         // output tile 128 x bn
+  int clusterSize = 2;  // CTAs per cluster along M, sharing the W tile by multicast
+  bool simple = false;  // debug variant: 128 x 128, no cluster, register epilogue
+  int ctas = 0;         // compute CTAs (a multiple of clusterSize)
+  int groupM = 16;      // raster band height in M-blocks
+};
+
+struct GemmDeviceInfo {
+  int smCount = 0, ccMajor = 0, ccMinor = 0;
+};
+mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info);
+
+// The configuration for C[M, N] = A[M, K] . W[N, K]^T on at most ctaBudget CTAs.
+// maxClusters2: how many 2-CTA clusters of the 128 x 256 kernel fit on the GPU at once (0: none).
+// The model and the configurations' relative efficiencies: gemm_plan_model.h.
+GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2);
+
+// Shape, k-blocks, schedule and cluster size of `args` for the plan (other fields untouched).
+void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, GemmArgs* args);
+
+// 2-D tensor map of a row-major [rows, cols] matrix of type t with a row pitch of ld elements:
+// boxes of boxRows x (128 bytes of columns), 128-byte swizzle, zero fill out of bounds.
+// The base must be 16-byte aligned and ld * element size a multiple of 16 (checked).
+mkcclResult_t encodeTileMap(CUtensorMap* map, const void* base, mkcclDataType_t t, uint64_t rows, uint64_t cols,
+                            uint64_t ld, uint32_t boxRows);
+
+// The host-mapped word GEMM kernels write when an internal wait times out (a bug), and its check:
+// mkcclInternalError (once) if a kernel since the last check reported one.
+mkcclResult_t gemmFaultWord(int** deviceWord);
+mkcclResult_t gemmCheckFault();
+
+// Bound on the GEMM kernels' intra-CTA waits when no fused op sets one.
+constexpr uint64_t kGemmWaitTimeoutNs = 30ull * 1000 * 1000 * 1000;
+
+}  // namespace mkccl

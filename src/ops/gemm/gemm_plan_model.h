@@ -1,0 +1,85 @@
+// The plain GEMM's choice of tile configuration per shape (gemmPlanFor forwards here): pure host
+// arithmetic, header-only so that the CPU tests check it. Fused ops' cost models may reuse
+// gemmTileEfficiency.
+#pragma once
+#include <stdint.h>
+#include <algorithm>
+#include "kernels/abi/hd.h"
+#include "ops/gemm/gemm_plan.h"
+
+namespace mkccl {
+
+// Sustained throughput of each tile configuration per SM on large shapes, relative to 128 x 256
+// without a cluster. What separates them is the L2 -> SM traffic per flop (TMA bytes per CTA per
+// k-block over the tile's flops): 256x1 48 KB per 4.2 MFLOP, 128x1 32 KB per 2.1 MFLOP (1.33x),
+// 256x2 32 KB per 4.2 MFLOP (multicast halves W), 128x2 24 KB per 2.1 MFLOP (1.0x).
+// Measured (H100, 2026-11-22, TFLOP/s at 8192^3): 256x1 798, 128x1 574 -> 0.72; 256x1 and 128x1
+// both moved ~39 B/clk/SM, so that traffic looks like the limit. The cluster variants measured
+// 446 / 262 then, slowed by a fence in every consumer release (fixed); until they are measured
+// again their values are predictions from the same traffic model, kept below it (the 2-CTA
+// hand-off costs something): replace them with measured ratios.
+inline double gemmTileEfficiency(int bn, int clusterSize) {
+  // The cluster values are kept just below the measured 256x1 until the fixed cluster hand-off has
+  // been measured on a GPU: auto stays on the configuration that is proven to reach cuBLAS.
+  if (bn == 256) return clusterSize == 2 ? 0.98 : 1.0;
+  return clusterSize == 2 ? 0.70 : 0.72;
+}
+
+// Wave-quantisation model: a persistent CTA (cluster) works through its share of the output tiles
+// one after the other, so the time is ~ (tiles per cluster, rounded up) x (time per tile), and a
+// tile's time is its width over its efficiency. Ties (within 0.5%) go to the plan that uses fewer
+// CTAs (fused ops can use the rest), then to the earlier candidate.
+inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2) {
+  (void)K;  // per-tile costs (epilogue, pipeline fill) scale with the tile width as the mainloop does
+  GemmPlan plan;
+  const int64_t mBlocks = ceilDiv(M, 128);
+  ctaBudget = std::max(ctaBudget, 1);
+  if (v == GemmVariant::Simple) {
+    plan.simple = true;
+    plan.bn = 128;
+    plan.clusterSize = 1;
+    plan.ctas = static_cast<int>(std::min<int64_t>(ctaBudget, mBlocks * ceilDiv(N, 128)));
+    return plan;
+  }
+  struct Candidate {
+    int bn, cs;
+  };
+  static const Candidate kAuto[] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}};
+  Candidate forced{256, 2};
+  const Candidate* cands = kAuto;
+  int nCands = 4;
+  if (v != GemmVariant::Auto) {
+    forced.bn = (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? 256 : 128;
+    forced.cs = (v == GemmVariant::F256C2 || v == GemmVariant::F128C2) ? 2 : 1;
+    cands = &forced;
+    nCands = 1;
+  }
+  double best = -1;
+  for (int i = 0; i < nCands; ++i) {
+    const Candidate& c = cands[i];
+    int ctas = ctaBudget;
+    if (c.cs == 2) {
+      // A single M-block leaves the second CTA of every cluster with nothing but zero padding.
+      if (v == GemmVariant::Auto && mBlocks < 2) continue;
+      ctas = std::min(ctaBudget / 2, std::max(maxClusters2, 0)) * 2;
+      if (ctas < 2) {
+        if (v != GemmVariant::Auto) ctas = 2;  // forced: correctness over speed
+        else continue;
+      }
+    }
+    const int64_t units = ceilDiv(mBlocks, c.cs) * ceilDiv(N, c.bn);  // cluster tiles
+    const int64_t parallel = ctas / c.cs;
+    const double cost = static_cast<double>(ceilDiv(units, parallel)) * c.bn / gemmTileEfficiency(c.bn, c.cs);
+    const int used = static_cast<int>(std::min<int64_t>(ctas, units * c.cs));
+    const bool tie = best >= 0 && cost > best * 0.995 && cost < best * 1.005;
+    if (best < 0 || (tie ? used < plan.ctas : cost < best)) {
+      best = tie ? std::min(best, cost) : cost;
+      plan.bn = c.bn;
+      plan.clusterSize = c.cs;
+      plan.ctas = used;
+    }
+  }
+  return plan;
+}
+
+}  // namespace mkccl

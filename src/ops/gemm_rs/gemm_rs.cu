@@ -1,0 +1,271 @@
+// mkccl::gemmReduceScatterOp, and the driver it shares with gemmAllReduceOp (gemm_ar.cu): world
+// size 1 is a plain GEMM; otherwise the fused kernel (kernels/gemm_rs/op.cuh) or the GEMM engine
+// followed by our ReduceScatter / AllReduce, or (AllReduce) the fused ReduceScatter kernel followed
+// by our AllGather: as the tuner's gemm_rs.plan / gemm_ar.plan says, else as the rule decides from
+// the shape (rule.h): the same plan on every rank, no host wait. Plans are made on a shape's first
+// call and cached per communicator (ops/tuner/op_state.h).
+// Arguments were checked by the API (api_fused.cc).
+#include <string.h>
+#include <mutex>
+#include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_plan.h"
+#include "ops/gemm_rs/host.h"
+#include "ops/tuner/op_state.h"
+#include "runtime/check.h"
+#include "runtime/comm.h"
+#include "runtime/copy_engines.h"
+#include "runtime/cudriver.h"
+#include "runtime/log.h"
+#include "runtime/ops.h"
+#include "transport/nvlink/symmem.h"
+
+namespace mkccl {
+namespace rs {
+
+namespace {
+
+const char* opName(int mode) { return mode == kModeAllReduce ? "mkcclGemmAllReduce" : "mkcclGemmReduceScatter"; }
+const char* tuningPrefix(int mode) { return mode == kModeAllReduce ? "gemm_ar" : "gemm_rs"; }
+
+const char* routeName(Route r) {
+  switch (r) {
+    case Route::Fused: return "fused";
+    case Route::RsThenAg: return "fused ReduceScatter, then AllGather";
+    default: return "sequential";
+  }
+}
+
+const char* pushName(PushMode p) {
+  return p == PushMode::Bulk ? "bulk stores" : p == PushMode::Ce ? "copy engines" : "the push team";
+}
+
+// A shape's plan, made on its first call.
+struct ShapeKey {
+  int mode = 0, ws = 0, type = 0, budget = 0, variant = 0;
+  int64_t M = 0, N = 0, K = 0;
+  bool operator==(const ShapeKey& o) const {
+    return mode == o.mode && ws == o.ws && type == o.type && budget == o.budget && variant == o.variant &&
+           M == o.M && N == o.N && K == o.K;
+  }
+};
+struct ShapePlan {
+  Route route = Route::Sequential;
+  FusedPlan plan;    // the fused kernel's configuration and layout (RsThenAg: of the ReduceScatter)
+  FusedChoices ch;   // its push (the copy engines demoted to the team where they cannot run), order
+};
+using ShapeCache = PlanCache<ShapeKey, ShapePlan>;
+
+mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const void* W, void* C, int64_t M,
+                          int64_t N, int64_t K, mkcclDataType_t t) {
+  mkcclComm* comm = ctx.comm;
+  const FusedPlan& plan = sp.plan;
+  const Layout& L = plan.L;
+  const PushMode push = sp.ch.push;
+  CopyEngines* ce = nullptr;
+  if (push == PushMode::Ce) MKCCL_CHECK(copyEnginesGet(comm, ceStreamCount(L, sp.ch.ceStreams), &ce));
+
+  const SymRegion* region = nullptr;
+  MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(L.scratchBytes()), &region));
+  const int ws = L.ws;
+  if (ws > kMaxLocalRanks)
+    return setError(mkcclInternalError, "%s: %d ranks in one node (at most %d)", opName(L.mode), ws, kMaxLocalRanks);
+  FusedLaunch f;
+  f.A = A;
+  f.W = W;
+  f.M = M;
+  f.N = N;
+  f.K = K;
+  f.cRows = L.allReduce() ? M : M / ws;
+  f.type = t;
+  f.ctas = plan.ctas;
+  // Intra-CTA waits must outlast any wait on a peer (a consumer may wait that long for a partial).
+  f.waitTimeoutNs = ctx.dev.timeoutNs + kGemmWaitTimeoutNs;
+  ReduceParams& p = f.params;
+  memset(&p, 0, sizeof(p));
+  p.comm = ctx.dev;
+  p.L = L;
+  p.rank = comm->rank;
+  for (int q = 0; q < ws; ++q) {
+    const int local = comm->rankLocal[q];
+    p.localOf[q] = local;
+    p.scratchOf[q] = region->peer[local];
+    p.wsOf[q] = reinterpret_cast<uint64_t*>(comm->ws.peer[local]);
+  }
+  p.C = static_cast<char*>(C);
+  p.pushBulk = push == PushMode::Bulk ? 1 : 0;
+  p.pushCe = push == PushMode::Ce ? 1 : 0;
+  p.earlyPublish = sp.ch.earlyPublish;
+  if (ce) {
+    // The batch counts, words and CTA count start from zero (the kernel counts up from there).
+    uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
+    CUDA_CHECK(cudaMemsetAsync(own + L.baseFlagSlots(), 0, size_t(L.flagSlots() - L.baseFlagSlots()) * 8,
+                               ctx.stream));
+    CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
+  }
+  if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
+  else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
+  return ce ? ceCopies(*ce, p, sp.ch.ceStreams, ctx.stream) : mkcclSuccess;
+}
+
+mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
+                            mkcclDataType_t t, int mode, GemmVariant v) {
+  mkcclComm* comm = ctx.comm;
+  const size_t es = typeSize(t);
+  if (mode == kModeAllReduce) {
+    MKCCL_CHECK(gemmRun(A, W, C, M, N, K, t, t, v, ctx.stream));
+    return allReduceOp(ctx, C, C, size_t(M) * N, t, mkcclSum);
+  }
+  // The full partial product needs a buffer of its own: the symmetric scratch, used locally.
+  const SymRegion* region = nullptr;
+  MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(M) * N * es, &region));
+  void* partial = region->peer[comm->localRank];
+  MKCCL_CHECK(gemmRun(A, W, partial, M, N, K, t, t, v, ctx.stream));
+  return reduceScatterOp(ctx, partial, C, size_t(M / comm->nranks) * N, t, mkcclSum);
+}
+
+// AllReduce as the fused ReduceScatter kernel (plan: a ReduceScatter configuration) into this
+// rank's rows of C, then our AllGather of those rows into C, in place. The AllGather is a kernel
+// with a protocol of its own: it takes the next sequence number.
+mkcclResult_t runRsThenAg(OpCtx& ctx, const ShapePlan& plan, const void* A, const void* W, void* C, int64_t M,
+                          int64_t N, int64_t K, mkcclDataType_t t) {
+  const int ws = ctx.comm->nranks;
+  const size_t rows = size_t(M / ws), es = typeSize(t);
+  char* mine = static_cast<char*>(C) + size_t(ctx.comm->rank) * rows * size_t(N) * es;
+  MKCCL_CHECK(launchFused(ctx, plan, A, W, mine, M, N, K, t));
+  opNextKernel(ctx);
+  return allGatherOp(ctx, mine, C, rows * size_t(N), t);
+}
+
+// The plan of a shape: the tuner's route or the rule's, the fused configuration and its push.
+mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataType_t t, const Tuning::Reduce& over,
+                       ShapePlan* out) {
+  const int mode = in.mode;
+  const char* name = opName(mode);
+  Occupancy occ;
+  if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &occ));
+  else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &occ));
+  PlanInputs pin = in;
+  pin.occ = occ;
+  const PlanChoice rule = choosePlan(pin);
+  ShapePlan sp;
+  sp.route = over.plan == Tuning::Reduce::kFused        ? Route::Fused
+             : over.plan == Tuning::Reduce::kSequential ? Route::Sequential
+             : over.plan == Tuning::Reduce::kRsThenAg   ? Route::RsThenAg
+                                                        : rule.route;
+  if (sp.route == Route::RsThenAg && in.M % in.ws != 0) {
+    MKCCL_WARN("%s: %s.plan=rs_ag needs M (%lld) divisible by the %d ranks: sequential", name, tuningPrefix(mode),
+               (long long)in.M, in.ws);
+    sp.route = Route::Sequential;
+  }
+  if (sp.route != Route::Sequential) {
+    PlanInputs fin = pin;
+    if (sp.route == Route::RsThenAg) fin.mode = kModeReduceScatter;
+    sp.plan = planFused(fin);
+    if (!sp.plan.ok) {
+      MKCCL_WARN("%s: the fused kernel (tiles: %s) cannot run %lldx%lldx%lld on %d ranks (flags or scratch would not "
+                 "fit): sequential",
+                 name, gemmVariantName(in.variant), (long long)in.M, (long long)in.N, (long long)in.K, in.ws);
+      sp.route = Route::Sequential;
+    }
+  }
+  if (sp.route != Route::Sequential) {
+    Layout& L = sp.plan.L;
+    MKCCL_CHECK(fusedChoices(L.mode, in.ws, over, &L, &sp.ch));
+    if (sp.ch.push == PushMode::Ce) {
+      // Where the copy engines cannot run: an error if the user asked for them, else the push team
+      // (every rank reaches the same verdict: the flag area and the driver agree).
+      L.setCeBatch(sp.ch.ceBatch);
+      const char* why = L.flagSlots() > in.flagSlots ? "its batch flags do not fit the flag area"
+                        : !copyEnginesUsable()        ? "needs the driver's stream memory operations"
+                                                      : nullptr;
+      if (why && sp.ch.forcedPush)
+        return setError(mkcclInvalidUsage, "%s: tuning %s.push=ce %s", name, tuningPrefix(mode), why);
+      if (why) {
+        MKCCL_INFO("%s: copy engines: %s; the push team sends", name, why);
+        sp.ch.push = PushMode::Team;
+        L.setCeBatch(0);
+      }
+    }
+  }
+  const char* how = over.plan != Tuning::Reduce::kAuto ? "forced" : ruleReasonName(rule.why);
+  if (sp.route != Route::Sequential)
+    MKCCL_INFO("%s %lldx%lldx%lld, %d ranks: %s, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk, partials by "
+               "%s, %s order%s (%s; model: fused %s%.0f us, rs+ag %s%.0f us, sequential %.0f us)",
+               name, (long long)in.M, (long long)in.N, (long long)in.K, in.ws, routeName(sp.route), sp.plan.bn,
+               sp.plan.cs, sp.plan.ctas, sp.plan.L.tiles, pushName(sp.ch.push),
+               sp.plan.L.order == kOrderInterleaved ? "interleaved" : "phase", sp.plan.L.ring ? ", ring reduction" : "",
+               how, rule.plan.ok ? "" : "n/a ", rule.plan.estUs, rule.rsPlan.ok ? "" : "n/a ", rule.rsAgUs, rule.seqUs);
+  else
+    MKCCL_INFO("%s %lldx%lldx%lld, %d ranks: sequential (GEMM, then %s) (%s; model: fused %s%.0f us, rs+ag %s%.0f us, "
+               "sequential %.0f us)",
+               name, (long long)in.M, (long long)in.N, (long long)in.K, in.ws,
+               mode == kModeAllReduce ? "AllReduce" : "ReduceScatter", how, rule.plan.ok ? "" : "n/a ",
+               rule.plan.estUs, rule.rsPlan.ok ? "" : "n/a ", rule.rsAgUs, rule.seqUs);
+  *out = sp;
+  return mkcclSuccess;
+}
+
+}  // namespace
+
+mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                           mkcclDataType_t t, int mode) {
+  mkcclComm* comm = ctx.comm;
+  const char* name = opName(mode);
+  if (comm->nNodes > 1)
+    return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (this communicator spans %d nodes)", name,
+                    comm->nNodes);
+  if (comm->ccMajor != 9)
+    return setError(mkcclInvalidUsage, "%s: needs Hopper (sm_90) GPUs; device %d is sm_%d%d", name, comm->cudaDev,
+                    comm->ccMajor, comm->ccMinor);
+  const Tuning& tune = tuningOf(comm);
+  const Tuning::Reduce& over = mode == kModeAllReduce ? tune.gemmAr : tune.gemmRs;
+  if (comm->nranks == 1) return gemmRun(A, W, C, M, N, K, t, t, tune.gemm.variant, ctx.stream);
+
+  PlanInputs in;
+  in.mode = mode;
+  in.ws = comm->nranks;
+  in.M = int64_t(M);
+  in.N = int64_t(N);
+  in.K = int64_t(K);
+  in.ctaBudget = opMaxCtas(comm);
+  in.flagSlots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
+  in.variant = tune.gemm.variant;
+  MKCCL_CHECK(cuDriverLoad());
+  MKCCL_CHECK(gemmCheckFault());
+
+  OpState& os = opState(comm);
+  std::unique_lock<std::mutex> lock(os.mu);
+  ShapeCache& cache = ShapeCache::of(os, mode == kModeAllReduce ? OpKind::GemmAllReduce : OpKind::GemmReduceScatter);
+  ShapeKey key;
+  key.mode = mode;
+  key.ws = in.ws;
+  key.type = int(t);
+  key.budget = in.ctaBudget;
+  key.variant = int(in.variant);
+  key.M = in.M;
+  key.N = in.N;
+  key.K = in.K;
+  const ShapePlan* found = cache.find(key);
+  if (found == nullptr) {
+    ShapePlan made;
+    MKCCL_CHECK(makePlan(comm, in, t, over, &made));
+    found = cache.insert(key, made);
+  }
+  const ShapePlan sp = *found;
+  lock.unlock();
+  MKCCL_TRACE("%s call #%llu: %s", name, (unsigned long long)ctx.dev.seq, routeName(sp.route));
+  switch (sp.route) {
+    case Route::Fused: return launchFused(ctx, sp, A, W, C, in.M, in.N, in.K, t);
+    case Route::RsThenAg: return runRsThenAg(ctx, sp, A, W, C, in.M, in.N, in.K, t);
+    default: return runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode, in.variant);
+  }
+}
+
+}  // namespace rs
+
+mkcclResult_t gemmReduceScatterOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                                  mkcclDataType_t t) {
+  return rs::gemmReduceOp(ctx, A, W, C, M, N, K, t, rs::kModeReduceScatter);
+}
+
+}  // namespace mkccl

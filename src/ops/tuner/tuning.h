@@ -1,0 +1,58 @@
+// The tuner's overrides: the one surface through which experts and tests steer plans, as a string
+// of `op.key=value` items separated by ';' (e.g. "ag_gemm.plan=ce;gemm_rs.push=team"). Read from
+// MKCCL_TUNING once per process, or from mkcclConfig_t.tuning for one communicator, or set with
+// mkcclSetTuning; parsed once there, never on a call. A key it does not know, or a value a key does
+// not take, is an error that names it. Unset keys leave the choice to the tuner's models and rules
+// (each op's plan.cu / rule.h). Keys that change what a rank expects from its peers (plans,
+// protocols, orders, batch sizes) must be set alike on every rank; the README's table says which.
+#pragma once
+#include <stdint.h>
+#include <string>
+#include "mkccl.h"
+#include "ops/coll/coll_plan.h"
+#include "ops/gemm/gemm_plan.h"
+
+namespace mkccl {
+
+struct Tuning {
+  struct Gemm {
+    GemmVariant variant = GemmVariant::Auto;  // gemm.variant: the engine's tile configuration
+  } gemm;
+
+  struct AgGemm {
+    enum Plan : int { kAuto = 0, kFused, kSequential, kCe };
+    int plan = kAuto;          // ag_gemm.plan
+    int commCtas = -1;         // ag_gemm.comm_ctas: the fused plan's comm CTAs (0: side teams); -1 model
+    int64_t ceGroupBytes = 0;  // ag_gemm.ce_group_kib: the ce plan's bytes per copy; 0 its default
+    int ceRing = 0;            // ag_gemm.ce: direct (0) | ring (1)
+  } agGemm;
+
+  // GEMM+ReduceScatter (gemm_rs.*) and GEMM+AllReduce (gemm_ar.*) take the same keys.
+  struct Reduce {
+    enum Plan : int { kAuto = 0, kFused, kSequential, kRsThenAg };
+    enum Push : int { kPushAuto = -1, kBulk = 0, kTeam = 1, kCe = 2 };
+    int plan = kAuto;      // plan: auto | fused | sequential | rs_ag (AllReduce only)
+    int push = kPushAuto;  // push: how partials travel: bulk | team | ce
+    int ceBatch = 0;       // ce_batch: tiles per copy-engine copy (0: 64)
+    int ceStreams = 0;     // ce_streams: copy streams per peer (0: 1)
+    int ring = 0;          // reduce: direct (0) | ring (1)
+    int order = -1;        // order: phases (0) | interleaved (1); -1 the rule's
+    int publish = -1;      // publish: late (0) | early (1); -1 the rule's
+  } gemmRs, gemmAr;
+
+  coll::Tuning coll;  // coll.* and allreduce.*: the collectives' protocols and layout
+};
+
+// Parses `text` (may be null or empty: no overrides) into *out, starting from the defaults.
+// mkcclInvalidUsage naming `source` and the bad item otherwise (*out unchanged).
+mkcclResult_t parseTuning(const char* source, const char* text, Tuning* out);
+
+// The overrides in force, as a string of the keys that differ from the defaults ("" if none).
+std::string tuningString(const Tuning& t);
+
+// The process's overrides: MKCCL_TUNING, read once (an error in it is returned by every call that
+// needs it), or what mkcclSetTuning(NULL, ...) set since. New communicators start from them.
+mkcclResult_t processTuning(Tuning* out);
+mkcclResult_t setProcessTuning(const char* text);
+
+}  // namespace mkccl
