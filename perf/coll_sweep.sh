@@ -35,17 +35,17 @@ for part in $parts; do
     2)
       for proto in ll simple; do
         for op in allreduce allgather reducescatter alltoall; do
-          run "$op-$proto" MKCCL_COLL_PROTO=$proto -- "$op" -g "$g" -b 8 -e 8M
+          run "$op-$proto" MKCCL_TUNING="coll.proto=$proto" -- "$op" -g "$g" -b 8 -e 8M
         done
       done ;;
     3)
       for op in allreduce reducescatter alltoall; do
         for c in 16 32; do
           for s in 256K 1M; do
-            run "$op-c$c-s$s" MKCCL_COLL_CHANNELS=$c MKCCL_COLL_SLOT_BYTES=$s -- $op -g "$g" -b 64M -e 1G -f 4 --no-baseline
+            run "$op-c$c-s$s" MKCCL_TUNING="coll.channels=$c;coll.slot_bytes=$s" -- $op -g "$g" -b 64M -e 1G -f 4 --no-baseline
           done
         done
       done
-      run allgather-c32 MKCCL_COLL_CHANNELS=32 -- allgather -g "$g" -b 64M -e 1G -f 4 --no-baseline ;;
+      run allgather-c32 MKCCL_TUNING="coll.channels=32" -- allgather -g "$g" -b 64M -e 1G -f 4 --no-baseline ;;
   esac
 done

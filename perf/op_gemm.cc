@@ -222,7 +222,7 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
 MKCCL_PERF_OP("gemm", runGemm,
               "C[M,N] = A[M,K] . W[N,K]^T on one GPU, against cuBLAS. -m M -n N -k K or --shapes MxNxK,... "
               "(default: the issue-5 figure shapes and 2048x8192x8192); -d bf16|fp16; "
-              "MKCCL_PERF_GEMM_VARIANTS=auto,256x2,... times each engine configuration (MKCCL_GEMM_VARIANT)");
+              "MKCCL_PERF_GEMM_VARIANTS=auto,256x2,... times each engine configuration (the tuner's gemm.variant)");
 
 }  // namespace perf
 }  // namespace mkccl

@@ -291,10 +291,10 @@ int gemmArOp(const Args& a, Env& env, std::vector<Result>* out) { return runGemm
 MKCCL_PERF_OP("gemm_rs", gemmRsOp,
               "GEMM + ReduceScatter (K split over ranks; -k is the whole K) vs cuBLAS then NCCL, with the floor "
               "max(cuBLAS alone, NCCL alone). -m/-n/-k or --shapes (default: 8192^3, 16384x8192x8192, 4096x8192x8192, "
-              "8192x8192x4096); MKCCL_GEMM_RS_PLAN=fused|sequential, MKCCL_GEMM_RS_PUSH=bulk|team|ce");
+              "8192x8192x4096); MKCCL_TUNING=\"gemm_rs.plan=fused|sequential;gemm_rs.push=bulk|team|ce\"");
 MKCCL_PERF_OP("gemm_ar", gemmArOp,
               "GEMM + AllReduce (K split over ranks) vs cuBLAS then NCCL, as gemm_rs; "
-              "MKCCL_GEMM_AR_PLAN=fused|rs_ag|sequential");
+              "MKCCL_TUNING=\"gemm_ar.plan=fused|rs_ag|sequential\"");
 
 }  // namespace perf
 }  // namespace mkccl

@@ -87,8 +87,8 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
       bench_run "$op" "$g" "" 25
       [ $ring = 1 ] && [ "$g" -ge 3 ] || continue
       case "$op" in
-        gemm_rs|gemm_ar) bench_run "$op" "$g" -ring 8 MKCCL_GEMM_RS_REDUCE=ring MKCCL_GEMM_RS_PUSH=ce MKCCL_GEMM_RS_CE_STREAMS=2 ;;
-        ag_gemm) bench_run "$op" "$g" -ring 8 MKCCL_AG_GEMM_PLAN=ce MKCCL_AG_GEMM_CE=ring ;;
+        gemm_rs|gemm_ar) bench_run "$op" "$g" -ring 8 MKCCL_TUNING="$op.reduce=ring;$op.push=ce;$op.ce_streams=2" ;;
+        ag_gemm) bench_run "$op" "$g" -ring 8 MKCCL_TUNING="ag_gemm.plan=ce;ag_gemm.ce=ring" ;;
       esac
     done
   done

@@ -3,7 +3,7 @@
 // to go idle: in a process that drives several GPUs (mkcclCommInitAll), a rank's first launch of a
 // kernel could then wait behind another rank's persistent kernel, which waits for this rank. NCCL
 // loads its kernels at init for the same reason. The inter-node kernels are loaded by the network
-// setup (netcoll::preload).
+// setup (netCollPreload).
 #include <chrono>
 #include "ops/coll/coll_kernels.h"
 #include "kernels/device/wgmma.cuh"
@@ -17,7 +17,7 @@
 
 namespace mkccl {
 
-void barrierKernels(const void** out);  // selftest.cu
+void barrierKernels(const void** out);  // barrier.cu
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Streams for the work a call hands to the GPU's copy engines (AllGather+GEMM's ce plan,
-// src/ops/ag_gemm/ce.cu; GEMM+RS/AR's ce push, gemm_rs_ce.cu): up to kMaxLocalRanks of
+// src/ops/ag_gemm/ce.cu; GEMM+RS/AR's ce push, ops/gemm_rs/ce.cu): up to kMaxLocalRanks of
 // them (one per receiver, or several per owner), made as calls first need them, with the events
 // that fork them from the caller's stream and join them back.
 // These streams wait on memory (cuStreamWaitValue64) for words that kernels or other ranks' copy

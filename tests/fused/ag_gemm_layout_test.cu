@@ -204,7 +204,7 @@ TEST(AgGemmSchedule, PeersInterleavedByChunk) {
   TileScheduler s(p, o, 0, 1, 0);
   const int want[] = {8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 0, 17, 25, 1, 18, 26, 2};
   for (int k = 0; k < static_cast<int>(sizeof(want) / sizeof(want[0])); ++k) EXPECT_EQ(want[k], s.rowAt(k)) << k;
-  // Along the ring (ce plan, MKCCL_AG_GEMM_CE=ring): rank 0's rows arrive first, then 3's, then 2's.
+  // Along the ring (ce plan, ag_gemm.ce=ring): rank 0's rows arrive first, then 3's, then 2's.
   TileScheduler r(p, tileOrderFor(L, 2, true), 0, 1, 0);
   const int ring[] = {8, 9, 10, 11, 12, 13, 14, 15, 0, 24, 16, 1, 25, 17, 2, 26, 18};
   for (int k = 0; k < static_cast<int>(sizeof(ring) / sizeof(ring[0])); ++k) EXPECT_EQ(ring[k], r.rowAt(k)) << k;

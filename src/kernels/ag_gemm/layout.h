@@ -20,7 +20,7 @@
 // Counters live after the gathered A in the same symmetric region (64-bit slots from
 // countersOffset), not in the communicator's flags region: only this op ever writes there, so no
 // late flag write of another op's earlier call can lower a counter after the call reset it.
-//   slot 0                  push work queue (claim counter, see ag_gemm_push.cuh)
+//   slot 0                  push work queue (claim counter, see push.cuh)
 //   slot 1                  gather-out work queue
 //   slot 2 + q*nChunks + c  arrival counter of sender q's chunk c
 #pragma once

@@ -1,10 +1,10 @@
 // AllGather+GEMM communication, run by "teams" of threads: whole CTAs (dedicated comm CTAs, the
 // sequential plan's gather kernel) or the three idle warps of a compute CTA's producer warpgroup
 // (whose thread 0 issues the TMA loads), so that the fused kernel can push without taking SMs
-// away from the GEMM. Layout and counters: ag_gemm_layout.cuh.
+// away from the GEMM. Layout and counters: layout.h.
 //
-// Protocol of a call (seq s, F = flagValue(s, 0)); counters: ag_gemm_layout.cuh. (The ce plan
-// keeps "enter" and the counters; its pushes are copy-engine copies, ag_gemm_ce.cu.)
+// Protocol of a call (seq s, F = flagValue(s, 0)); counters: layout.h. (The ce plan
+// keeps "enter" and the counters; its pushes are copy-engine copies, ops/ag_gemm/ce.cu.)
 //   enter   one team per rank, the leader, sets this rank's counters (work queues, arrivals) to F,
 //           then posts its entry (F) in every rank's barrier slot [me] (signal.cuh's slots), its
 //           own included. Every team waits for the entries of the ranks it will write to, and for

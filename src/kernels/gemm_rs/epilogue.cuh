@@ -1,7 +1,7 @@
 // GEMM+RS/AR epilogues of one consumer warpgroup (64 x BN of a tile):
 //   sendPartial a partial of another rank's chunk (ring reduction: plus the neighbour's sum):
 //              round the fp32 accumulators once to the input type, write them in fragment order
-//              (gemm_rs_layout.cuh) into shared memory and bulk-store them, straight into the
+//              (layout.h) into shared memory and bulk-store them, straight into the
 //              owner's rx slot (gemm_rs.push=bulk) or into a local staging slot that the
 //              push team or the copy engines send on;
 //   storeFinal a tile of our own chunk: add the ws-1 partials the other ranks sent (ring: the one

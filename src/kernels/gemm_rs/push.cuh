@@ -1,7 +1,7 @@
 // GEMM+RS/AR communication, run by the idle warps of every compute CTA (the producer warpgroup's
 // warps 1..3; for AR also the consumers once their last tile is done). The partials themselves
 // are staged locally and copied by these warps (gemm_rs.push=team, the default), or leave
-// from the consumers' shared memory by bulk stores (=bulk; gemm_rs_epilogue.cuh: sendPartial).
+// from the consumers' shared memory by bulk stores (=bulk; epilogue.cuh: sendPartial).
 //
 //   pushTeam  walks the CTA's own schedule, the same tiles in the same order as its consumers.
 //             A tile of phase j < ws-1, bulk: once the consumers' counters say both
@@ -15,7 +15,7 @@
 //             Copy engines (=ce): once staged, the tile is counted in its batch (slot j, B
 //             tiles); the batch's last one raises the batch's word, which a copy stream of ours
 //             waits for (cuStreamWaitValue64) before it copies the batch to the owner and raises
-//             the owner's flag (gemm_rs_ce.cu). The last CTA to end raises every word, so that no
+//             the owner's flag (ops/gemm_rs/ce.cu). The last CTA to end raises every word, so that no
 //             copy stream waits forever after a failed call.
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
 //             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises

@@ -50,19 +50,19 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
 template <class In>
 mkcclResult_t fusedPreload(int dev, int smCount);
 
-// The sequential plan's first kernel: the AllGather into the regions (ag_gemm_gather.cu). It
+// The sequential plan's first kernel: the AllGather into the regions (gather.cu). It
 // returns once every peer's shard has landed here (and gathered A is written, if asked).
 mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t stream);
 mkcclResult_t gatherPreload(int dev);
 
-// The ce plan's copies (ag_gemm_ce.cu), enqueued after the fused kernel was launched with
+// The ce plan's copies (ops/ag_gemm/ce.cu), enqueued after the fused kernel was launched with
 // push.ce = 1 and an event ce.fork recorded on `stream` before it: this rank's shard to every
 // receiver by the copy engines, groups of about groupBytes, each completing its chunks' counters;
 // `stream` then waits for them (and copies the gathered A out if asked).
-// ring (ag_gemm.ce=ring): the shards travel the ring me -> me+1 instead (ag_gemm_ce.cu).
+// ring (ag_gemm.ce=ring): the shards travel the ring me -> me+1 instead (ops/ag_gemm/ce.cu).
 mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes, bool ring,
                        cudaStream_t stream);
-// (Copy sizes: ceGroupChunks, ag_gemm_model.cuh; whether the driver can: copyEnginesUsable.)
+// (Copy sizes: ceGroupChunks, model.h; whether the driver can: copyEnginesUsable.)
 
 }  // namespace ag
 }  // namespace mkccl

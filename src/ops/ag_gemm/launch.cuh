@@ -1,4 +1,4 @@
-// Body of fusedPlan<In> / fusedLaunch<In> (ag_gemm_host.cuh), included by the per-type files.
+// Body of fusedPlan<In> / fusedLaunch<In> (host.h), included by the per-type files.
 #pragma once
 #include <string.h>
 #include <algorithm>
@@ -23,7 +23,7 @@ using Fused128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, AllGatherGemmO
 // a cluster is the closest.
 inline GemmVariant fusedVariant(GemmVariant v) { return v == GemmVariant::Simple ? GemmVariant::F128C1 : v; }
 
-// Comm CTAs (blocks [0, n) of the launch, whole clusters): chooseFused (ag_gemm_model.cuh).
+// Comm CTAs (blocks [0, n) of the launch, whole clusters): chooseFused (model.h).
 // Clusters of 2 only when gemm.variant asks for them: the fused kernel's 2-CTA path has not
 // been timed on a GPU yet.
 template <class In>

@@ -1,7 +1,7 @@
 // AllGather+GEMM: the cost model of the plans and the fused kernel's comm CTAs. Host code (also
 // used by the CPU tests). docs/AG_GEMM.md says how the constants were fitted and how to refit them
 // from mkccl-perf ag_gemm (fused_us, fused_side_us, sequential_us). The auto plan is a rule on the
-// shape (ag_gemm_rule.h) that uses the model's GEMM time; the model gives the comm CTA count.
+// shape (rule.h) that uses the model's GEMM time; the model gives the comm CTA count.
 #pragma once
 #include <stdint.h>
 #include <algorithm>
@@ -193,7 +193,7 @@ inline Estimate estimateCe(const Layout& L, const GemmPlan& full, int64_t N, int
   return e;
 }
 
-// The ce plan's copies (ag_gemm_ce.cu): chunks per copy, at most this many (the counter writes
+// The ce plan's copies (ops/ag_gemm/ce.cu): chunks per copy, at most this many (the counter writes
 // of a copy go in one batch).
 constexpr int kMaxGroupChunks = 64;
 

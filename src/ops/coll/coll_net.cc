@@ -249,7 +249,7 @@ mkcclResult_t netAllReduceOp(OpCtx& ctx, const void* send, void* recv, size_t co
 }
 
 mkcclResult_t netCollPreload() {
-  MKCCL_CHECK(netcoll::preload());
+  MKCCL_CHECK(netCollPreload());
   // The NVLink kernels these ops launch.
   cudaFuncAttributes a;
   CUDA_CHECK(cudaFuncGetAttributes(&a, copyKernel()));

@@ -1,5 +1,5 @@
 // GEMM+RS/AR with the copy-engine push (gemm_rs.push=ce): the fused kernel stages its partials locally and counts
-// them in batches (slot j, B tiles; gemm_rs_copy.cuh); the GPU's copy engines carry each batch to
+// them in batches (slot j, B tiles; kernels/gemm_rs/push.cuh); the GPU's copy engines carry each batch to
 // its owner (ring reduction: to our neighbour) while the GEMM keeps every SM. Per slot j (into
 // rank q's rx slot j), one stream (gemm_rs.ce_streams: n, batches round-robin over them):
 //   wait for the caller's stream up to the kernel (the fork event: the batch counts are zeroed),

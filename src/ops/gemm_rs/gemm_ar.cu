@@ -1,4 +1,4 @@
-// mkccl::gemmAllReduceOp: the GEMM+ReduceScatter kernel (gemm_rs_op.cu) whose owners then push each
+// mkccl::gemmAllReduceOp: the GEMM+ReduceScatter kernel (gemm_rs.cu) whose owners then push each
 // finished tile to every other rank, in the same kernel; or the sequential plan (GEMM, then
 // our AllReduce, which itself goes one-shot for small sizes).
 #include "ops/gemm_rs/host.h"

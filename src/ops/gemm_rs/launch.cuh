@@ -1,4 +1,4 @@
-// Launch of the fused GEMM+RS/AR kernel (reduceOccupancy / reduceLaunch of gemm_rs_host.cuh), included
+// Launch of the fused GEMM+RS/AR kernel (reduceOccupancy / reduceLaunch of host.h), included
 // once per input type by gemm_rs_bf16.cu and gemm_rs_f16.cu.
 #pragma once
 #include <cuda.h>

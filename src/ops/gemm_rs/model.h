@@ -1,5 +1,5 @@
 // GEMM+RS/AR cost model: pure host arithmetic (the CPU tests check it against the measurements it
-// was calibrated on). The auto plan's rule (gemm_rs_rule.h) compares its two estimates.
+// was calibrated on). The auto plan's rule (rule.h) compares its two estimates.
 //
 // Calibrated on 4xH200, 2026-11-22, commit f9ffa77 (perf/results/20261122-130330-4xNVIDIA_H200),
 // K split over the ranks, shapes 8192^3, 16384x8192x8192, 4096x8192x8192, 8192x8192x4096:
