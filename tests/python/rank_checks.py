@@ -231,3 +231,30 @@ def _out_dtype(c, args, ref):
     if c.name == "gemm" and c.options.get("out_dtype") is not None:
         return c.options["out_dtype"]
     return args[0].dtype
+
+
+def process_main(rank, world, device, init_method, seed, queue, devices):
+    """One process of the multi-process test: a gloo group, a communicator from it, rank_main."""
+    import torch.distributed as dist
+
+    if len(set(devices)) < len(devices):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        os.environ["MKCCL_SHARE_GPUS"] = "1"
+        os.environ["MKCCL_MAX_CTAS"] = str((sms // 2 - 8) // 2 * 2)
+    fails = []
+    try:
+        torch.cuda.set_device(device)
+        dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world)
+        with mkccl.Communicator.from_group() as comm:
+            assert (comm.rank, comm.size, comm.device) == (rank, world, torch.device("cuda", device))
+            fails = rank_main(comm, seed, dist.barrier, preallocate=False)
+            dist.barrier()
+    except Exception:
+        import traceback
+
+        fails = ["rank %d raised:\n%s" % (rank, traceback.format_exc())]
+    queue.put((rank, fails))
+    try:
+        dist.destroy_process_group()
+    except Exception:
+        pass
