@@ -99,27 +99,6 @@ def test_torch_compile_traces_the_ops(one_rank, backend):
     assert (out.float() - eager.float()).abs().max().item() <= 2e-2 * ref.abs().max().item()
 
 
-def test_cuda_graph_capture(one_rank):
-    x = torch.randn(4096, device="cuda")
-    out = torch.empty_like(x)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.stream(s):
-            one_rank.all_reduce(x, out=out)  # warm-up outside the capture
-            with torch.cuda.graph(graph, stream=s):
-                one_rank.all_reduce(x, out=out)
-    except (mkccl.MkcclError, RuntimeError) as e:
-        torch.cuda.synchronize()
-        pytest.xfail("libmkccl calls cannot be captured yet: %s" % e)
-    x.copy_(torch.randn(4096, device="cuda"))
-    out.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, x)
-
-
 def test_a_librarys_own_check_reaches_python(one_rank):
     lib = mkccl.load_library()
     x = torch.ones(4, device="cuda")
@@ -185,38 +164,6 @@ def test_two_ranks_in_one_process(custom):
     assert not failures, "\n".join(failures)
 
 
-# ---- two processes -----------------------------------------------------------------------------
-
-def test_two_processes_from_a_gloo_group(tmp_path):
-    import multiprocessing as mp
-
-    devs = two_devices()
-    seed = fresh_seed("two processes on GPUs %s" % devs)
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    init = "file://" + str(tmp_path / "rendezvous")
-    procs = [ctx.Process(target=rank_checks.process_main, args=(r, 2, devs[r], init, seed, q, devs))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    results, deadline = {}, time.time() + 600
-    while len(results) < 2 and time.time() < deadline:
-        try:
-            r, fails = q.get(timeout=5)
-            results[r] = fails
-        except Exception:
-            if any(p.exitcode not in (None, 0) for p in procs):
-                break
-    for p in procs:
-        p.join(timeout=30)
-        if p.is_alive():
-            p.kill()
-    assert len(results) == 2, "ranks that reported: %s; exit codes %s" % (sorted(results),
-                                                                        [p.exitcode for p in procs])
-    failures = results[0] + results[1]
-    assert not failures, "\n".join(failures)
-
-
 # ---- async error, abort ------------------------------------------------------------------------
 
 def test_a_missing_peer_times_out_into_the_async_error():
@@ -250,3 +197,57 @@ def test_a_missing_peer_times_out_into_the_async_error():
         for c in comms:
             c.abort()
     assert all(c.closed for c in comms)
+
+
+def test_cuda_graph_capture(one_rank):
+    """Capture depends on libmkccl's graph support (xfail until then); last of the one-process tests."""
+    x = torch.randn(4096, device="cuda")
+    out = torch.empty_like(x)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.stream(s):
+            one_rank.all_reduce(x, out=out)  # warm-up outside the capture
+            with torch.cuda.graph(graph, stream=s):
+                one_rank.all_reduce(x, out=out)
+    except (mkccl.MkcclError, RuntimeError) as e:
+        torch.cuda.synchronize()
+        pytest.xfail("libmkccl calls cannot be captured yet: %s" % e)
+    x.copy_(torch.randn(4096, device="cuda"))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, x)
+
+
+# ---- two processes -----------------------------------------------------------------------------
+
+def test_two_processes_from_a_gloo_group(tmp_path):
+    import multiprocessing as mp
+
+    devs = two_devices()
+    seed = fresh_seed("two processes on GPUs %s" % devs)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    init = "file://" + str(tmp_path / "rendezvous")
+    procs = [ctx.Process(target=rank_checks.process_main, args=(r, 2, devs[r], init, seed, q, devs))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    results, deadline = {}, time.time() + 300
+    while len(results) < 2 and time.time() < deadline:
+        try:
+            r, fails = q.get(timeout=5)
+            results[r] = fails
+        except Exception:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                break
+    for p in procs:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+    assert len(results) == 2, "ranks that reported: %s; exit codes %s" % (sorted(results),
+                                                                        [p.exitcode for p in procs])
+    failures = results[0] + results[1]
+    assert not failures, "\n".join(failures)
