@@ -13,6 +13,7 @@ them (BENCHES below: one entry per op). With more ranks than GPUs it only checks
 """
 import argparse
 import json
+import time
 
 import torch
 import torch.distributed as dist
@@ -134,11 +135,48 @@ def _symm_mm_rs(a, w):
     return torch.ops.symm_mem.fused_matmul_reduce_scatter(a, w.t(), "sum", 0, _SYMM)
 
 
+def host_overhead(comm, iters=2000):
+    """Host time per call (us) of a tiny AllReduce by each path: wall clock over `iters` calls, the GPU
+    being faster than the host at this size. Every rank makes the same calls."""
+    x = torch.randn(256, device="cuda")
+    y = torch.empty_like(x)
+    fn = mkccl.load_library().mkcclAllReduce
+    stream = torch.cuda.current_stream().cuda_stream
+    f32 = int(mkccl.DataType.FLOAT32)
+    paths = {
+        "ctypes mkcclAllReduce (no checks)": lambda: fn(x.data_ptr(), y.data_ptr(), x.numel(), f32, 0, comm.ptr, stream),
+        "comm.all_reduce(x, out=y)": lambda: comm.all_reduce(x, out=y),
+        "comm.all_reduce(x)": lambda: comm.all_reduce(x),
+        "torch.distributed.all_reduce(y)": lambda: dist.all_reduce(y),
+    }
+    if mkccl.CUSTOM_OPS:
+        paths["torch.ops.mkccl.all_reduce(x, h, 0)"] = lambda: torch.ops.mkccl.all_reduce(x, comm.handle, 0)
+    out = {}
+    for name, f in paths.items():
+        for _ in range(50):
+            f()
+        torch.cuda.synchronize()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            f()
+        torch.cuda.synchronize()
+        out[name] = (time.perf_counter() - t0) / iters * 1e6
+    return out
+
+
 def main(rank, world, shared, args):
     global _SYMM
     _SYMM = _symm_group_name() if not shared else "unavailable: ranks share GPUs"
     comm = mkccl.Communicator.from_group()
     results = []
+    if not shared and not args.only:
+        oh = host_overhead(comm)
+        results.append({"op": "host_overhead_us", "ranks": world, "paths": oh})
+        if rank == 0:
+            print("host time per call, 1 KiB AllReduce (wall clock over 2000 calls):")
+            for name, us in oh.items():
+                print("  %-40s %6.1f us" % (name, us))
     for b in benches(world, args.quick):
         if args.only and b.op not in args.only:
             continue
