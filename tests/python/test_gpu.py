@@ -125,6 +125,20 @@ def test_close_and_context_manager():
     assert c2.closed  # aborted on the way out
 
 
+def test_config_and_non_blocking_init():
+    comm = mkccl.Communicator.from_unique_id(mkccl.get_unique_id(), 0, 1,
+                                             config={"blocking": False, "timeout_ms": 20000, "max_ctas": 16})
+    try:
+        deadline = time.time() + 60
+        while comm.async_error() == mkccl.Result.IN_PROGRESS and time.time() < deadline:
+            time.sleep(0.01)
+        assert comm.async_error() == mkccl.Result.SUCCESS
+        x = torch.randn(1000, device="cuda")
+        assert torch.equal(comm.all_reduce(x), x)
+    finally:
+        comm.close()
+
+
 # ---- two ranks in one process ------------------------------------------------------------------
 
 def _threads(comms, fn):
