@@ -32,10 +32,14 @@ class Bench:
 
 def _symm_group_name():
     try:
+        import warnings
+
         from torch.distributed._symmetric_memory import enable_symm_mem_for_group
 
         name = dist.group.WORLD.group_name
-        enable_symm_mem_for_group(name)
+        with warnings.catch_warnings():  # (needed before torch 2.9, a no-op that warns after)
+            warnings.simplefilter("ignore")
+            enable_symm_mem_for_group(name)
         return name
     except Exception as e:  # not in this torch, or no symmetric memory here
         return "unavailable: %s" % e

@@ -64,7 +64,7 @@ def out_matches(op, name, t, shape, dt):
     numel = 1
     for s in shape:
         numel *= s
-    if t.dtype != dt or t.numel() != numel:
+    if t.dtype is not dt or t.numel() != numel:
         raise ValueError("%s: %s is %s; expected %s with %d elements (shape %s)" % (
             op, name, _desc(t), str(dt).replace("torch.", ""), numel, tuple(shape)))
     contiguous(op, name, t)

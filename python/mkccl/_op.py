@@ -17,6 +17,11 @@ from ._library import load
 _NO_DEFAULT = inspect.Parameter.empty
 
 
+def _current_stream(device):
+    """The cudaStream_t of the device's current stream (under graph capture: the capturing one)."""
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 class Arg:
     """One argument. kind is its torch schema type: Tensor, int, bool, int[], ScalarType?.
     convert turns what a Python caller passes (a name, an enum) into the schema's type."""
@@ -54,6 +59,8 @@ class Op:
         self.outputs, self.launch, self.out_names = outputs, launch, tuple(out_names)
         self.comm, self.align, self.doc = comm, align, doc
         self.tensor_args = [a for a in self.args if a.is_tensor]
+        self._tensor_pos = [i for i, a in enumerate(self.args) if a.is_tensor]
+        self._fn = None  # the C function, looked up on first use
         self.option_args = [a for a in self.args if not a.is_tensor]
         self.qualname = "mkccl." + name
 
@@ -118,7 +125,8 @@ class Op:
     # ---- the eager call -----------------------------------------------------------------------
     def run(self, comm, values, outs=None):
         """Checks, allocates the outputs if not given, and makes the C call on the current stream.
-        values are schema values in args order; comm a Communicator (None for local ops)."""
+        values are schema values in args order; comm a Communicator (None for local ops).
+        (A small collective's cost is mostly this function's: keep it lean.)"""
         op = self.qualname
         specs = self.outputs(comm, *values)
         if outs is not None:
@@ -127,24 +135,28 @@ class Op:
                     op, len(specs), ", ".join(self.out_names), len(outs)))
             for name, t, (shape, dt) in zip(self.out_names, outs, specs):
                 _checks.out_matches(op, name, t, shape, dt)
-        tensors = [(a.name, v) for a, v in zip(self.args, values) if a.is_tensor]
+        device = comm.device if comm is not None else values[self._tensor_pos[0]].device
+        for i in self._tensor_pos:
+            _checks.on_device(op, self.args[i].name, values[i], device)
         if outs is not None:
-            tensors += list(zip(self.out_names, outs))
-        device = comm.device if comm is not None else tensors[0][1].device
-        for name, t in tensors:
-            _checks.on_device(op, name, t, device)
-            if self.align > 1:
+            for name, t in zip(self.out_names, outs):
+                _checks.on_device(op, name, t, device)
+        if self.align > 1:
+            for i in self._tensor_pos:
+                _checks.aligned(op, self.args[i].name, values[i], self.align)
+            for name, t in zip(self.out_names, outs or ()):
                 _checks.aligned(op, name, t, self.align)
         if outs is None:
             outs = [torch.empty(shape, dtype=dt, device=device) for shape, dt in specs]
-        lib = load()
-        fn = lib.function(self.c_name)
-        stream = torch.cuda.current_stream(device).cuda_stream
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = load().function(self.c_name)
+        stream = _current_stream(device)
         if comm is None and torch.cuda.current_device() != device.index:
             with torch.cuda.device(device):  # a local op runs on the calling thread's device
                 res = self.launch(fn, None, stream, *values, *outs)
         else:
             res = self.launch(fn, comm, stream, *values, *outs)
         if res != 0:
-            raise_for(lib, res, self.c_name, comm.ptr if comm is not None else None)
+            raise_for(load(), res, self.c_name, comm.ptr if comm is not None else None)
         return outs

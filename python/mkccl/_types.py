@@ -49,6 +49,7 @@ _BY_NAME = {
 }
 TORCH_TO_MKCCL = {getattr(torch, n): t for n, t in _BY_NAME.items() if hasattr(torch, n)}
 MKCCL_TO_TORCH = {t: d for d, t in TORCH_TO_MKCCL.items()}
+_TORCH_TO_INT = {d: int(t) for d, t in TORCH_TO_MKCCL.items()}
 
 # What each family of ops accepts.
 COPY_DTYPES = frozenset(TORCH_TO_MKCCL)  # AllGather, AllToAll(v): any mapped type
@@ -60,10 +61,10 @@ GEMM_OUT_DTYPES = frozenset((torch.bfloat16, torch.float16, torch.float32))
 
 def mkccl_dtype(dtype):
     """The mkcclDataType_t value of a torch dtype; TypeError naming the supported ones if none."""
-    t = TORCH_TO_MKCCL.get(dtype)
+    t = _TORCH_TO_INT.get(dtype)
     if t is None:
         raise TypeError("libmkccl has no type for %s (supported: %s)" % (dtype, dtype_names(COPY_DTYPES)))
-    return int(t)
+    return t
 
 
 def dtype_names(dtypes):

@@ -15,7 +15,7 @@ import torch
 
 from . import _checks as chk
 from ._op import Arg, Op
-from ._types import (COPY_DTYPES, GEMM_IN_DTYPES, GEMM_OUT_DTYPES, REDUCE_DTYPES, mkccl_dtype, reduce_op)
+from ._types import (COPY_DTYPES, GEMM_IN_DTYPES, GEMM_OUT_DTYPES, REDUCE_DTYPES, ReduceOp, mkccl_dtype, reduce_op)
 
 OPS = {}
 
@@ -37,8 +37,17 @@ def _rows(t):
     return r
 
 
+_NUM_REDUCE_OPS = len(ReduceOp)
+
+
+def _reduce_op_int(v):
+    if type(v) is int and 0 <= v < _NUM_REDUCE_OPS:  # the common case, without the enum
+        return v
+    return int(reduce_op(v))
+
+
 def _reduce_arg():
-    return Arg("op", "int", 0, convert=lambda v: int(reduce_op(v)))
+    return Arg("op", "int", 0, convert=_reduce_op_int)
 
 
 # ---- collectives ------------------------------------------------------------------------------

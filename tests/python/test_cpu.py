@@ -289,3 +289,49 @@ def test_a_method_passes_the_communicator_after_the_tensors(comm4):
         c.reduce_scatter(meta(6), "max")
     with pytest.raises(ValueError, match="a must be a CUDA tensor, got one on meta"):
         c.gemm_reduce_scatter(w=meta(8, 64), a=meta(8, 64))
+
+
+# ---- every op's C call, without a GPU ------------------------------------------------------------
+
+MARSHAL = {
+    # name: (tensors, options) that pass the layout checks; the C call then fails on the NULL comm
+    # (or, for gemm, on the missing GPU) and its message must come back.
+    "all_gather": ([torch.ones(4)], []),
+    "reduce_scatter": ([torch.ones(8)], [2]),
+    "all_reduce": ([torch.ones(4)], [0]),
+    "all_to_all": ([torch.ones(8)], []),
+    "all_to_all_v": ([torch.ones(6, 2)], [[1, 2, 3, 0], [0, 1, 1, 1]]),
+    "gemm": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], [None]),
+    "all_gather_gemm": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
+    "all_gather_gemm_gathered": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
+    "gemm_reduce_scatter": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
+    "gemm_all_reduce": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
+}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present (the GPU tests make these calls)")
+@pytest.mark.parametrize("name", sorted(MARSHAL))
+def test_every_c_call_marshals_its_arguments(monkeypatch, name):
+    """Op.run up to and through the C call on CPU tensors (the device check bypassed): ctypes
+    converts every argument as the prototype says, and the library's refusal returns as MkcclError."""
+    from mkccl import _op
+
+    assert set(MARSHAL) == set(ops.OPS)
+    monkeypatch.setattr(_checks_module(), "on_device", lambda *a: None)
+    monkeypatch.setattr(_op, "_current_stream", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
+    op = ops.OPS[name]
+    tensors, options = MARSHAL[name]
+    comm = StandIn(4, 1)
+    comm.device = torch.device("cpu")
+    with pytest.raises(mkccl.MkcclError) as e:
+        op.run(comm if op.comm else None, op.convert(tensors + options))
+    assert e.value.call == op.c_name and e.value.message
+    if op.comm:  # refused on the NULL communicator, before any CUDA call
+        assert e.value.result == mkccl.Result.INVALID_ARGUMENT, e.value
+
+
+def _checks_module():
+    from mkccl import _checks
+
+    return _checks
