@@ -9,7 +9,7 @@ required=0
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in cmake ninja-build g++ make pkg-config libgtest-dev libhwloc-dev hwloc libibverbs-dev libfabric-dev \
-         libfabric-bin libopenmpi-dev openmpi-bin python3 python3-matplotlib; do
+         libfabric-bin libopenmpi-dev openmpi-bin python3 python3-matplotlib python3-torch python3-pytest python3-numpy; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

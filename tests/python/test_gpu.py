@@ -1,0 +1,267 @@
+"""The package on a GPU: every op against torch on random shapes, in 1 and 2 ranks, in one process
+(a thread per rank) and in two processes (torch.multiprocessing, a gloo group); the custom ops,
+torch.compile, the async error and abort. Ranks share a GPU where there are fewer GPUs than ranks
+(MKCCL_SHARE_GPUS=1, a testing aid). Each run draws fresh shapes and values (the seed is printed)."""
+import contextlib
+import os
+import threading
+import time
+import traceback
+
+# Before CUDA starts in this process: ranks of one process sharing a GPU need more hardware queues
+# than the default 8 (their copy streams wait on memory; tests/common/rank_threads.cc says more).
+os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import mkccl  # noqa: E402
+import rank_checks  # noqa: E402
+
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9
+pytestmark = pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (sm_90)")
+
+
+def fresh_seed(what):
+    s = time.time_ns() % (2 ** 31)
+    print("%s: seed %d" % (what, s))
+    return s
+
+
+@contextlib.contextmanager
+def shared_gpus(devices):
+    """MKCCL_SHARE_GPUS and MKCCL_MAX_CTAS (a little below half the SMs, whole clusters of 2) while
+    ranks share a GPU, so that their persistent kernels fit on it together; read at init."""
+    if len(set(devices)) == len(devices):
+        yield
+        return
+    sms = torch.cuda.get_device_properties(devices[0]).multi_processor_count
+    old = {k: os.environ.get(k) for k in ("MKCCL_SHARE_GPUS", "MKCCL_MAX_CTAS")}
+    os.environ["MKCCL_SHARE_GPUS"] = "1"
+    os.environ["MKCCL_MAX_CTAS"] = str((sms // 2 - 8) // 2 * 2)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def two_devices():
+    return [0, 1] if torch.cuda.device_count() >= 2 else [0, 0]
+
+
+@pytest.fixture(scope="module")
+def one_rank():
+    torch.cuda.set_device(0)
+    with mkccl.Communicator.from_unique_id(mkccl.get_unique_id(), 0, 1) as comm:
+        yield comm
+
+
+# ---- one rank ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("preallocate", [False, True])
+def test_one_rank_every_op(one_rank, preallocate):
+    failures = rank_checks.rank_main(one_rank, fresh_seed("one rank"), lambda: None, preallocate)
+    assert not failures, "\n".join(failures)
+
+
+def test_one_rank_custom_ops(one_rank):
+    if mkccl.CUSTOM_OPS is None:
+        pytest.skip("custom ops not registered: " + mkccl._torch_ops.REASON)
+    failures = rank_checks.rank_main(one_rank, fresh_seed("custom ops"), lambda: None, False, use_custom_ops=True)
+    assert not failures, "\n".join(failures)
+
+
+def _tp_mlp(comm, x, w1, w2):
+    h = comm.all_gather_gemm(x, w1)
+    return comm.gemm_reduce_scatter(F.gelu(h), w2)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_traces_the_ops(one_rank, backend):
+    if mkccl.CUSTOM_OPS not in ("fake", "abstract"):
+        pytest.skip("torch %s: no torch.compile custom-op support (%s)" % (torch.__version__, mkccl.CUSTOM_OPS))
+    torch._dynamo.reset()
+    g = torch.Generator(device="cuda").manual_seed(fresh_seed("compile"))
+    x = torch.randn(128, 256, device="cuda", generator=g).bfloat16()
+    w1 = (torch.randn(512, 256, device="cuda", generator=g) / 16).bfloat16()
+    w2 = (torch.randn(256, 512, device="cuda", generator=g) / 23).bfloat16()
+    eager = _tp_mlp(one_rank, x, w1, w2)
+    compiled = torch.compile(lambda x, a, b: _tp_mlp(one_rank, x, a, b), backend=backend, fullgraph=True)
+    out = compiled(x, w1, w2)
+    torch.cuda.synchronize()
+    ref = F.linear(F.gelu(F.linear(x.float(), w1.float()).bfloat16()).float(), w2.float())
+    assert (out.float() - ref).abs().max().item() <= 3e-2 * ref.abs().max().item()
+    assert (out.float() - eager.float()).abs().max().item() <= 2e-2 * ref.abs().max().item()
+
+
+def test_a_librarys_own_check_reaches_python(one_rank):
+    lib = mkccl.load_library()
+    x = torch.ones(4, device="cuda")
+    res = lib.mkcclAllGather(x.data_ptr(), x.data_ptr(), 2 ** 62, int(mkccl.DataType.FLOAT32), one_rank.ptr,
+                             torch.cuda.current_stream().cuda_stream)
+    with pytest.raises(mkccl.MkcclError) as e:
+        mkccl._errors.raise_for(lib, res, "mkcclAllGather", one_rank.ptr)
+    assert e.value.result == mkccl.Result.INVALID_ARGUMENT and "too large" in e.value.message
+
+
+def test_close_and_context_manager():
+    comm = mkccl.Communicator.from_unique_id(mkccl.get_unique_id(), 0, 1)
+    h = comm.handle
+    assert mkccl.lookup(h) is comm and comm.async_error() == mkccl.Result.SUCCESS
+    comm.close()
+    comm.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        comm.all_reduce(torch.ones(4, device="cuda"))
+    with pytest.raises(ValueError, match="no open communicator"):
+        torch.ops.mkccl.all_reduce(torch.ones(4, device="cuda"), h, 0) if mkccl.CUSTOM_OPS else mkccl.lookup(h)
+    with pytest.raises(ZeroDivisionError):
+        with mkccl.Communicator.from_unique_id(mkccl.get_unique_id(), 0, 1) as c2:
+            1 / 0
+    assert c2.closed  # aborted on the way out
+
+
+def test_config_and_non_blocking_init():
+    comm = mkccl.Communicator.from_unique_id(mkccl.get_unique_id(), 0, 1,
+                                             config={"blocking": False, "timeout_ms": 20000, "max_ctas": 16})
+    try:
+        deadline = time.time() + 60
+        while comm.async_error() == mkccl.Result.IN_PROGRESS and time.time() < deadline:
+            time.sleep(0.01)
+        assert comm.async_error() == mkccl.Result.SUCCESS
+        x = torch.randn(1000, device="cuda")
+        assert torch.equal(comm.all_reduce(x), x)
+    finally:
+        comm.close()
+
+
+# ---- two ranks in one process ------------------------------------------------------------------
+
+def _threads(comms, fn):
+    """fn(comm, barrier) on a thread per rank; returns the failures of all ranks."""
+    barrier = threading.Barrier(len(comms), timeout=600)
+    results = [None] * len(comms)
+
+    def run(i):
+        try:
+            torch.cuda.set_device(comms[i].device)
+            results[i] = fn(comms[i], barrier.wait)
+        except Exception:
+            results[i] = ["rank %d raised:\n%s" % (i, traceback.format_exc())]
+            barrier.abort()
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(comms))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return [f for r in results for f in (r or [])]
+
+
+@pytest.mark.parametrize("custom", [False, True])
+def test_two_ranks_in_one_process(custom):
+    if custom and mkccl.CUSTOM_OPS is None:
+        pytest.skip("custom ops not registered")
+    devs = two_devices()
+    with shared_gpus(devs):
+        comms = mkccl.init_all(devs)
+    try:
+        seed = fresh_seed("two ranks in one process on GPUs %s" % devs)
+        failures = _threads(comms, lambda c, b: rank_checks.rank_main(c, seed, b, True, use_custom_ops=custom))
+    finally:
+        for c in comms:
+            c.close()
+    assert not failures, "\n".join(failures)
+
+
+# ---- async error, abort ------------------------------------------------------------------------
+
+def test_a_missing_peer_times_out_into_the_async_error():
+    devs = two_devices()
+    os.environ["MKCCL_TIMEOUT_MS"] = "3000"
+    try:
+        with shared_gpus(devs):
+            comms = mkccl.init_all(devs)
+    finally:
+        os.environ["MKCCL_TIMEOUT_MS"] = "30000"
+    try:
+        torch.cuda.set_device(comms[0].device)
+        x = torch.ones(1 << 16, device=comms[0].device)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            comms[0].all_reduce(x)  # rank 1 never calls: rank 0's kernel gives up after the timeout
+        t0 = time.time()
+        s.synchronize()
+        assert time.time() - t0 < 60
+        deadline = time.time() + 30
+        while comms[0].async_error() == mkccl.Result.SUCCESS and time.time() < deadline:
+            time.sleep(0.1)
+        assert comms[0].async_error() in (mkccl.Result.TIMEOUT, mkccl.Result.REMOTE_ERROR)
+        with pytest.raises(mkccl.MkcclError) as e:
+            comms[0].check()
+        assert e.value.result in (mkccl.Result.TIMEOUT, mkccl.Result.REMOTE_ERROR)
+        with pytest.raises(mkccl.MkcclError):
+            with torch.cuda.stream(s):
+                comms[0].all_reduce(x)
+    finally:
+        for c in comms:
+            c.abort()
+    assert all(c.closed for c in comms)
+
+
+def test_cuda_graph_capture(one_rank):
+    """Capture depends on libmkccl's graph support (xfail until then); last of the one-process tests."""
+    x = torch.randn(4096, device="cuda")
+    out = torch.empty_like(x)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.stream(s):
+            one_rank.all_reduce(x, out=out)  # warm-up outside the capture
+            with torch.cuda.graph(graph, stream=s):
+                one_rank.all_reduce(x, out=out)
+    except (mkccl.MkcclError, RuntimeError) as e:
+        torch.cuda.synchronize()
+        pytest.xfail("libmkccl calls cannot be captured yet: %s" % e)
+    x.copy_(torch.randn(4096, device="cuda"))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, x)
+
+
+# ---- two processes -----------------------------------------------------------------------------
+
+def test_two_processes_from_a_gloo_group(tmp_path):
+    import multiprocessing as mp
+
+    devs = two_devices()
+    seed = fresh_seed("two processes on GPUs %s" % devs)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    init = "file://" + str(tmp_path / "rendezvous")
+    procs = [ctx.Process(target=rank_checks.process_main, args=(r, 2, devs[r], init, seed, q, devs))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    results, deadline = {}, time.time() + 300
+    while len(results) < 2 and time.time() < deadline:
+        try:
+            r, fails = q.get(timeout=5)
+            results[r] = fails
+        except Exception:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                break
+    for p in procs:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+    assert len(results) == 2, "ranks that reported: %s; exit codes %s" % (sorted(results),
+                                                                        [p.exitcode for p in procs])
+    failures = results[0] + results[1]
+    assert not failures, "\n".join(failures)
