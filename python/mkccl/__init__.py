@@ -14,7 +14,7 @@ from ._errors import MkcclError, Result
 from ._library import LibraryNotFound, load as load_library
 from ._types import DataType, ReduceOp, TORCH_TO_MKCCL, mkccl_dtype
 from . import ops
-from .communicator import Communicator, broadcast_unique_id, get_unique_id, init_all, lookup
+from .communicator import Communicator, broadcast_unique_id, get_unique_id, init_all, lookup, set_tuning
 from . import _api, _torch_ops
 
 __version__ = "0.1.0"
@@ -40,5 +40,6 @@ def available(op_name):
 
 
 __all__ = ["Communicator", "MkcclError", "Result", "ReduceOp", "DataType", "LibraryNotFound", "ops", "init_all",
-           "get_unique_id", "broadcast_unique_id", "lookup", "library_path", "library_version", "available",
+           "get_unique_id", "broadcast_unique_id", "lookup", "set_tuning", "library_path", "library_version",
+           "available",
            "mkccl_dtype", "TORCH_TO_MKCCL", "CUSTOM_OPS"]

@@ -25,11 +25,12 @@ class UniqueId(ctypes.Structure):
 
 
 class Config(ctypes.Structure):
-    """mkcclConfig_v1 (include/mkccl.h). Fields left at UNDEF take the library's default."""
+    """mkcclConfig_v2 (include/mkccl.h). Fields left at UNDEF take the library's default; tuning is
+    the tuner's override string for the communicator (None: the process's, MKCCL_TUNING)."""
 
     UNDEF = -2147483647 - 1
     MAGIC = 0x6D6B636C
-    VERSION = 1
+    VERSION = 2
     _fields_ = [
         ("size", c_size_t),
         ("magic", c_uint),
@@ -39,17 +40,20 @@ class Config(ctypes.Structure):
         ("commCtas", c_int),
         ("maxCtas", c_int),
         ("workspaceBytes", c_longlong),
+        ("tuning", c_char_p),
     ]
 
     @classmethod
-    def make(cls, blocking=None, timeout_ms=None, comm_ctas=None, max_ctas=None, workspace_bytes=None):
+    def make(cls, blocking=None, timeout_ms=None, comm_ctas=None, max_ctas=None, workspace_bytes=None, tuning=None):
         u = cls.UNDEF
 
         def pick(v):
             return u if v is None else int(v)
 
+        # The library parses the string at init; the bytes live as long as this struct.
+        t = None if tuning is None else str(tuning).encode()
         return cls(ctypes.sizeof(cls), cls.MAGIC, cls.VERSION, pick(None if blocking is None else bool(blocking)),
-                   pick(timeout_ms), pick(comm_ctas), pick(max_ctas), pick(workspace_bytes))
+                   pick(timeout_ms), pick(comm_ctas), pick(max_ctas), pick(workspace_bytes), t)
 
 
 _comm = c_void_p   # mkcclComm_t
@@ -83,7 +87,9 @@ PROTOTYPES = {
     "mkcclAllReduce": ([_ptr, _ptr, _size, _dtype, _redop, _comm, _stream],),
     "mkcclAllToAll": ([_ptr, _ptr, _size, _dtype, _comm, _stream],),
     "mkcclAllToAllv": ([_ptr, _sizes, _sizes, _ptr, _sizes, _sizes, _dtype, _comm, _stream],),
+    "mkcclSetTuning": ([_comm, c_char_p],),
     "mkcclGemm": ([_ptr, _ptr, _ptr, _size, _size, _size, _dtype, _dtype, _stream],),
+    "mkcclGroupedGemm": ([_ptr, _ptr, _ptr, _ptr, c_int, _size, _size, _size, _dtype, _dtype, _stream],),
     "mkcclAllGatherGemm": ([_ptr, _ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
     "mkcclGemmReduceScatter": ([_ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
     "mkcclGemmAllReduce": ([_ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),

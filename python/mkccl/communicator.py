@@ -36,6 +36,13 @@ def resolve(comm):
     raise TypeError("mkccl: expected a Communicator or its handle (int), got %s" % type(comm).__name__)
 
 
+def set_tuning(tuning=None):
+    """The process's tuner overrides ("op.key=value;..."; None or "": none), used by mkccl.ops.gemm and
+    by communicators created afterwards (MKCCL_TUNING otherwise). A bad key raises MkcclError."""
+    lib = load()
+    raise_for(lib, lib.mkcclSetTuning(None, None if tuning is None else str(tuning).encode()), "mkcclSetTuning")
+
+
 def get_unique_id():
     """A new unique id (128 bytes). The calling process hosts the rendezvous: make it on one rank
     and hand it to every rank (from_unique_id), or let from_group broadcast it."""
@@ -73,7 +80,8 @@ def _config(config):
         return config
     if isinstance(config, dict):
         return Config.make(**config)
-    raise TypeError("mkccl: config must be a dict (blocking, timeout_ms, comm_ctas, max_ctas, workspace_bytes)")
+    raise TypeError("mkccl: config must be a dict (blocking, timeout_ms, comm_ctas, max_ctas, workspace_bytes, "
+                    "tuning)")
 
 
 def broadcast_unique_id(group=None, uid=None):
@@ -178,6 +186,13 @@ class Communicator:
         with _registry_lock:
             self.handle = next(_next_handle)
             _registry[self.handle] = self
+
+    def set_tuning(self, tuning=None):
+        """This communicator's tuner overrides ("op.key=value;..."; None or "": none), replacing what
+        it had. Keys that change what ranks expect of each other must be set alike on every rank."""
+        lib = load()
+        raise_for(lib, lib.mkcclSetTuning(self._live(), None if tuning is None else str(tuning).encode()),
+                  "mkcclSetTuning", self.ptr)
 
     # ---- state ---------------------------------------------------------------------------------
     def async_error(self):

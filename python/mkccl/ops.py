@@ -162,6 +162,41 @@ _op(Op("all_to_all_v", "mkcclAllToAllv",
 
 # ---- GEMM and the fused ops: C = A . W^T, W stored [N, K] (nn.Linear's weight) -------------------
 
+def _grouped_gemm_outputs(c, a, w, row_offsets, out_dtype):
+    n = "mkccl.grouped_gemm"
+    chk.dtype(n, "a", a, GEMM_IN_DTYPES)
+    chk.same_dtype(n, ("a", "w"), (a, w))
+    if a.dim() != 2 or w.dim() != 3:
+        raise ValueError("%s: a must be [rows, K] (the groups' rows stacked) and w [groups, N, K], got %s and %s"
+                         % (n, tuple(a.shape), tuple(w.shape)))
+    if row_offsets.dtype != torch.int32 or row_offsets.dim() != 1 or row_offsets.shape[0] != w.shape[0] + 1:
+        raise ValueError("%s: row_offsets must be int32 [groups + 1] (rows of group g: [off[g], off[g+1]), multiples "
+                         "of 128, on the GPU), got %s %s" % (n, row_offsets.dtype, tuple(row_offsets.shape)))
+    chk.contiguous(n, "a", a)
+    chk.contiguous(n, "w", w)
+    if a.shape[1] != w.shape[2]:
+        raise ValueError("%s: a's K (%d) must equal w's (%d)" % (n, a.shape[1], w.shape[2]))
+    chk.positive(n, "rows of a", a.shape[0])
+    chk.row_pitch(n, "a and w (K)", a.shape[1], a.element_size())
+    dt = a.dtype if out_dtype is None else out_dtype
+    if dt not in GEMM_OUT_DTYPES:
+        raise TypeError("%s: out_dtype=%s; supported: bfloat16, float16, float32" % (n, dt))
+    chk.row_pitch(n, "out (N)", w.shape[1], _OUT_ESIZE[dt])
+    return [((a.shape[0], w.shape[1]), dt)]
+
+
+_op(Op("grouped_gemm", "mkcclGroupedGemm",
+       [Arg("a"), Arg("w"), Arg("row_offsets"), Arg("out_dtype", "ScalarType?", None)], _grouped_gemm_outputs,
+       lambda f, c, s, a, w, row_offsets, out_dtype, out: f(
+           a.data_ptr(), w.data_ptr(), out.data_ptr(), row_offsets.data_ptr(), w.shape[0], a.shape[0], w.shape[1],
+           w.shape[2], _dt(a), _dt(out), s),
+       comm=False, align=4,
+       doc="MoE's expert GEMMs: out[rows of group g] = a[rows of group g] . w[g]^T; the groups' rows are stacked "
+           "in a and out, row_offsets (int32 [groups + 1] on the GPU, multiples of 128) says where; read on the "
+           "device, no host sync."))
+
+
+
 def _gemm_operands(n, a, w, k_what="K"):
     """Common checks of A [..., K] and W [N, K]; returns (rows of A, N, K)."""
     chk.dtype(n, "a", a, GEMM_IN_DTYPES)

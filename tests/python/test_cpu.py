@@ -306,6 +306,8 @@ MARSHAL = {
     "all_gather_gemm_gathered": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
     "gemm_reduce_scatter": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
     "gemm_all_reduce": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
+    "grouped_gemm": ([torch.ones(256, 64, dtype=torch.bfloat16), torch.ones(2, 16, 64, dtype=torch.bfloat16),
+                      torch.tensor([0, 128, 256], dtype=torch.int32)], [None]),
 }
 
 
@@ -335,3 +337,16 @@ def _checks_module():
     from mkccl import _checks
 
     return _checks
+
+
+def test_tuning_is_parsed_by_the_library_and_a_bad_key_named():
+    """mkcclSetTuning needs no GPU for the process's overrides: a good string is taken, a bad key or
+    value raises MkcclError carrying the library's message, which names it."""
+    mkccl.set_tuning("gemm.variant=256x1;ag_gemm.plan=ce")
+    with pytest.raises(mkccl.MkcclError) as e:
+        mkccl.set_tuning("ag_gemm.plan=fastest")
+    assert e.value.result == mkccl.Result.INVALID_USAGE and "ag_gemm.plan" in e.value.message
+    with pytest.raises(mkccl.MkcclError) as e:
+        mkccl.set_tuning("gemm.tiles=256")
+    assert "unknown key" in e.value.message
+    mkccl.set_tuning(None)
