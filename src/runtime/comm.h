@@ -11,7 +11,7 @@
 #include "runtime/bootstrap.h"
 #include "runtime/copy_engines.h"
 #include "kernels/abi/devcomm.h"
-#include "transport/nvlink/symmem.h"
+#include "runtime/symmem.h"
 
 namespace mkccl {
 

@@ -13,7 +13,7 @@
 #include "runtime/enqueue.h"
 #include "runtime/hooks.h"
 #include "runtime/ops.h"
-#include "transport/nvlink/symmem.h"
+#include "runtime/symmem.h"
 
 using namespace mkccl;
 

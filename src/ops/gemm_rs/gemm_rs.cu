@@ -17,7 +17,7 @@
 #include "runtime/cudriver.h"
 #include "runtime/log.h"
 #include "runtime/ops.h"
-#include "transport/nvlink/symmem.h"
+#include "runtime/symmem.h"
 
 namespace mkccl {
 namespace rs {

@@ -9,7 +9,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <chrono>
-#include "runtime/bootstrap.h"
 #include "runtime/check.h"
 
 namespace mkccl {
@@ -115,12 +114,12 @@ mkcclResult_t recvFd(int listener, uint64_t token, int localRanks, std::chrono::
 
 }  // namespace
 
-mkcclResult_t exchangeFds(Bootstrap& bootstrap, const std::vector<int>& localRanks, int localRank, int myFd,
-                          int timeoutMs, std::vector<int>* fds) {
+mkcclResult_t exchangeFds(uint64_t token, const std::function<mkcclResult_t()>& barrier,
+                          const std::vector<int>& localRanks, int localRank, int myFd, int timeoutMs,
+                          std::vector<int>* fds) {
   const int n = (int)localRanks.size();
   fds->assign(n, -1);
   (*fds)[localRank] = myFd;
-  const uint64_t token = bootstrap.token();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   SYS_CHECK(listener);
@@ -132,7 +131,7 @@ mkcclResult_t exchangeFds(Bootstrap& bootstrap, const std::vector<int>& localRan
     return setError(mkcclSystemError, "fd exchange: cannot listen on an abstract Unix socket: %s", strerror(err));
   }
   // Everybody listens before anybody connects.
-  mkcclResult_t res = bootstrap.barrier();
+  mkcclResult_t res = barrier();
   for (int q = 0; res == mkcclSuccess && q < n; ++q)
     if (q != localRank) res = sendFd(token, localRanks[q], localRank, myFd, deadline);
   for (int got = 0; res == mkcclSuccess && got < n - 1; ++got) {
@@ -149,7 +148,7 @@ mkcclResult_t exchangeFds(Bootstrap& bootstrap, const std::vector<int>& localRan
   }
   close(listener);
   // Nobody leaves (and tears down its listener) while a peer may still connect to it.
-  mkcclResult_t b = bootstrap.barrier();
+  mkcclResult_t b = barrier();
   if (res == mkcclSuccess) res = b;
   if (res != mkcclSuccess)
     for (int q = 0; q < n; ++q)

@@ -3,7 +3,7 @@
 // them side by side into one VA range: peer[q] = base + q * bytes. We chose VMM + fds over cudaIpc
 // because it maps the same way inside one process (mkcclCommInitAll) and across processes, and the
 // allocation can be marked RDMA-capable for the inter-node transport.
-#include "transport/nvlink/symmem.h"
+#include "runtime/symmem.h"
 #include <unistd.h>
 #include <chrono>
 #include "runtime/check.h"
@@ -51,7 +51,9 @@ mkcclResult_t symRegionCreate(mkcclComm* comm, size_t bytes, SymRegion* out) {
   int myFd = -1;
   CU_CHECK(cu().memExportToShareableHandle(&myFd, ws.handles[me], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
   std::vector<int> fds;
-  mkcclResult_t res = exchangeFds(*comm->bootstrap, comm->localToRank, me, myFd, comm->cfg.timeoutMs, &fds);
+  Bootstrap& bs = *comm->bootstrap;
+  mkcclResult_t res =
+      exchangeFds(bs.token(), [&bs] { return bs.barrier(); }, comm->localToRank, me, myFd, comm->cfg.timeoutMs, &fds);
   close(myFd);
   MKCCL_CHECK(res);
   for (int q = 0; q < n; ++q) {
