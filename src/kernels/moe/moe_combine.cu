@@ -41,7 +41,12 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
     for (int s = 0; s < kMaxRanks; ++s)
       pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
     const int total = pre[kMaxRanks];
-    for (int item = gw; item < total; item += nw) {
+    // Work items: a pair's row in pieces of G chunks of 256 elements (as in step 2).
+    const int chunks = (int)((H + 255) / 256);
+    const int G = (int)max(1ll, min((long long)chunks, (long long)total * chunks / (2ll * nw)));
+    const int pieces = (chunks + G - 1) / G;
+    for (long long it = gw; it < (long long)total * pieces; it += nw) {
+      const int item = (int)(it / pieces), p = (int)(it % pieces);
       int s = 0;
 #pragma unroll
       for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
@@ -49,26 +54,29 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
       const int32_t* rec = pairs + ((size_t)s * cap + i) * stride;
       const int m = __ldcg(rec);
       char* dst = a.region[s] + a.reg.landing + ((size_t)peerIndex(s, me, n) * cap + i) * landPitch;
-      if (!landsAsSum(m)) {
-        warpCopy16(dst, a.y + (size_t)__ldcg(rec + 1) * rowBytes, rowBytes / 16);
+      const size_t cBegin = (size_t)p * G * 256;
+      if (!landsAsSum(m)) {  // the row's columns [cBegin, cEnd) as they are (cEnd within the pitch)
+        const size_t cEnd = min(D.pitch(), (size_t)(p + 1) * G * 256);
+        warpCopy16(dst + cBegin * es, a.y + (size_t)__ldcg(rec + 1) * rowBytes + cBegin * es, (cEnd - cBegin) * es / 16);
         continue;
       }
-      // Rows and weights of the pair (at most k <= 16), then 8 of its rows' loads in flight per lane.
+      // Rows and weights of the pair (at most k <= 16), then 4 of its rows' loads in flight per lane.
       const int myRow = lane < m ? __ldcg(rec + 1 + lane) : 0;
       const float myW = lane < m ? __int_as_float(__ldcg(&info[myRow].z)) : 0.f;
-      for (size_t base = 0; base < H; base += 256) {  // uniform over the warp (shuffles inside)
+      const size_t cEnd = min(H, (size_t)(p + 1) * G * 256);
+      for (size_t base = cBegin; base < cEnd; base += 256) {  // uniform over the warp (shuffles inside)
         const size_t c0 = base + (size_t)lane * 8;
-        const bool on = c0 < H;
+        const bool on = c0 < cEnd;
         float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        for (int r0 = 0; r0 < m; r0 += 8) {
-          uint4 v[8];
+        for (int r0 = 0; r0 < m; r0 += 4) {
+          uint4 v[4];
 #pragma unroll
-          for (int u = 0; u < 8; ++u) {
+          for (int u = 0; u < 4; ++u) {
             const int row = __shfl_sync(0xffffffffu, myRow, (r0 + u) & 31);
             if (on && r0 + u < m) v[u] = *reinterpret_cast<const uint4*>(a.y + (size_t)row * rowBytes + c0 * es);
           }
 #pragma unroll
-          for (int u = 0; u < 8; ++u) {
+          for (int u = 0; u < 4; ++u) {
             const float w = __shfl_sync(0xffffffffu, myW, (r0 + u) & 31);
             if (on && r0 + u < m) fma8<T>(acc, v[u], w);
           }
@@ -88,18 +96,26 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
   // ---- 2. reduce ----
   if (!waitRanks(c, moeFlags(a.region[me]) + kCombFlag, dev::flagValue(seq, 1), false, kSiteMoeCombine)) return;
   const char* land = a.region[me] + a.reg.landing;
-  for (int t = gw; t < a.T; t += nw) {
+  // Work items: a token's row in pieces of G chunks of 256 elements (a warp's pass), G chosen so
+  // that small T still gives every warp work (one token's chunks in a row are a chain of waits).
+  const int chunks = (int)((H + 255) / 256);
+  const long long allChunks = (long long)a.T * chunks;
+  const int G = (int)max(1ll, min((long long)chunks, allChunks / (2ll * nw)));
+  const int pieces = (chunks + G - 1) / G;
+  for (long long item = gw; item < (long long)a.T * pieces; item += nw) {
+    const int t = (int)(item / pieces), p = (int)(item % pieces);
     if (lane < k) s_route[warp][lane] = a.local.route[(size_t)t * k + lane];
     __syncwarp();
     char* orow = a.out + (size_t)t * H * es;
-    for (size_t c0 = (size_t)lane * 8; c0 < H; c0 += 256) {
+    const size_t cEnd = min(H, (size_t)(p + 1) * G * 256);
+    for (size_t c0 = (size_t)p * G * 256 + (size_t)lane * 8; c0 < cEnd; c0 += 256) {
       float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      // 8 slots at a time: every load issued, then the sums in slot order.
-      for (int j0 = 0; j0 < k; j0 += 8) {
-        uint4 v[8], v2[8];
-        int kind[8];  // 0 none, 1 a dtype row times w, 2 an fp32 sum
+      // 4 slots at a time (16 KB of loads in flight per 32 lanes x 16 warps; 8 spilled): every load issued, then the sums in slot order.
+      for (int j0 = 0; j0 < k; j0 += 4) {
+        uint4 v[4], v2[4];
+        int kind[4];  // 0 none, 1 a dtype row times w, 2 an fp32 sum
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
+        for (int u = 0; u < 4; ++u) {
           kind[u] = 0;
           const int j = j0 + u;
           if (j >= k) continue;
@@ -122,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
           }
         }
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
+        for (int u = 0; u < 4; ++u) {
           if (kind[u] == 1) {
             fma8<T>(acc, v[u], s_route[warp][j0 + u].weight);
           } else if (kind[u] == 2) {

@@ -6,9 +6,9 @@
 //              token's first slot there) with __match_any_sync, in a fixed order (warp, token
 //              round, slot, lane): the layout is a function of the routing alone.
 //   -- grid sync --
-//   2. publish CTA b's base per key = sum over CTAs before it; CTA 0 waits for every peer's entry
-//              and writes this rank's key totals into every rank's counts table, then raises
-//              count flag [me] there.
+//   2. publish CTA 0 turns the per-CTA counts into CTA bases (sums over the CTAs before), waits for
+//              every peer's entry and writes this rank's key totals into every rank's counts
+//              table, then raises count flag [me] there.
 //   3. layout  every CTA waits for every rank's counts and derives the receive layout of every
 //              rank (segments padded to `align` rows, sources in rank order inside a segment);
 //              a rank that would receive more than `rows` rows stops the call on every rank (all
@@ -119,18 +119,27 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   if (!dev::gridSync(c, 0, 1)) return;
 
   // ---- 2. publish ----
-  for (int key = threadIdx.x; key < K; key += blockDim.x) {
-    int s = 0;
-    for (int q = 0; q < b; ++q) s += __ldcg(a.local.ctaCounts + (size_t)q * K + key);
-    ctaBase[key] = s;
-  }
+  // CTA 0 turns the per-CTA counts into per-CTA bases in place, 16 loads in flight per key (one
+  // load at a time over up to 132 CTAs would be a chain of L2 round trips), and publishes the totals.
   if (b == 0) {
-    if (!waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeDispatch)) return;
     for (int key = threadIdx.x; key < K; key += blockDim.x) {
       int s = 0;
-      for (int q = 0; q < a.ctas; ++q) s += __ldcg(a.local.ctaCounts + (size_t)q * K + key);
-      for (int p = 0; p < n; ++p) reinterpret_cast<int32_t*>(a.region[p] + a.reg.counts)[me * K + key] = s;
+      for (int q0 = 0; q0 < a.ctas; q0 += 16) {
+        int v[16];
+#pragma unroll
+        for (int u = 0; u < 16; ++u) v[u] = q0 + u < a.ctas ? __ldcg(a.local.ctaCounts + (size_t)(q0 + u) * K + key) : 0;
+#pragma unroll
+        for (int u = 0; u < 16; ++u)
+          if (q0 + u < a.ctas) {
+            a.local.ctaCounts[(size_t)(q0 + u) * K + key] = s;
+            s += v[u];
+          }
+      }
+      ctaBase[key] = s;  // CTA 0's base is 0: its smem holds the totals until step 3
     }
+    if (!waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeDispatch)) return;
+    for (int key = threadIdx.x; key < K; key += blockDim.x)
+      for (int p = 0; p < n; ++p) reinterpret_cast<int32_t*>(a.region[p] + a.reg.counts)[me * K + key] = ctaBase[key];
     __syncthreads();
     if ((int)threadIdx.x < n) {
       dev::fenceSys();
@@ -140,6 +149,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
 
   // ---- 3. layout ----
   if (!waitRanks(c, moeFlags(a.region[me]) + kCountFlag, dev::flagValue(seq, 1), true, kSiteMoeDispatch)) return;
+  // This CTA's bases (written by CTA 0 before it raised our own count flag).
+  for (int key = threadIdx.x; key < K; key += blockDim.x) ctaBase[key] = __ldcg(a.local.ctaCounts + (size_t)b * K + key);
   {
     const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
