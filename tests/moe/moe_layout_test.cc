@@ -170,6 +170,26 @@ TEST(MoeLayout, PlacementFillsSegmentsInSourceOrder) {
         }
 }
 
+// The expansion's lookup: every row of every segment (empty ones included) maps to its expert.
+TEST(MoeLayout, SegmentOfEveryRow) {
+  std::mt19937_64 g(13);
+  for (int El : {1, 2, 3, 8, 64, 257})
+    for (int align : {1, 4, 128})
+      for (int rep = 0; rep < 4; ++rep) {
+        std::vector<long long> start(El + 1);
+        const long long base = (long long)(g() % 1000);  // as the kernel's global scan: a rank's offset
+        start[0] = base;
+        std::vector<int> count(El);
+        for (int le = 0; le < El; ++le) {
+          count[le] = g() % 3 == 0 ? 0 : (int)(g() % 300);  // a third of the experts empty
+          start[le + 1] = start[le] + (long long)alignUp((size_t)count[le], (size_t)align);
+        }
+        for (int le = 0; le < El; ++le)
+          for (long long r = start[le] - base; r < start[le + 1] - base; ++r)
+            ASSERT_EQ(le, moe::segmentOf(start.data(), El, base, r)) << "row " << r << ", El " << El;
+      }
+}
+
 TEST(MoeLayout, RoutingsAreWhatTheyClaim) {
   Dims d = dims(4, 32, 8, 8, 512);
   const Routing sk = makeRouting(RouteKind::Skewed, 512, d, 3);

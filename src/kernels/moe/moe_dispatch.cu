@@ -267,13 +267,26 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     char* X = a.region[me] + a.reg.recvX;
     const int32_t* from = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.copyFrom);
     const size_t rowBytes = D.rowBytes();
+    const long long* seg = segScan + me * El;  // seg[le] - myFirst: where local expert le's segment starts
+    const long long total = seg[El] - myFirst;
     const int gw = b * kWarps + warp, nw = a.ctas * kWarps;
-    for (int le = 0; le < El; ++le) {
-      const long long off = segScan[me * El + le] - myFirst;
-      const long long end = off + colSum[me * El + le];
-      for (long long r = off + gw; r < end; r += nw) {
-        const int f = __ldcg(from + r);
-        if (f != r) warpCopy16(X + (size_t)r * rowBytes, X + (size_t)f * rowBytes, rowBytes / 16);
+    // 32 rows per warp and pass, a lane each: every lane finds its row's segment (a binary search
+    // in shared memory) and reads its copyFrom at once; then the warp copies the rows that name
+    // another. (A warp walking the experts one by one made a chain of E_loc dependent loads.)
+    for (long long r0 = (long long)gw * 32; r0 < total; r0 += (long long)nw * 32) {
+      const long long r = r0 + lane;
+      int f = -1;
+      if (r < total) {
+        const int lo = segmentOf(seg, El, myFirst, r);
+        if (r < seg[lo] - myFirst + colSum[me * El + lo]) {
+          const int v = __ldcg(from + r);
+          if (v != r) f = v;
+        }
+      }
+      for (unsigned m = __ballot_sync(0xffffffffu, f >= 0); m; m &= m - 1) {
+        const int l = __ffs(m) - 1;
+        const int src = __shfl_sync(0xffffffffu, f, l);
+        warpCopy16(X + (size_t)(r0 + l) * rowBytes, X + (size_t)src * rowBytes, rowBytes / 16);
       }
     }
   }

@@ -96,6 +96,19 @@ MOE_HD Region regionFor(const Dims& d) {
   return r;
 }
 
+// The segment holding row r of a receive buffer whose El segments start at start[le] - base
+// (non-decreasing; an empty segment starts where the next one does): the last le whose start is
+// at or before r. r must be below the last segment's end.
+MOE_HD int segmentOf(const long long* start, int El, long long base, long long r) {
+  int lo = 0, hi = El - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (start[mid] - base <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 // Index of `other` among `owner`'s peers (0 .. ranks-2): other = owner+1+i, wrapping.
 MOE_HD int peerIndex(int owner, int other, int ranks) {
   const int i = other - owner - 1;
