@@ -240,6 +240,91 @@ mkcclResult_t mkcclGemmReduceScatter(const void* A, const void* W, void* C, size
 mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                                  mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* MoE: expert-parallel dispatch and combine (intra-node, NVLink)                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* E experts are spread evenly over the communicator's ranks: rank r owns the global experts
+ * [r*E/nranks, (r+1)*E/nranks) (its local experts 0 .. E/nranks-1). Routing (topk_idx) is read on
+ * the device only: no count goes back to the host, nothing is allocated or synchronised by a call,
+ * and every buffer lives in the handle, sized once by its capacity. docs/MOE.md has the design. */
+
+#define MKCCL_MOE_CONFIG_MAGIC 0x6d6b6d65u /* 'mkme' */
+#define MKCCL_MOE_CONFIG_VERSION 1
+typedef struct mkcclMoeConfig_v1 {
+  size_t size;            /* sizeof(mkcclMoeConfig_t) */
+  unsigned int magic;     /* MKCCL_MOE_CONFIG_MAGIC */
+  unsigned int version;   /* MKCCL_MOE_CONFIG_VERSION */
+  int numExperts;         /* E (global), a multiple of nranks, at most 1024 */
+  int topk;               /* k, 1..16: slots per token */
+  size_t hidden;          /* H: elements of a token row */
+  mkcclDataType_t dtype;  /* mkcclBfloat16 or mkcclFloat16 */
+  size_t maxTokensPerRank;/* capacity: the most tokens (T) any rank passes to one dispatch */
+  size_t maxRecvRows;     /* rows of this rank's expert-major receive buffer, padding included;
+                             0: the worst case, nranks*maxTokensPerRank*k rows plus
+                             each local expert's padding. A dispatch that would need more rows on
+                             any rank fails on every rank with a recorded error (no write). */
+  int rowAlign;           /* every expert's segment starts at a multiple of this many rows (a power
+                             of two, 1..1024); 0: 128, a GEMM's tile height */
+  int maxCtas;            /* CTAs of one dispatch/combine kernel; 0: every SM the communicator's
+                             maxCtas allows. Where ranks share a GPU, their kernels must fit on it
+                             together. */
+} mkcclMoeConfig_t;
+
+#define MKCCL_MOE_CONFIG_INITIALIZER                                                              \
+  { sizeof(mkcclMoeConfig_t), MKCCL_MOE_CONFIG_MAGIC, MKCCL_MOE_CONFIG_VERSION, 0, 0, 0, mkcclBfloat16, 0, 0, 0, 0 }
+
+typedef struct mkcclMoe* mkcclMoe_t;
+
+/* What one row of the expert-major receive buffer holds. Padding rows: token = srcRank = slot =
+ * expert = -1 and weight = 0. */
+typedef struct {
+  int32_t token;   /* index of the token on its source rank */
+  int16_t srcRank; /* the rank that dispatched it */
+  int16_t slot;    /* j: topk_idx[token, j] named this row's expert */
+  float weight;    /* topk_w[token, j] */
+  int32_t expert;  /* local expert (0 .. E/nranks-1) whose segment holds the row */
+} mkcclMoeRowInfo;
+
+/* The handle's device buffers (fixed for its lifetime; written by every dispatch). */
+typedef struct {
+  void* recvX;               /* [maxRecvRows, rowPitch] of dtype: the rows routed to this rank's
+                                experts, expert-major (every row of local expert 0, then 1, ...) */
+  size_t rowPitch;           /* elements from one row of recvX to the next: H rounded up to a
+                                multiple of 8 (16 bytes) */
+  size_t maxRecvRows;
+  mkcclMoeRowInfo* rowInfo;  /* [maxRecvRows]: where each row came from */
+  int32_t* expertOffsets;    /* [E/nranks + 1]: first row of local expert e's segment (a multiple of
+                                rowAlign); [E/nranks] = rows in use, padding included */
+  int32_t* expertCounts;     /* [E/nranks]: routed rows of local expert e (its segment's first rows;
+                                the rest of the segment, up to the next offset, is padding) */
+  int numLocalExperts;       /* E/nranks */
+  int rowAlign;
+} mkcclMoeBuffers;
+
+/* Creates the MoE handle of a communicator (collective: every rank calls it with the same config).
+ * Allocates every buffer (symmetric memory mapped by the node's ranks, and local memory). */
+mkcclResult_t mkcclMoeCreate(mkcclMoe_t* handle, mkcclComm_t comm, const mkcclMoeConfig_t* config);
+/* Waits for this rank's calls on the handle to finish, then frees it (not collective). */
+mkcclResult_t mkcclMoeDestroy(mkcclMoe_t handle);
+mkcclResult_t mkcclMoeGetBuffers(mkcclMoe_t handle, mkcclMoeBuffers* buffers);
+
+/* Dispatch: each of this rank's T tokens (X[T, H], dtype, rows contiguous) goes to the ranks that
+ * own its experts (topk_idx[T, k], int32 global expert ids, -1 = no expert; topk_w[T, k], fp32),
+ * once per (token, rank) however many of its experts live there. On return (stream order) the
+ * handle's buffers hold this rank's expert-major rows, their rowInfo, expertOffsets and
+ * expertCounts. 0 <= T <= maxTokensPerRank; T may differ between ranks. An expert id outside
+ * [-1, E) is an error (recorded; the slot is dropped). Collective. */
+mkcclResult_t mkcclMoeDispatch(mkcclMoe_t handle, const void* X, const int32_t* topkIdx, const float* topkW, size_t T,
+                               cudaStream_t stream);
+
+/* Combine: Y holds one output row per row of the last dispatch's receive buffer (expert-major,
+ * rowPitch elements apart, dtype; Y may be recvX itself). Each row goes back to its source rank
+ * and token, and out[t, :] = sum_j topk_w[t, j] * Y(t, j) (the weights given to the dispatch),
+ * summed in fp32 and stored in dtype; a token with no expert gets zeros. T must be this rank's T of
+ * the last dispatch; out is [T, H], rows contiguous. Collective. */
+mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_t T, cudaStream_t stream);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -53,6 +53,8 @@ const char* devSiteName(int site) {
     case kSiteFifo: return "network FIFO";
     case kSiteNet: return "network arrival";
     case kSiteTest: return "test";
+    case kSiteMoeDispatch: return "MoE dispatch";
+    case kSiteMoeCombine: return "MoE combine";
     default: return site >= kSiteUser ? "operation" : "unknown";
   }
 }
@@ -73,7 +75,20 @@ mkcclResult_t commPollError(mkcclComm_t comm) {
     if (code != 0) {
       __sync_synchronize();  // the details were written before the code
       char msg[512];
-      if (e->peer >= 0)
+      if (e->site == kSiteMoeCapacity)
+        snprintf(msg, sizeof(msg),
+                 "rank %d: MoE dispatch of call #%llu: rank %d would receive %llu rows (padding included), more "
+                 "than the handle's maxRecvRows %llu; nothing was sent (%s)",
+                 e->rank, (unsigned long long)e->seq,
+                 e->peer >= 0 && e->peer < (int)comm->localToRank.size() ? comm->localToRank[e->peer] : -1,
+                 (unsigned long long)e->seen, (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
+      else if (e->site == kSiteMoeExpertId)
+        snprintf(msg, sizeof(msg),
+                 "rank %d: MoE dispatch of call #%llu: topk_idx holds %lld, not an expert id in [-1, %llu); the "
+                 "slot was dropped (%s)",
+                 e->rank, (unsigned long long)e->seq, (long long)e->seen, (unsigned long long)e->want,
+                 mkcclGetErrorString((mkcclResult_t)code));
+      else if (e->peer >= 0)
         snprintf(msg, sizeof(msg),
                  "rank %d: a device wait (%s) of call #%llu gave up waiting for local peer %d (rank %d): "
                  "flag %llu, wanted %llu (%s)",

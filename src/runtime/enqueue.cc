@@ -20,6 +20,13 @@ DeviceGuard::~DeviceGuard() {
 
 mkcclResult_t checkStream(cudaStream_t s, int dev, const char* opName) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return mkcclSuccess;
+  // A stream being captured into a CUDA graph refuses cudaStreamGetDevice ("operation not
+  // permitted when stream is capturing"): its device goes unchecked then (a launch on a stream of
+  // another device fails the capture anyway).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusActive)
+    return mkcclSuccess;
+  cudaGetLastError();
   int sdev = -1;
   cudaError_t e = cudaStreamGetDevice(s, &sdev);
   if (e != cudaSuccess) {

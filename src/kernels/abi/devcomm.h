@@ -39,6 +39,12 @@ enum DevSite : int {
   kSiteFifo = 9,
   kSiteNet = 10,
   kSiteTest = 11,
+  kSiteMoeDispatch = 12,   // a wait of the MoE dispatch
+  kSiteMoeCombine = 13,    // a wait of the MoE combine
+  // Not waits: a dispatch found routing it cannot carry out (DevError: peer = local rank concerned,
+  // seen = what was found, want = the limit). The message says so (runtime/comm.cc).
+  kSiteMoeCapacity = 14,   // rank `peer` would receive `seen` rows, more than its maxRecvRows `want`
+  kSiteMoeExpertId = 15,   // topk_idx held `seen` (as int64), not in [-1, E = `want`)
   kSiteUser = 32,  // ops may use kSiteUser + n
 };
 

@@ -1,0 +1,45 @@
+// What the host hands the MoE dispatch and combine kernels (by value). Shared by host and device.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/moe/moe_layout.h"
+#include "kernels/abi/devcomm.h"
+
+namespace mkccl {
+namespace moe {
+
+// Buffers of this rank only (cudaMalloc), sized at creation.
+struct LocalBufs {
+  int32_t* ctaCounts;      // [maxCtas][keys]: per-CTA key counts of the count pass
+  int32_t* slotRank;       // [cap][k]: a slot's rank among its warp's slots of the same expert
+  int32_t* pairRank;       // [cap][k]: on a token's first slot to rank d, its rank among its warp's pairs to d
+  Route* route;            // [cap][k]: where combine finds each slot (moe_layout.h)
+  int32_t* expertOffsets;  // [E_loc + 1]
+  int32_t* expertCounts;   // [E_loc]
+};
+
+struct Args {
+  DevComm dev;
+  Dims dims;
+  Region reg;
+  char* region[kMaxRanks];  // every local rank's MoE region, mapped here
+  LocalBufs local;
+  int T;                    // this rank's tokens in this call
+  int ctas;                 // grid size (all co-resident: the kernels sync the grid)
+  // dispatch
+  const char* x;            // [T][H]
+  const int32_t* topkIdx;   // [T][k]
+  const float* topkW;       // [T][k]
+  bool xVec;                // X rows start on 16-byte boundaries (H * esize % 16 == 0, X aligned)
+  // combine
+  const char* y;            // [rows][pitch]
+  char* out;                // [T][H]
+  bool outVec;              // rows of out start on 16-byte boundaries
+};
+
+// The error sites of these kernels (DevError::site; runtime/comm.cc words their messages).
+constexpr int kSiteDispatch = kSiteMoeDispatch;
+constexpr int kSiteCombine = kSiteMoeCombine;
+
+}  // namespace moe
+}  // namespace mkccl

@@ -1,0 +1,306 @@
+// The MoE dispatch kernel: routing read on the device, each (token, rank) row pushed once into its
+// owner's expert-major receive buffer (symmetric memory), rows duplicated there for the owner's
+// other experts. One persistent grid (all CTAs co-resident: it syncs the grid twice).
+//
+//   1. count   each warp ranks its tokens' slots per key (expert, or destination rank for the
+//              token's first slot there) with __match_any_sync, in a fixed order (warp, token
+//              round, slot, lane): the layout is a function of the routing alone.
+//   -- grid sync --
+//   2. publish CTA 0 turns the per-CTA counts into CTA bases (sums over the CTAs before), waits for
+//              every peer's entry and writes this rank's key totals into every rank's counts
+//              table, then raises count flag [me] there.
+//   3. layout  every CTA waits for every rank's counts and derives the receive layout of every
+//              rank (segments padded to `align` rows, sources in rank order inside a segment);
+//              a rank that would receive more than `rows` rows stops the call on every rank (all
+//              see the same counts), with an error and nothing written.
+//   4. send    a warp per token: for each rank d it routes to, the row goes to the position of
+//              its first slot on d (or to every slot's position when d is this rank), with the
+//              rowInfo and copyFrom of each slot and, for d != me, the pair record combine uses.
+//   -- grid sync --   then CTA 0 raises done flag [me] at every peer.
+//   5. expand  every CTA waits for every peer's done flag and copies, inside this rank's buffer,
+//              each row whose copyFrom names another row (a token's further experts here).
+#include "kernels/moe/moe_common.cuh"
+#include "ops/moe/moe_kernels.h"
+
+namespace mkccl {
+namespace moe {
+
+namespace {
+
+// A slot's rank among the warp's earlier slots of the same key (key < 0: none, -1 returned), the
+// warp's count of the key advanced. Every lane of the warp calls it.
+__device__ __forceinline__ int rankInWarp(int32_t* cnt, int key) {
+  const unsigned grp = __match_any_sync(0xffffffffu, key);
+  int base = 0, r = -1;
+  if (key >= 0) base = cnt[key];
+  __syncwarp();
+  if (key >= 0) {
+    r = base + __popc(grp & ((1u << laneId()) - 1u));
+    if (laneId() == __ffs(grp) - 1) cnt[key] = base + __popc(grp);
+  }
+  __syncwarp();
+  return r;
+}
+
+// An expert id as the kernels use it: -1 (dropped) for -1 and for anything outside [0, E).
+__device__ __forceinline__ int validExpert(int e, int E) { return e >= 0 && e < E ? e : -1; }
+
+__device__ __forceinline__ void recordBadId(const DevComm& c, int e, int E) {
+  dev::recordError(c, /*mkcclInvalidArgument*/ 4, -1, kSiteMoeExpertId, (uint64_t)(int64_t)e, (uint64_t)E);
+}
+
+}  // namespace
+
+__global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ long long warpSums[32];
+  __shared__ int s_badId, s_bad, s_over;
+
+  const DevComm& c = a.dev;
+  const Dims D = a.dims;
+  const int E = D.experts, K = D.keys(), k = D.topk, El = D.localExperts();
+  const int n = c.localRanks, me = c.localRank, b = blockIdx.x, warp = warpId(), lane = laneId();
+  const TokenSplit sp{a.T, a.ctas};
+  const uint64_t seq = c.seq;
+
+  int32_t* warpCnt = reinterpret_cast<int32_t*>(smem);  // [kWarps][K]; after the count: warp bases
+  int32_t* ctaBase = warpCnt + kWarps * K;                // [K]
+  int32_t* sendBase = ctaBase + K;                        // [E]: my first row of expert e at its owner
+  int32_t* colSum = sendBase + E;                         // [E]: rows of expert e from every rank
+  long long* segScan = reinterpret_cast<long long*>(smem + alignUp((size_t)(kWarps * K + K + 2 * E) * 4, 8));  // [E+1]
+
+  if (b == 0) postEntry(c);
+
+  // ---- 1. count ----
+  for (int i = threadIdx.x; i < kWarps * K; i += blockDim.x) warpCnt[i] = 0;
+  if (threadIdx.x == 0) s_bad = 0;
+  __syncthreads();
+  {
+    int32_t* cnt = warpCnt + warp * K;
+    const int w0 = sp.warpStart(b, warp), w1 = sp.warpStart(b, warp + 1);
+    for (int base = w0; base < w1; base += 32) {
+      const int t = base + lane;
+      const bool act = t < w1;
+      int d[kMaxTopk];
+#pragma unroll
+      for (int j = 0; j < kMaxTopk; ++j) {
+        int e = -1;
+        if (act && j < k) {
+          const int raw = a.topkIdx[(size_t)t * k + j];
+          e = validExpert(raw, E);
+          if (raw < -1 || raw >= E) {
+            s_badId = raw;
+            s_bad = 1;
+          }
+        }
+        d[j] = e >= 0 ? e / El : -1;
+        bool first = d[j] >= 0;
+#pragma unroll
+        for (int jj = 0; jj < j; ++jj) first = first && d[jj] != d[j];
+        const int r = rankInWarp(cnt, e);
+        const int rp = rankInWarp(cnt, first ? E + d[j] : -1);
+        if (act && j < k) {
+          a.local.slotRank[(size_t)t * k + j] = r;
+          a.local.pairRank[(size_t)t * k + j] = rp;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  for (int key = threadIdx.x; key < K; key += blockDim.x) {
+    int s = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      const int v = warpCnt[w * K + key];
+      warpCnt[w * K + key] = s;
+      s += v;
+    }
+    a.local.ctaCounts[(size_t)b * K + key] = s;
+  }
+  if (!dev::gridSync(c, 0, 1)) return;
+
+  // ---- 2. publish ----
+  // CTA 0 turns the per-CTA counts into per-CTA bases in place, 16 loads in flight per key (one
+  // load at a time over up to 132 CTAs would be a chain of L2 round trips), and publishes the totals.
+  if (b == 0) {
+    for (int key = threadIdx.x; key < K; key += blockDim.x) {
+      int s = 0;
+      for (int q0 = 0; q0 < a.ctas; q0 += 16) {
+        int v[16];
+#pragma unroll
+        for (int u = 0; u < 16; ++u) v[u] = q0 + u < a.ctas ? __ldcg(a.local.ctaCounts + (size_t)(q0 + u) * K + key) : 0;
+#pragma unroll
+        for (int u = 0; u < 16; ++u)
+          if (q0 + u < a.ctas) {
+            a.local.ctaCounts[(size_t)(q0 + u) * K + key] = s;
+            s += v[u];
+          }
+      }
+      ctaBase[key] = s;  // CTA 0's base is 0: its smem holds the totals until step 3
+    }
+    if (!waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeDispatch)) return;
+    for (int key = threadIdx.x; key < K; key += blockDim.x)
+      for (int p = 0; p < n; ++p) reinterpret_cast<int32_t*>(a.region[p] + a.reg.counts)[me * K + key] = ctaBase[key];
+    __syncthreads();
+    if ((int)threadIdx.x < n) {
+      dev::fenceSys();
+      dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kCountFlag + me, dev::flagValue(seq, 1));
+    }
+  }
+
+  // ---- 3. layout ----
+  if (!waitRanks(c, moeFlags(a.region[me]) + kCountFlag, dev::flagValue(seq, 1), true, kSiteMoeDispatch)) return;
+  // This CTA's bases (written by CTA 0 before it raised our own count flag).
+  for (int key = threadIdx.x; key < K; key += blockDim.x) ctaBase[key] = __ldcg(a.local.ctaCounts + (size_t)b * K + key);
+  {
+    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      int col = 0, before = 0;
+      for (int q = 0; q < n; ++q) {
+        const int v = __ldcg(counts + q * K + e);
+        col += v;
+        if (q < me) before += v;
+      }
+      colSum[e] = col;
+      sendBase[e] = before;
+      segScan[e] = (long long)alignUp((size_t)col, (size_t)D.align);
+    }
+  }
+  if (threadIdx.x == 0) s_over = -1;
+  __syncthreads();
+  blockExclusiveScan(segScan, E, warpSums);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) sendBase[e] += (int)(segScan[e] - segScan[e / El * El]);
+  if ((int)threadIdx.x < n && segScan[(threadIdx.x + 1) * El] - segScan[threadIdx.x * El] > (long long)D.rows)
+    atomicMax(&s_over, (int)threadIdx.x);
+  __syncthreads();
+  if (s_over >= 0) {
+    // Every rank sees the same counts and stops here: no rank writes into another's buffers.
+    const int d = s_over;
+    if (b == 0 && threadIdx.x == 0)
+      dev::recordError(c, /*mkcclInvalidUsage*/ 5, d, kSiteMoeCapacity,
+                       (uint64_t)(segScan[(d + 1) * El] - segScan[d * El]), (uint64_t)D.rows);
+    return;
+  }
+  const long long myFirst = segScan[me * El];
+  if (b == 0) {
+    for (int le = threadIdx.x; le < El; le += blockDim.x) {
+      a.local.expertOffsets[le] = (int32_t)(segScan[me * El + le] - myFirst);
+      a.local.expertCounts[le] = colSum[me * El + le];
+    }
+    if (threadIdx.x == 0) a.local.expertOffsets[El] = (int32_t)(segScan[(me + 1) * El] - myFirst);
+  }
+  {  // padding rows of my segments: no source, no expert
+    int4* info = reinterpret_cast<int4*>(a.region[me] + a.reg.rowInfo);
+    for (int le = b; le < El; le += a.ctas) {
+      const long long off = segScan[me * El + le] - myFirst;
+      const long long end = segScan[me * El + le + 1] - myFirst;
+      for (long long r = off + colSum[me * El + le] + threadIdx.x; r < end; r += blockDim.x)
+        info[r] = make_int4(-1, -1, 0, -1);
+    }
+  }
+
+  // ---- 4. send ----
+  {
+    const int t0 = sp.ctaStart(b), t1 = sp.ctaStart(b + 1);
+    const size_t H = D.hidden, es = D.esize, rowBytes = D.rowBytes(), cap = D.cap;
+    const int stride = D.pairStride();
+    for (int t = t0 + warp; t < t1; t += kWarps) {
+      const int w1 = sp.warpOf(t);
+      const int j = lane;
+      int e = -1;
+      float wt = 0.f;
+      if (j < k) {
+        e = validExpert(a.topkIdx[(size_t)t * k + j], E);
+        wt = a.topkW[(size_t)t * k + j];
+      }
+      const int d = e >= 0 ? e / El : -1;
+      int pos = -1, pr = -1;
+      if (e >= 0) pos = sendBase[e] + ctaBase[e] + warpCnt[w1 * K + e] + a.local.slotRank[(size_t)t * k + j];
+      // The token's slots on d: how many (m), this slot's rank among them (sub), the first one.
+      int m = 0, sub = 0, firstLane = -1;
+      for (int jj = 0; jj < k; ++jj) {
+        const int dd = __shfl_sync(0xffffffffu, d, jj);
+        if (d >= 0 && dd == d) {
+          if (firstLane < 0) firstLane = jj;
+          if (jj < j) ++sub;
+          ++m;
+        }
+      }
+      const bool first = d >= 0 && firstLane == j;
+      if (first) pr = ctaBase[E + d] + warpCnt[w1 * K + E + d] + a.local.pairRank[(size_t)t * k + j];
+      const int src = firstLane >= 0 ? firstLane : j;
+      const int primary = __shfl_sync(0xffffffffu, pos, src);
+      const int pairIdx = __shfl_sync(0xffffffffu, pr, src);
+      if (j < k) {
+        Route rt;
+        rt.code = d >= 0 ? routeCode(d, first, m) : -1;
+        rt.idx = d == me ? pos : (first ? pairIdx : -1);
+        rt.weight = d >= 0 ? wt : 0.f;
+        rt.pad = 0;
+        a.local.route[(size_t)t * k + j] = rt;
+      }
+      if (d >= 0) {
+        char* R = a.region[d];
+        reinterpret_cast<int4*>(R + a.reg.rowInfo)[pos] =
+            make_int4(t, (me & 0xffff) | (j << 16), __float_as_int(wt), e - d * El);
+        reinterpret_cast<int32_t*>(R + a.reg.copyFrom)[pos] = d == me ? pos : primary;
+        if (d != me) {
+          int32_t* rec = reinterpret_cast<int32_t*>(R + a.reg.pairs) + ((size_t)me * cap + pairIdx) * stride;
+          rec[1 + sub] = pos;
+          if (first) rec[0] = m;
+        }
+      }
+      // The row itself: once per remote rank, to every slot's row on this rank; read once.
+      const unsigned todo = __ballot_sync(0xffffffffu, d >= 0 && (d == me || first));
+      char* dst = d >= 0 ? a.region[d] + a.reg.recvX + (size_t)pos * rowBytes : nullptr;
+      const char* xrow = a.x + (size_t)t * H * es;
+      if (a.xVec) warpCopy16Multi(dst, todo, xrow, H * es / 16);
+      else warpCopy2Multi(dst, todo, xrow, H);
+    }
+  }
+  if (!dev::gridSync(c, 0, 2)) return;
+  if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me)
+    dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kDoneFlag + me, dev::flagValue(seq, 2));
+
+  // ---- 5. expand ----
+  if (!waitRanks(c, moeFlags(a.region[me]) + kDoneFlag, dev::flagValue(seq, 2), false, kSiteMoeDispatch)) return;
+  {
+    char* X = a.region[me] + a.reg.recvX;
+    const int32_t* from = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.copyFrom);
+    const size_t rowBytes = D.rowBytes();
+    const long long* seg = segScan + me * El;  // seg[le] - myFirst: where local expert le's segment starts
+    const long long total = seg[El] - myFirst;
+    const int gw = b * kWarps + warp, nw = a.ctas * kWarps;
+    // 32 rows per warp and pass, a lane each: every lane finds its row's segment (a binary search
+    // in shared memory) and reads its copyFrom at once; then the warp copies the rows that name
+    // another. (A warp walking the experts one by one made a chain of E_loc dependent loads.)
+    for (long long r0 = (long long)gw * 32; r0 < total; r0 += (long long)nw * 32) {
+      const long long r = r0 + lane;
+      int f = -1;
+      if (r < total) {
+        const int lo = segmentOf(seg, El, myFirst, r);
+        if (r < seg[lo] - myFirst + colSum[me * El + lo]) {
+          const int v = __ldcg(from + r);
+          if (v != r) f = v;
+        }
+      }
+      for (unsigned m = __ballot_sync(0xffffffffu, f >= 0); m; m &= m - 1) {
+        const int l = __ffs(m) - 1;
+        const int src = __shfl_sync(0xffffffffu, f, l);
+        warpCopy16(X + (size_t)(r0 + l) * rowBytes, X + (size_t)src * rowBytes, rowBytes / 16);
+      }
+    }
+  }
+  // Found while counting; reported last, once this rank's part of the protocol is done (an
+  // error makes every later wait of the communicator give up).
+  if (threadIdx.x == 0 && s_bad) recordBadId(c, s_badId, E);
+}
+
+const void* dispatchKernelFn() { return reinterpret_cast<const void*>(&dispatchKernel); }
+
+size_t dispatchSmemBytes(const Dims& d) {
+  const size_t K = (size_t)d.keys(), E = (size_t)d.experts;
+  return alignUp((kWarps * K + K + 2 * E) * 4, 8) + (E + 1) * 8;
+}
+
+}  // namespace moe
+}  // namespace mkccl

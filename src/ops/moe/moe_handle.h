@@ -1,0 +1,45 @@
+// The MoE handle (host side): what mkcclMoeCreate sizes and allocates once, so that dispatch and
+// combine allocate nothing and never wait for the host.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/moe/moe_args.h"
+#include "mkccl.h"
+#include "runtime/enqueue.h"
+#include "runtime/symmem.h"
+
+struct mkcclMoe {
+  uint64_t magic = 0;                 // kMoeMagic while alive
+  mkcclComm* comm = nullptr;
+  mkcclDataType_t dtype = mkcclBfloat16;
+  mkccl::moe::Dims dims;
+  mkccl::moe::Region reg;             // offsets in every rank's region
+  mkccl::SymRegion region;            // reg.bytes per rank, mapped from every local rank
+  mkccl::moe::LocalBufs local{};
+  void* localBlock = nullptr;         // the one cudaMalloc behind `local`
+  int ctas = 1;                       // grid of both kernels
+  size_t smemBytes = 0;               // dispatch's dynamic shared memory
+  bool dispatched = false;            // a dispatch was enqueued: combine has a layout to use
+  size_t lastT = 0;                   // T of the last dispatch (combine's out has T rows)
+};
+
+namespace mkccl {
+namespace moe {
+
+constexpr uint64_t kMoeMagic = 0x6d6b63636c4d6f45ull;  // "mkcclMoE"
+
+// Checks the config against the communicator and resolves it (defaults filled in).
+mkcclResult_t resolveDims(const mkcclComm* comm, const mkcclMoeConfig_t* cfg, Dims* out, mkcclDataType_t* dtype,
+                          int* ctas);
+// Collective over the communicator's ranks: every rank passes the same config.
+mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMoe** out);
+mkcclResult_t handleDestroy(mkcclMoe* h);
+// A handle from the user: made by handleCreate, not destroyed, its communicator alive.
+mkcclResult_t handleLookup(const mkcclMoe* h, const char* caller);
+
+// The enqueues (arguments checked by the API, src/ops/moe/moe_api.cc).
+mkcclResult_t dispatchOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx, const float* topkW, size_t T);
+mkcclResult_t combineOp(OpCtx& ctx, mkcclMoe* h, const void* Y, void* out, size_t T);
+
+}  // namespace moe
+}  // namespace mkccl

@@ -1,0 +1,57 @@
+// Dispatch and combine enqueues: the kernels' arguments from the handle, one launch each.
+#include <stdint.h>
+#include "ops/moe/moe_kernels.h"
+#include "ops/moe/moe_handle.h"
+#include "runtime/check.h"
+#include "runtime/comm.h"
+
+namespace mkccl {
+namespace moe {
+
+namespace {
+
+Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T) {
+  Args a{};
+  a.dev = ctx.dev;
+  a.dims = h->dims;
+  a.reg = h->reg;
+  for (int q = 0; q < h->dims.ranks; ++q) a.region[q] = h->region.peer[q];
+  a.local = h->local;
+  a.T = (int)T;
+  a.ctas = h->ctas;
+  return a;
+}
+
+bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+mkcclResult_t launch(const OpCtx& ctx, const void* fn, const Args& a, size_t smem, const char* what) {
+  MKCCL_TRACE("%s: T %d, %d CTAs, seq %llu", what, a.T, a.ctas, (unsigned long long)a.dev.seq);
+  void* params[] = {const_cast<Args*>(&a)};
+  CUDA_CHECK(cudaLaunchKernel(fn, dim3(a.ctas), dim3(kThreads), params, smem, ctx.stream));
+  return mkcclSuccess;
+}
+
+}  // namespace
+
+mkcclResult_t dispatchOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx, const float* topkW, size_t T) {
+  Args a = argsFor(ctx, h, T);
+  a.x = static_cast<const char*>(X);
+  a.topkIdx = topkIdx;
+  a.topkW = topkW;
+  a.xVec = aligned16(X) && (h->dims.hidden * h->dims.esize) % 16 == 0;
+  MKCCL_CHECK(launch(ctx, dispatchKernelFn(), a, h->smemBytes, "mkcclMoeDispatch"));
+  h->dispatched = true;
+  h->lastT = T;
+  return mkcclSuccess;
+}
+
+mkcclResult_t combineOp(OpCtx& ctx, mkcclMoe* h, const void* Y, void* out, size_t T) {
+  Args a = argsFor(ctx, h, T);
+  a.y = static_cast<const char*>(Y);
+  a.out = static_cast<char*>(out);
+  a.outVec = aligned16(out) && (h->dims.hidden * h->dims.esize) % 16 == 0;
+  return launch(ctx, combineKernelFn(h->dtype == mkcclFloat16), a, 0, "mkcclMoeCombine");
+}
+
+}  // namespace moe
+}  // namespace mkccl

@@ -1,0 +1,223 @@
+// CPU checks of the MoE index math (src/kernels/moe/moe_layout.h) and of the dispatch kernel's
+// placement, emulated: rows inside their segments, none shared, sources in rank order, capacity.
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <random>
+#include <set>
+#include <vector>
+#include "moe_reference.h"
+
+using namespace mkccl;
+using namespace mkccl::moetest;
+using mkccl::moe::alignUp;
+
+namespace {
+
+Dims dims(int ranks, int E, int k, size_t H, size_t cap, int align = 128) {
+  Dims d;
+  d.ranks = ranks;
+  d.experts = E;
+  d.topk = k;
+  d.hidden = H;
+  d.cap = cap;
+  d.align = align;
+  d.rows = moe::worstRecvRows(d);
+  return d;
+}
+
+TEST(MoeLayout, PitchesAndRecords) {
+  for (size_t H : {1, 3, 7, 8, 9, 100, 2048, 7168, 7169}) {
+    Dims d = dims(2, 8, 2, H, 16);
+    EXPECT_EQ(0u, d.rowBytes() % 16) << H;
+    EXPECT_GE(d.pitch(), H);
+    EXPECT_LT(d.pitch(), H + 8);
+    // A combine result row holds H fp32 values, and 8-element groups never run past it.
+    EXPECT_GE(d.landingPitch(), alignUp(H, 8) * 4);
+    EXPECT_GE(d.landingPitch(), d.rowBytes());
+    EXPECT_EQ(0u, d.landingPitch() % 16);
+  }
+  for (int k = 1; k <= moe::kMaxTopk; ++k) {
+    Dims d = dims(2, 32, k, 64, 16);
+    EXPECT_GE(d.pairStride(), k + 1);
+    EXPECT_EQ(0, d.pairStride() % 4);
+  }
+}
+
+TEST(MoeLayout, RegionPiecesAreAlignedAndDisjoint) {
+  for (int ranks : {1, 2, 3, 4, 8, 16})
+    for (size_t H : {1, 100, 7168})
+      for (size_t cap : {1, 3, 4096}) {
+        Dims d = dims(ranks, 16 * ranks, 8, H, cap);
+        const moe::Region r = moe::regionFor(d);
+        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.copyFrom, r.recvX, r.landing, r.bytes};
+        const size_t sizes[] = {(size_t)ranks * d.keys() * 4,
+                                (size_t)ranks * cap * d.pairStride() * 4,
+                                d.rows * 16,
+                                d.rows * 4,
+                                d.rows * d.rowBytes(),
+                                (size_t)(ranks - 1) * cap * d.landingPitch()};
+        EXPECT_GE(r.counts, moe::kFlagBytes);
+        for (int i = 0; i < 6; ++i) {
+          EXPECT_EQ(0u, starts[i] % 256) << i;
+          EXPECT_LE(starts[i] + sizes[i], starts[i + 1]) << "piece " << i << " runs into the next";
+        }
+      }
+}
+
+TEST(MoeLayout, PeerIndexIsABijection) {
+  for (int n = 1; n <= 16; ++n)
+    for (int owner = 0; owner < n; ++owner) {
+      std::set<int> seen;
+      for (int other = 0; other < n; ++other) {
+        if (other == owner) continue;
+        const int i = moe::peerIndex(owner, other, n);
+        EXPECT_GE(i, 0);
+        EXPECT_LT(i, n - 1);
+        seen.insert(i);
+      }
+      EXPECT_EQ((size_t)(n - 1), seen.size());
+    }
+}
+
+TEST(MoeLayout, RouteCodes) {
+  for (int d = 0; d < 16; ++d)
+    for (int m = 1; m <= 16; ++m)
+      for (bool first : {false, true}) {
+        const int32_t c = moe::routeCode(d, first, m);
+        EXPECT_GE(c, 0);
+        EXPECT_EQ(d, moe::routeRank(c));
+        EXPECT_EQ(first, moe::routeFirst(c));
+        EXPECT_EQ(m, moe::routeSlots(c));
+      }
+  EXPECT_FALSE(moe::landsAsSum(1));
+  EXPECT_TRUE(moe::landsAsSum(2));
+}
+
+// Every token in exactly one (CTA, warp), ranges contiguous, ctaOf/warpOf agreeing with them.
+TEST(MoeLayout, TokenSplitCoversEveryTokenOnce) {
+  for (int T : {0, 1, 3, 31, 32, 33, 100, 1000, 4096, 16383})
+    for (int ctas : {1, 2, 3, 7, 32, 64, 132}) {
+      moe::TokenSplit sp{T, ctas};
+      std::vector<int> seen(T, 0);
+      EXPECT_EQ(0, sp.ctaStart(0));
+      EXPECT_EQ(T, sp.ctaStart(ctas));
+      for (int b = 0; b < ctas; ++b) {
+        EXPECT_EQ(sp.ctaStart(b), sp.warpStart(b, 0));
+        EXPECT_EQ(sp.ctaStart(b + 1), sp.warpStart(b, moe::kWarps));
+        for (int w = 0; w < moe::kWarps; ++w)
+          for (int t = sp.warpStart(b, w); t < sp.warpStart(b, w + 1); ++t) {
+            ++seen[t];
+            EXPECT_EQ(b, sp.ctaOf(t)) << "T " << T << " ctas " << ctas << " t " << t;
+            EXPECT_EQ(w, sp.warpOf(t)) << "T " << T << " ctas " << ctas << " t " << t;
+          }
+      }
+      for (int t = 0; t < T; ++t) ASSERT_EQ(1, seen[t]) << "T " << T << " ctas " << ctas << " t " << t;
+    }
+}
+
+// The worst case of the receive buffer bounds every routing, and is reached.
+TEST(MoeLayout, WorstRecvRowsBoundsEveryRouting) {
+  std::mt19937_64 g(7);
+  for (int ranks : {1, 2, 3, 4})
+    for (int El : {1, 2, 5, 32})
+      for (int k : {1, 2, 8}) {
+        Dims d = dims(ranks, El * ranks, k, 16, 37, 16);
+        // The worst routing: every token of every rank on the last rank, all k slots.
+        std::vector<Routing> worst(ranks);
+        for (int s = 0; s < ranks; ++s) {
+          worst[s] = makeRouting(RouteKind::Uniform, (int)d.cap, d, g());
+          for (int t = 0; t < (int)d.cap; ++t)
+            for (int j = 0; j < k; ++j)
+              worst[s].idx[(size_t)t * k + j] = (ranks - 1) * El + (j + t) % El;
+        }
+        const auto lay = referenceLayout(d, worst);
+        EXPECT_LE(lay[ranks - 1].total(), (long long)moe::worstRecvRows(d));
+        EXPECT_GT(lay[ranks - 1].total() + d.localExperts() * d.align, (long long)moe::worstRecvRows(d)) << "a loose bound";
+        for (RouteKind kind : {RouteKind::Uniform, RouteKind::Skewed, RouteKind::OneRank, RouteKind::Duplicates}) {
+          std::vector<Routing> r(ranks);
+          for (int s = 0; s < ranks; ++s) r[s] = makeRouting(kind, (int)d.cap, d, g());
+          for (const RankLayout& l : referenceLayout(d, r)) EXPECT_LE(l.total(), (long long)moe::worstRecvRows(d));
+        }
+      }
+}
+
+// The kernel's placement (emulated) for every routing kind, world size, grid and alignment.
+TEST(MoeLayout, PlacementFillsSegmentsInSourceOrder) {
+  std::mt19937_64 g(11);
+  for (int ranks : {1, 2, 3, 4})
+    for (RouteKind kind : {RouteKind::Uniform, RouteKind::Skewed, RouteKind::EmptyExperts, RouteKind::Dropped,
+                           RouteKind::Duplicates, RouteKind::OneRank})
+      for (int ctas : {1, 3, 16})
+        for (int align : {1, 16, 128}) {
+          Dims d = dims(ranks, 4 * ranks, kind == RouteKind::Uniform ? 4 : 3, 8, 300, align);
+          std::vector<Routing> r(ranks);
+          for (int s = 0; s < ranks; ++s) {
+            const int T = s == 0 ? 0 : s == 1 ? 1 : (int)(g() % 300);  // T = 0 and 1 among them
+            r[s] = makeRouting(kind, T, d, g());
+          }
+          SCOPED_TRACE(testing::Message() << ranks << " ranks, " << routeKindName(kind) << ", " << ctas
+                                          << " CTAs, align " << align);
+          const auto lay = referenceLayout(d, r);
+          for (const RankLayout& l : lay) {
+            for (int le = 0; le < d.localExperts(); ++le) {
+              EXPECT_EQ(0, l.offsets[le] % align);
+              EXPECT_LE(l.offsets[le] + l.counts[le], l.offsets[le + 1]);
+              EXPECT_LT(l.offsets[le + 1] - l.offsets[le] - l.counts[le], align) << "more padding than needed";
+            }
+          }
+          const Placement p = emulatePlacement(d, r, ctas);
+          EXPECT_EQ("", checkPlacement(d, r, lay, p));
+        }
+}
+
+// The expansion's lookup: every row of every segment (empty ones included) maps to its expert.
+TEST(MoeLayout, SegmentOfEveryRow) {
+  std::mt19937_64 g(13);
+  for (int El : {1, 2, 3, 8, 64, 257})
+    for (int align : {1, 4, 128})
+      for (int rep = 0; rep < 4; ++rep) {
+        std::vector<long long> start(El + 1);
+        const long long base = (long long)(g() % 1000);  // as the kernel's global scan: a rank's offset
+        start[0] = base;
+        std::vector<int> count(El);
+        for (int le = 0; le < El; ++le) {
+          count[le] = g() % 3 == 0 ? 0 : (int)(g() % 300);  // a third of the experts empty
+          start[le + 1] = start[le] + (long long)alignUp((size_t)count[le], (size_t)align);
+        }
+        for (int le = 0; le < El; ++le)
+          for (long long r = start[le] - base; r < start[le + 1] - base; ++r)
+            ASSERT_EQ(le, moe::segmentOf(start.data(), El, base, r)) << "row " << r << ", El " << El;
+      }
+}
+
+TEST(MoeLayout, RoutingsAreWhatTheyClaim) {
+  Dims d = dims(4, 32, 8, 8, 512);
+  const Routing sk = makeRouting(RouteKind::Skewed, 512, d, 3);
+  size_t hot = 0, all = 0;
+  for (int e : sk.idx) {
+    all += e >= 0;
+    hot += e >= 0 && e < 2;
+  }
+  EXPECT_GT(hot, all / 2) << "skewed: most slots on rank 0's first experts";
+  const auto lay = referenceLayout(d, {makeRouting(RouteKind::EmptyExperts, 512, d, 4)});
+  EXPECT_EQ(0, lay[0].counts[1]) << "empty experts: expert 1 never chosen";
+  const Routing dr = makeRouting(RouteKind::Dropped, 512, d, 5);
+  size_t dropped = 0;
+  for (int e : dr.idx) dropped += e < 0;
+  EXPECT_GT(dropped, dr.idx.size() / 5);
+}
+
+TEST(MoeLayout, HalfPrecisionConversions) {
+  std::mt19937_64 g(1);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  for (bool fp16 : {false, true})
+    for (int i = 0; i < 10000; ++i) {
+      const float f = u(g);
+      const float back = fromBits(toBits(f, fp16), fp16);
+      EXPECT_LE(fabsf(back - f), fabsf(f) * (fp16 ? 1.0f / 2048 : 1.0f / 256) + 1e-7f) << f;
+    }
+  EXPECT_EQ(1.0f, fromBits(toBits(1.0f, true), true));
+  EXPECT_EQ(-2.5f, fromBits(toBits(-2.5f, false), false));
+}
+
+}  // namespace

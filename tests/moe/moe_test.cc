@@ -1,0 +1,876 @@
+// mkcclMoeDispatch / mkcclMoeCombine on GPUs against the host model (moe_reference.h), 1-4 ranks
+// in one process (mkcclCommInitAll; ranks share GPUs where there are fewer GPUs than ranks):
+//   - dispatch: per-expert counts and padded offsets, every segment's rows (which source, token and
+//     slot; the weight; the row's data, bit for bit), sources in rank order, padding rows marked,
+//     nothing written past the rows in use;
+//   - combine: out[t] = sum_j w_j * Y(t, j) against fp64, Y random, Y = recvX, or Y computed on the
+//     device between the two calls;
+//   - the scaled-down model shapes and odd ones (T = 0, 1, 3; H = 1, 3, 72, 100, 136; k = 1 .. 16;
+//     rowAlign 1 .. 128), uniform / skewed / empty experts / dropped slots / duplicates / one hot
+//     rank, bf16 and fp16;
+//   - 50 dispatch + compute + combine calls queued back to back with no host sync;
+//   - a receive buffer over capacity, a bad expert id, a rank that never joins, bad arguments and
+//     mismatched configs: clear errors, no write, no hang.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+#include "moe_check.h"
+#include "moe_reference.h"
+#include "rank_threads.h"
+#include "test_util.h"
+
+using namespace mkccl;
+using namespace mkccl::moetest;
+using mkccl::test::HostBarrier;
+using mkccl::test::InProcessRanks;
+using mkccl::test::freshSeed;
+using mkccl::test::gpuCount;
+
+namespace {
+
+// Ranks 0..n-1 on GPUs 0, 1, ..., wrapping: ranks share GPUs when n exceeds them.
+std::vector<int> devicesFor(int n) {
+  std::vector<int> d(n);
+  for (int i = 0; i < n; ++i) d[i] = i % gpuCount();
+  return d;
+}
+
+// While it lives: ranks may share GPUs, device waits give up after 20 s (a protocol bug fails the
+// test instead of hanging it). Set before the communicators are made.
+struct TestEnv {
+  TestEnv(int timeoutMs = 20000) {
+    setenv("MKCCL_SHARE_GPUS", "1", 1);
+    setenv("MKCCL_TIMEOUT_MS", std::to_string(timeoutMs).c_str(), 1);
+  }
+  ~TestEnv() {
+    unsetenv("MKCCL_SHARE_GPUS");
+    unsetenv("MKCCL_TIMEOUT_MS");
+  }
+};
+
+struct Case {
+  std::string name;
+  int El = 4, k = 2;
+  size_t H = 64;
+  RouteKind kind = RouteKind::Uniform;
+  int align = 0;  // 0: the default (128)
+  bool fp16 = false;
+  std::function<int(int rank)> T;
+  enum YMode { YRandom, YInPlace, YDevice } y = YRandom;
+  size_t cap = 0;   // 0: the largest T
+  int maxCtas = 16;
+};
+
+mkcclMoeConfig_t configOf(const Case& c, int ws, size_t cap) {
+  mkcclMoeConfig_t cfg = MKCCL_MOE_CONFIG_INITIALIZER;
+  cfg.numExperts = c.El * ws;
+  cfg.topk = c.k;
+  cfg.hidden = c.H;
+  cfg.dtype = c.fp16 ? mkcclFloat16 : mkcclBfloat16;
+  cfg.maxTokensPerRank = cap;
+  cfg.rowAlign = c.align;
+  cfg.maxCtas = c.maxCtas;
+  return cfg;
+}
+
+Dims dimsOf(const mkcclMoeConfig_t& cfg, int ws, size_t rows) {
+  Dims d;
+  d.ranks = ws;
+  d.experts = cfg.numExperts;
+  d.topk = cfg.topk;
+  d.hidden = cfg.hidden;
+  d.cap = cfg.maxTokensPerRank;
+  d.align = cfg.rowAlign ? cfg.rowAlign : 128;
+  d.rows = rows;
+  return d;
+}
+
+std::vector<uint16_t> randomHalves(size_t n, bool fp16, std::mt19937_64& g) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) {
+    float f = u(g);
+    if (f == 0.f) f = 0.5f;
+    x = toBits(f, fp16);
+  }
+  return v;
+}
+
+template <class T>
+std::vector<T> download(const void* d, size_t n) {
+  std::vector<T> h(n);
+  if (n) EXPECT_EQ(cudaSuccess, cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+void* upload(const void* h, size_t bytes) {
+  void* d = nullptr;
+  EXPECT_EQ(cudaSuccess, cudaMalloc(&d, bytes ? bytes : 16));
+  if (bytes) EXPECT_EQ(cudaSuccess, cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+  return d;
+}
+
+void expectNoAsyncError(mkcclComm_t comm) {
+  mkcclResult_t async = mkcclSuccess;
+  EXPECT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(mkcclSuccess, async) << mkcclGetLastError(comm);
+}
+
+// One rank's inputs (host and device) and what it received.
+struct RankData {
+  Routing route;
+  std::vector<uint16_t> X;  // [T][H]
+  void *dX = nullptr, *dIdx = nullptr, *dW = nullptr, *dY = nullptr, *dOut = nullptr;
+  mkcclMoeBuffers buf{};
+  std::vector<int32_t> offsets, counts;
+  std::vector<mkcclMoeRowInfo> info;
+  std::vector<uint16_t> recv, Y, out;
+  void release() {
+    for (void* p : {dX, dIdx, dW, dY, dOut})
+      if (p) cudaFree(p);
+    dX = dIdx = dW = dY = dOut = nullptr;
+  }
+};
+
+// Handles of one configuration on every rank of w (created together, destroyed together).
+struct Handles {
+  InProcessRanks& w;
+  std::vector<mkcclMoe_t> h;
+  bool ok = true;
+  Handles(InProcessRanks& world, const mkcclMoeConfig_t& cfg) : w(world), h(world.size(), nullptr) {
+    std::vector<mkcclResult_t> res(w.size());
+    w.onEveryRank([&](int r) { res[r] = mkcclMoeCreate(&h[r], w.comms[r], &cfg); });
+    for (int r = 0; r < w.size(); ++r) {
+      EXPECT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
+      ok = ok && res[r] == mkcclSuccess;
+    }
+  }
+  ~Handles() {
+    for (int r = 0; r < w.size(); ++r)
+      if (h[r]) {
+        cudaSetDevice(w.devs[r]);
+        EXPECT_EQ(mkcclSuccess, mkcclMoeDestroy(h[r])) << mkcclGetLastError(nullptr);
+      }
+  }
+};
+
+// The dispatch's result on receiving rank r against the model.
+void checkDispatch(const Dims& d, const std::vector<RankData>& rd, const RankLayout& l, int r) {
+  SCOPED_TRACE(testing::Message() << "dispatch, receiving rank " << r);
+  const RankData& me = rd[r];
+  const int El = d.localExperts(), k = d.topk;
+  const size_t pitch = me.buf.rowPitch;
+  for (int le = 0; le < El; ++le) {
+    ASSERT_EQ(l.counts[le], me.counts[le]) << "count of local expert " << le;
+    ASSERT_EQ(l.offsets[le], me.offsets[le]) << "offset of local expert " << le;
+  }
+  ASSERT_EQ(l.total(), me.offsets[El]) << "rows in use";
+  for (int le = 0; le < El; ++le) {
+    std::vector<Slot> got;
+    int lastSrc = -1;
+    for (long long row = l.offsets[le]; row < l.offsets[le] + l.counts[le]; ++row) {
+      const mkcclMoeRowInfo& in = me.info[row];
+      ASSERT_TRUE(in.srcRank >= 0 && in.srcRank < d.ranks && in.token >= 0 && in.token < rd[in.srcRank].route.T &&
+                  in.slot >= 0 && in.slot < k)
+          << "row " << row << ": rowInfo (" << in.srcRank << ", " << in.token << ", " << in.slot << ")";
+      EXPECT_GE(in.srcRank, lastSrc) << "row " << row << ": sources out of rank order";
+      lastSrc = in.srcRank;
+      EXPECT_EQ(le, in.expert) << "row " << row;
+      const Routing& src = rd[in.srcRank].route;
+      EXPECT_EQ(src.w[(size_t)in.token * k + in.slot], in.weight) << "row " << row;
+      EXPECT_EQ(r * El + le, src.idx[(size_t)in.token * k + in.slot]) << "row " << row;
+      got.push_back(Slot{in.srcRank, in.token, in.slot});
+      const uint16_t* x = rd[in.srcRank].X.data() + (size_t)in.token * d.hidden;
+      const uint16_t* y = me.recv.data() + (size_t)row * pitch;
+      ASSERT_EQ(0, memcmp(x, y, d.hidden * 2)) << "row " << row << " holds other data than token " << in.token
+                                               << " of rank " << in.srcRank;
+    }
+    std::sort(got.begin(), got.end());
+    ASSERT_TRUE(got == l.rows[le]) << "local expert " << le << " holds other slots than routed to it";
+    for (long long row = l.offsets[le] + l.counts[le]; row < l.offsets[le + 1]; ++row) {
+      const mkcclMoeRowInfo& in = me.info[row];
+      EXPECT_TRUE(in.token == -1 && in.srcRank == -1 && in.slot == -1 && in.expert == -1 && in.weight == 0.f)
+          << "padding row " << row << " not marked";
+    }
+  }
+  // Rows past the ones in use were never written (they were poisoned with 0xff).
+  for (size_t row = (size_t)l.total(); row < me.info.size(); ++row) {
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(&me.info[row]);
+    for (size_t i = 0; i < sizeof(mkcclMoeRowInfo); ++i) ASSERT_EQ(0xff, p[i]) << "rowInfo of unused row " << row;
+  }
+}
+
+// out[t] of rank s against sum_j w_j * (the row slot j came back with).
+void checkCombine(const Dims& d, const std::vector<RankData>& rd, int s, bool fp16, double tol,
+                  const std::function<float(int d, long long row, size_t c)>& yOf) {
+  SCOPED_TRACE(testing::Message() << "combine, rank " << s);
+  const int El = d.localExperts(), k = d.topk;
+  // Where each (src, token, slot) landed, from the receivers' rowInfo.
+  std::vector<std::map<std::pair<int, int>, long long>> rowOf(d.ranks);  // [d][(token, slot)] for src s
+  for (int dd = 0; dd < d.ranks; ++dd)
+    for (long long row = 0; row < rd[dd].offsets[El]; ++row)
+      if (rd[dd].info[row].srcRank == s) rowOf[dd][{rd[dd].info[row].token, rd[dd].info[row].slot}] = row;
+  const Routing& r = rd[s].route;
+  std::vector<double> ref(d.hidden);
+  size_t wrong = 0;
+  double worst = 0;
+  for (int t = 0; t < r.T; ++t) {
+    bool any = false;
+    std::vector<long long> rows(k, -1);
+    for (int j = 0; j < k; ++j) {
+      const int e = r.idx[(size_t)t * k + j];
+      if (e < 0) continue;
+      any = true;
+      auto it = rowOf[e / El].find({t, j});
+      ASSERT_NE(rowOf[e / El].end(), it) << "token " << t << " slot " << j << " has no row at rank " << e / El;
+      rows[j] = it->second;
+    }
+    referenceOut(d, r, t, [&](int j, size_t c) { return (double)yOf(r.idx[(size_t)t * k + j] / El, rows[j], c); },
+                 ref.data());
+    double scale = 1e-6;
+    for (double v : ref) scale = std::max(scale, fabs(v));
+    for (size_t c = 0; c < d.hidden; ++c) {
+      const float got = fromBits(rd[s].out[(size_t)t * d.hidden + c], fp16);
+      const double err = fabs(got - ref[c]) / scale;
+      if (!any ? got != 0.f : !(err <= tol)) {
+        if (wrong++ < 5)
+          ADD_FAILURE() << "out[" << t << ", " << c << "] = " << got << ", expected " << ref[c]
+                        << (any ? "" : " (a token with no expert)");
+      }
+      if (any && err > worst) worst = err;
+    }
+  }
+  EXPECT_EQ(0u, wrong);
+  EXPECT_LE(worst, tol);
+}
+
+// One dispatch + combine of case c on every rank of w, checked.
+void runCase(InProcessRanks& w, const Case& c, uint64_t seed) {
+  const int ws = w.size();
+  SCOPED_TRACE(testing::Message() << "case " << c.name << ", " << ws << " ranks, " << routeKindName(c.kind)
+                                  << ", seed " << seed);
+  size_t cap = c.cap;
+  for (int r = 0; r < ws; ++r) cap = std::max(cap, (size_t)c.T(r));
+  cap = std::max<size_t>(cap, 1);
+  const mkcclMoeConfig_t cfg = configOf(c, ws, cap);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  std::vector<RankData> rd(ws);
+  std::mt19937_64 g(seed);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &rd[r].buf));
+  }
+  const Dims d = dimsOf(cfg, ws, rd[0].buf.maxRecvRows);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    RankData& x = rd[r];
+    const int T = c.T(r);
+    x.route = makeRouting(c.kind, T, d, g());
+    x.X = randomHalves((size_t)T * c.H, c.fp16, g);
+    x.dX = upload(x.X.data(), x.X.size() * 2);
+    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
+    test::poison(x.dOut, (size_t)T * c.H * 2, w.streams[r]);
+    test::poison(x.buf.recvX, x.buf.maxRecvRows * x.buf.rowPitch * 2, w.streams[r]);
+    test::poison(x.buf.rowInfo, x.buf.maxRecvRows * sizeof(mkcclMoeRowInfo), w.streams[r]);
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
+  }
+  std::vector<mkcclResult_t> res(ws, mkcclInternalError);
+  std::vector<cudaError_t> sync(ws, cudaErrorUnknown);
+  w.onEveryRank([&](int r) {
+    res[r] = mkcclMoeDispatch(hs.h[r], rd[r].dX, (const int32_t*)rd[r].dIdx, (const float*)rd[r].dW, c.T(r),
+                              w.streams[r]);
+    sync[r] = cudaStreamSynchronize(w.streams[r]);
+  });
+  for (int r = 0; r < ws; ++r) {
+    ASSERT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
+    ASSERT_EQ(cudaSuccess, sync[r]) << "rank " << r << ": the kernel must not fault";
+    expectNoAsyncError(w.comms[r]);
+  }
+  const auto lay = referenceLayout(d, [&] {
+    std::vector<Routing> v;
+    for (auto& x : rd) v.push_back(x.route);
+    return v;
+  }());
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    RankData& x = rd[r];
+    x.offsets = download<int32_t>(x.buf.expertOffsets, c.El + 1);
+    x.counts = download<int32_t>(x.buf.expertCounts, c.El);
+    x.info = download<mkcclMoeRowInfo>(x.buf.rowInfo, x.buf.maxRecvRows);
+    x.recv = download<uint16_t>(x.buf.recvX, (size_t)std::max(0, x.offsets[c.El]) * x.buf.rowPitch);
+    checkDispatch(d, rd, lay[r], r);
+    if (testing::Test::HasFatalFailure()) return;
+  }
+  // The experts' output rows.
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    RankData& x = rd[r];
+    const size_t n = x.buf.maxRecvRows * x.buf.rowPitch;
+    if (c.y == Case::YRandom) {
+      x.Y = randomHalves(n, c.fp16, g);
+      x.dY = upload(x.Y.data(), n * 2);
+    } else if (c.y == Case::YDevice) {
+      ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, n * 2));
+    }
+  }
+  w.onEveryRank([&](int r) {
+    RankData& x = rd[r];
+    const void* Y = c.y == Case::YInPlace ? x.buf.recvX : x.dY;
+    if (c.y == Case::YDevice)
+      expertScale(x.buf.recvX, x.buf.rowInfo, x.buf.expertOffsets, c.El, x.dY, x.buf.rowPitch, c.H, c.fp16,
+                  w.streams[r]);
+    res[r] = mkcclMoeCombine(hs.h[r], Y, x.dOut, c.T(r), w.streams[r]);
+    sync[r] = cudaStreamSynchronize(w.streams[r]);
+  });
+  for (int r = 0; r < ws; ++r) {
+    ASSERT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
+    ASSERT_EQ(cudaSuccess, sync[r]) << "rank " << r;
+    expectNoAsyncError(w.comms[r]);
+  }
+  const double tol = c.fp16 ? 2e-3 : 1e-2;
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    rd[r].out = download<uint16_t>(rd[r].dOut, (size_t)c.T(r) * c.H);
+    auto yOf = [&](int dd, long long row, size_t col) -> float {
+      const RankData& x = rd[dd];
+      const uint16_t v = x.recv[(size_t)row * x.buf.rowPitch + col];
+      switch (c.y) {
+        case Case::YRandom: return fromBits(x.Y[(size_t)row * x.buf.rowPitch + col], c.fp16);
+        case Case::YInPlace: return fromBits(v, c.fp16);
+        default: {
+          const float f = fromBits(v, c.fp16) * (1.0f + 0.25f * (float)x.info[row].expert);
+          return fromBits(toBits(f, c.fp16), c.fp16);
+        }
+      }
+    };
+    checkCombine(d, rd, r, c.fp16, tol, yOf);
+  }
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    rd[r].release();
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  auto add = [&](Case c) { v.push_back(c); };
+  // The model shapes, scaled down (H, I and T smaller; top-k as the models have it).
+  add({"DeepSeek-V3-like", 16, 8, 512, RouteKind::Uniform, 0, false, [](int r) { return 200 + 37 * r; },
+       Case::YRandom});
+  add({"Qwen3-30B-A3B-like, skewed, Y = recvX", 8, 8, 256, RouteKind::Skewed, 0, false, [](int) { return 300; },
+       Case::YInPlace});
+  add({"Mixtral-like, fp16, device compute", 2, 2, 1024, RouteKind::Uniform, 0, true,
+       [](int r) { return 128 * (r + 1); }, Case::YDevice, 0, 3});
+  // Odd shapes: T = 0, 1, 3; H not a multiple of 8 (unaligned rows of X and out); small alignments.
+  add({"T 0/1/3, H 100, dropped slots", 3, 5, 100, RouteKind::Dropped, 16, false,
+       [](int r) { return r == 0 ? 0 : r == 1 ? 1 : 3; }, Case::YRandom, 4});
+  add({"H 72, empty experts", 5, 3, 72, RouteKind::EmptyExperts, 0, false, [](int) { return 77; }, Case::YDevice});
+  add({"k 16, duplicates, fp16, H 136", 4, 16, 136, RouteKind::Duplicates, 32, true, [](int r) { return 50 + r; },
+       Case::YRandom, 0, 1});
+  add({"one hot rank", 4, 4, 64, RouteKind::OneRank, 0, false, [](int) { return 100; }, Case::YInPlace});
+  add({"H 3, k 1, one expert per rank, align 1", 1, 1, 3, RouteKind::Uniform, 1, false,
+       [](int r) { return 5 + r; }, Case::YRandom});
+  add({"T 0 everywhere", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 0; }, Case::YRandom, 8});
+  add({"more tokens than CTAs x warps", 8, 4, 128, RouteKind::Uniform, 0, false, [](int r) { return 1500 - 100 * r; },
+       Case::YDevice});
+  return v;
+}
+
+void runAllCases(int ws) {
+  const TestEnv env;
+  InProcessRanks w(devicesFor(ws));
+  ASSERT_TRUE(w.ok());
+  uint64_t seed = freshSeed();
+  for (const Case& c : cases()) runCase(w, c, ++seed);
+}
+
+TEST(MoeGpu, OneRank) {
+  MKCCL_REQUIRE_GPUS(1);
+  runAllCases(1);
+}
+TEST(MoeGpu, TwoRanks) {
+  MKCCL_REQUIRE_GPUS(1);
+  runAllCases(2);
+}
+TEST(MoeGpu, ThreeRanks) {
+  MKCCL_REQUIRE_GPUS(1);
+  runAllCases(3);
+}
+TEST(MoeGpu, FourRanks) {
+  MKCCL_REQUIRE_GPUS(1);
+  runAllCases(4);
+}
+
+// 50 calls per rank queued without a host sync: dispatch, the experts' compute on the device,
+// combine into a fresh output; T changes every call (0 included). Checked at the end.
+TEST(MoeGpu, FiftyCallsBackToBack) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  for (int ws : {2, 3}) {
+    InProcessRanks w(devicesFor(ws));
+    ASSERT_TRUE(w.ok());
+    const uint64_t seed = freshSeed();
+    SCOPED_TRACE(testing::Message() << ws << " ranks, seed " << seed);
+    Case c{"back to back", 4, 4, 256, RouteKind::Uniform, 0, false, nullptr, Case::YDevice};
+    const int calls = 50;
+    const size_t cap = 160;
+    const mkcclMoeConfig_t cfg = configOf(c, ws, cap);
+    Handles hs(w, cfg);
+    ASSERT_TRUE(hs.ok);
+    std::mt19937_64 g(seed);
+    std::vector<std::vector<RankData>> rd(calls, std::vector<RankData>(ws));
+    std::vector<mkcclMoeBuffers> buf(ws);
+    std::vector<void*> Y(ws);
+    Dims d;
+    for (int r = 0; r < ws; ++r) {
+      cudaSetDevice(w.devs[r]);
+      ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &buf[r]));
+      ASSERT_EQ(cudaSuccess, cudaMalloc(&Y[r], buf[r].maxRecvRows * buf[r].rowPitch * 2));
+      d = dimsOf(cfg, ws, buf[r].maxRecvRows);
+    }
+    for (int i = 0; i < calls; ++i)
+      for (int r = 0; r < ws; ++r) {
+        cudaSetDevice(w.devs[r]);
+        RankData& x = rd[i][r];
+        const int T = (i + r) % 7 == 0 ? 0 : (int)(g() % (cap + 1));
+        x.route = makeRouting(i % 3 == 1 ? RouteKind::Skewed : i % 3 == 2 ? RouteKind::Dropped : RouteKind::Uniform,
+                              T, d, g());
+        x.X = randomHalves((size_t)T * c.H, false, g);
+        x.dX = upload(x.X.data(), x.X.size() * 2);
+        x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+        x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+        ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
+        test::poison(x.dOut, (size_t)T * c.H * 2, w.streams[r]);
+      }
+    for (int r = 0; r < ws; ++r) {
+      cudaSetDevice(w.devs[r]);
+      ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+    }
+    std::vector<int> failed(ws, 0);
+    w.onEveryRank([&](int r) {
+      for (int i = 0; i < calls && !failed[r]; ++i) {
+        RankData& x = rd[i][r];
+        mkcclResult_t e = mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, x.route.T,
+                                           w.streams[r]);
+        expertScale(buf[r].recvX, buf[r].rowInfo, buf[r].expertOffsets, c.El, Y[r], buf[r].rowPitch, c.H, false,
+                    w.streams[r]);
+        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], Y[r], x.dOut, x.route.T, w.streams[r]);
+        if (e != mkcclSuccess) failed[r] = i + 1;
+      }
+      if (cudaStreamSynchronize(w.streams[r]) != cudaSuccess) failed[r] = -1;
+    });
+    for (int r = 0; r < ws; ++r) {
+      ASSERT_EQ(0, failed[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
+      expectNoAsyncError(w.comms[r]);
+    }
+    // out[t] = sum_j w_j * bf16(x_t * (1 + 0.25 * local expert of slot j)).
+    for (int i = 0; i < calls; ++i)
+      for (int r = 0; r < ws; ++r) {
+        SCOPED_TRACE(testing::Message() << "call " << i << ", rank " << r);
+        cudaSetDevice(w.devs[r]);
+        RankData& x = rd[i][r];
+        x.out = download<uint16_t>(x.dOut, (size_t)x.route.T * c.H);
+        std::vector<double> ref(c.H);
+        size_t wrong = 0;
+        for (int t = 0; t < x.route.T; ++t) {
+          referenceOut(d, x.route, t,
+                       [&](int j, size_t col) {
+                         const int le = x.route.idx[(size_t)t * c.k + j] % c.El;
+                         const float v = fromBits(x.X[(size_t)t * c.H + col], false) * (1.0f + 0.25f * le);
+                         return (double)fromBits(toBits(v, false), false);
+                       },
+                       ref.data());
+          double scale = 1e-6;
+          for (double v : ref) scale = std::max(scale, fabs(v));
+          for (size_t col = 0; col < c.H; ++col) {
+            const double err = fabs(fromBits(x.out[(size_t)t * c.H + col], false) - ref[col]) / scale;
+            if (!(err <= 1e-2) && wrong++ < 3)
+              ADD_FAILURE() << "out[" << t << ", " << col << "] = " << fromBits(x.out[(size_t)t * c.H + col], false)
+                            << ", expected " << ref[col];
+          }
+        }
+        EXPECT_EQ(0u, wrong);
+        x.release();
+      }
+    for (int r = 0; r < ws; ++r) {
+      cudaSetDevice(w.devs[r]);
+      cudaFree(Y[r]);
+    }
+  }
+}
+
+// A dispatch that would put more rows on a rank than its maxRecvRows: every rank stops with the
+// same clear error and nothing is written; the host-side capacity (T) is refused at once.
+TEST(MoeGpu, CapacityOverflowIsAnErrorNotAWrite) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  const int ws = 2;
+  InProcessRanks w(devicesFor(ws));
+  ASSERT_TRUE(w.ok());
+  Case c{"overflow", 4, 4, 64, RouteKind::OneRank, 0, false, [](int) { return 100; }, Case::YRandom};
+  mkcclMoeConfig_t cfg = configOf(c, ws, 100);
+  cfg.maxRecvRows = 512;  // rank 1 would get 2 * 100 * 4 = 800 rows (plus padding)
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  const Dims d = dimsOf(cfg, ws, 512);
+  std::vector<RankData> rd(ws);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    RankData& x = rd[r];
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
+    EXPECT_EQ(512u, x.buf.maxRecvRows);
+    x.route = makeRouting(RouteKind::OneRank, 100, d, 5 + r);
+    std::mt19937_64 g(r);
+    x.X = randomHalves(100 * c.H, false, g);
+    x.dX = upload(x.X.data(), x.X.size() * 2);
+    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    EXPECT_EQ(mkcclInvalidArgument,
+              mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 101, w.streams[r]))
+        << "T above maxTokensPerRank";
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("maxTokensPerRank"));
+    test::poison(x.buf.recvX, 512 * x.buf.rowPitch * 2, w.streams[r]);
+    test::poison(x.buf.rowInfo, 512 * sizeof(mkcclMoeRowInfo), w.streams[r]);
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
+  }
+  std::vector<mkcclResult_t> res(ws);
+  w.onEveryRank([&](int r) {
+    res[r] = mkcclMoeDispatch(hs.h[r], rd[r].dX, (const int32_t*)rd[r].dIdx, (const float*)rd[r].dW, 100,
+                              w.streams[r]);
+    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r])) << "the kernel must exit cleanly";
+  });
+  for (int r = 0; r < ws; ++r) {
+    EXPECT_EQ(mkcclSuccess, res[r]) << "the error is the call's asynchronous one";
+    mkcclResult_t async = mkcclSuccess;
+    ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[r], &async));
+    EXPECT_EQ(mkcclInvalidUsage, async) << "rank " << r;
+    const std::string msg = mkcclGetLastError(w.comms[r]);
+    EXPECT_NE(std::string::npos, msg.find("maxRecvRows")) << msg;
+    cudaSetDevice(w.devs[r]);
+    const auto recv = download<uint8_t>(rd[r].buf.recvX, 512 * rd[r].buf.rowPitch * 2);
+    const auto info = download<uint8_t>(rd[r].buf.rowInfo, 512 * sizeof(mkcclMoeRowInfo));
+    EXPECT_TRUE(std::all_of(recv.begin(), recv.end(), [](uint8_t b) { return b == 0xff; })) << "rank " << r;
+    EXPECT_TRUE(std::all_of(info.begin(), info.end(), [](uint8_t b) { return b == 0xff; })) << "rank " << r;
+    EXPECT_NE(mkcclSuccess, mkcclMoeDispatch(hs.h[r], rd[r].dX, (const int32_t*)rd[r].dIdx, (const float*)rd[r].dW,
+                                             100, w.streams[r]))
+        << "the communicator keeps its error";
+    rd[r].release();
+  }
+}
+
+// An expert id outside [-1, E): the slot is dropped, the call completes on every rank, and the
+// rank that passed it reports which id.
+TEST(MoeGpu, BadExpertIdIsReported) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  const int ws = 2;
+  InProcessRanks w(devicesFor(ws));
+  ASSERT_TRUE(w.ok());
+  Case c{"bad id", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 10; }, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(c, ws, 10);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  const Dims d = dimsOf(cfg, ws, 0);
+  std::vector<RankData> rd(ws);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    rd[r].route = makeRouting(RouteKind::Uniform, 10, d, 9 + r);
+    if (r == 1) rd[r].route.idx[7] = 4 * ws + 3;
+    std::mt19937_64 g(r);
+    rd[r].X = randomHalves(10 * c.H, false, g);
+    rd[r].dX = upload(rd[r].X.data(), rd[r].X.size() * 2);
+    rd[r].dIdx = upload(rd[r].route.idx.data(), rd[r].route.idx.size() * 4);
+    rd[r].dW = upload(rd[r].route.w.data(), rd[r].route.w.size() * 4);
+  }
+  w.onEveryRank([&](int r) {
+    EXPECT_EQ(mkcclSuccess, mkcclMoeDispatch(hs.h[r], rd[r].dX, (const int32_t*)rd[r].dIdx, (const float*)rd[r].dW,
+                                             10, w.streams[r]));
+    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
+  });
+  mkcclResult_t async = mkcclSuccess;
+  ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[1], &async));
+  EXPECT_EQ(mkcclInvalidArgument, async);
+  const std::string msg = mkcclGetLastError(w.comms[1]);
+  EXPECT_NE(std::string::npos, msg.find(std::to_string(4 * ws + 3))) << msg;
+  expectNoAsyncError(w.comms[0]);
+  for (auto& x : rd) x.release();
+}
+
+// Rank 1 never calls dispatch: rank 0's waits give up after the timeout, its kernel leaves, the
+// error reaches mkcclCommGetAsyncError and the next call.
+TEST(MoeGpu, PeerNeverJoins) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env(1500);
+  InProcessRanks w(devicesFor(2));
+  ASSERT_TRUE(w.ok());
+  Case c{"lonely", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
+  {
+    Handles hs(w, cfg);
+    ASSERT_TRUE(hs.ok);
+    const Dims d = dimsOf(cfg, 2, 0);
+    cudaSetDevice(w.devs[0]);
+    RankData x;
+    x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
+    std::mt19937_64 g(3);
+    x.X = randomHalves(8 * c.H, false, g);
+    x.dX = upload(x.X.data(), x.X.size() * 2);
+    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(mkcclSuccess,
+              mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, w.streams[0]));
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "the kernel must exit cleanly";
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(secs, 1.3);
+    EXPECT_LT(secs, 20.0);
+    mkcclResult_t async = mkcclSuccess;
+    ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[0], &async));
+    EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(w.comms[0]);
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find("MoE dispatch"))
+        << mkcclGetLastError(w.comms[0]);
+    EXPECT_EQ(mkcclTimeout, mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8,
+                                             w.streams[0]));
+    x.release();
+  }
+}
+
+// Mistakes refused before anything is queued, with a message; the handle stays usable.
+TEST(MoeGpu, BadArguments) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  InProcessRanks w(devicesFor(2));
+  ASSERT_TRUE(w.ok());
+  // Configs refused on every rank (nothing collective happens before the checks).
+  w.onEveryRank([&](int r) {
+    mkcclComm_t comm = w.comms[r];
+    auto refused = [&](mkcclMoeConfig_t cfg, const char* what, const char* word) {
+      mkcclMoe_t h = reinterpret_cast<mkcclMoe_t>(0x1);
+      EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCreate(&h, comm, &cfg)) << what;
+      EXPECT_EQ(nullptr, h) << what;
+      EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find(word))
+          << what << ": " << mkcclGetLastError(nullptr);
+    };
+    mkcclMoeConfig_t ok = MKCCL_MOE_CONFIG_INITIALIZER;
+    ok.numExperts = 8;
+    ok.topk = 2;
+    ok.hidden = 64;
+    ok.maxTokensPerRank = 16;
+    mkcclMoeConfig_t c = ok;
+    c.numExperts = 7;
+    refused(c, "E not a multiple of the ranks", "multiple");
+    c = ok, c.numExperts = 2048;
+    refused(c, "E too large", "numExperts");
+    c = ok, c.topk = 0;
+    refused(c, "k = 0", "topk");
+    c = ok, c.topk = 17;
+    refused(c, "k = 17", "topk");
+    c = ok, c.hidden = 0;
+    refused(c, "H = 0", "hidden");
+    c = ok, c.dtype = mkcclFloat32;
+    refused(c, "fp32", "dtype");
+    c = ok, c.maxTokensPerRank = 0;
+    refused(c, "no capacity", "maxTokensPerRank");
+    c = ok, c.rowAlign = 96;
+    refused(c, "alignment not a power of two", "rowAlign");
+    c = ok, c.magic = 0;
+    refused(c, "bad magic", "magic");
+    c = ok, c.maxRecvRows = (size_t)1 << 32;
+    refused(c, "rows beyond 32 bits", "maxRecvRows");
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCreate(nullptr, comm, &ok));
+    mkcclMoe_t h = nullptr;
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCreate(&h, comm, nullptr));
+    EXPECT_NE(mkcclSuccess, mkcclMoeCreate(&h, nullptr, &ok));
+  });
+  // Configs that differ between ranks: every rank is told (a collective check).
+  {
+    std::vector<mkcclResult_t> res(2);
+    std::vector<mkcclMoe_t> h(2, nullptr);
+    w.onEveryRank([&](int r) {
+      mkcclMoeConfig_t c = MKCCL_MOE_CONFIG_INITIALIZER;
+      c.numExperts = 8;
+      c.topk = 2;
+      c.hidden = r == 0 ? 64 : 72;
+      c.maxTokensPerRank = 16;
+      res[r] = mkcclMoeCreate(&h[r], w.comms[r], &c);
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(mkcclInvalidArgument, res[r]) << "rank " << r;
+      EXPECT_EQ(nullptr, h[r]);
+    }
+  }
+  Case c{"args", 4, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 16; }, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(c, 2, 16);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  const Dims d = dimsOf(cfg, 2, 0);
+  std::vector<RankData> rd(2);
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(w.devs[r]);
+    RankData& x = rd[r];
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
+    x.route = makeRouting(RouteKind::Uniform, 16, d, 2 + r);
+    std::mt19937_64 g(r);
+    x.X = randomHalves(16 * c.H, false, g);
+    x.dX = upload(x.X.data(), x.X.size() * 2);
+    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, 16 * c.H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.buf.maxRecvRows * x.buf.rowPitch * 2));
+  }
+  w.onEveryRank([&](int r) {
+    RankData& x = rd[r];
+    mkcclMoe_t h = hs.h[r];
+    cudaStream_t s = w.streams[r];
+    const int32_t* idx = (const int32_t*)x.dIdx;
+    const float* wt = (const float*)x.dW;
+    std::vector<char> host(16 * c.H * 2);
+    EXPECT_EQ(mkcclInvalidUsage, mkcclMoeCombine(h, x.dY, x.dOut, 16, s)) << "combine before any dispatch";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(nullptr, x.dX, idx, wt, 16, s));
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(h, nullptr, idx, wt, 16, s));
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(h, x.dX, nullptr, wt, 16, s));
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(h, x.dX, idx, nullptr, 16, s));
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(h, host.data(), idx, wt, 16, s)) << "host X";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(h, (char*)x.dX + 1, idx, wt, 8, s)) << "X odd address";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(h, x.dX, idx, wt, 17, s)) << "T above capacity";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDispatch(h, x.buf.recvX, idx, wt, 16, s)) << "X inside recvX";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeGetBuffers(h, nullptr));
+    // A good pair of calls (every rank), then combine's own mistakes.
+    EXPECT_EQ(mkcclSuccess, mkcclMoeDispatch(h, x.dX, idx, wt, 16, s)) << mkcclGetLastError(nullptr);
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCombine(h, x.dY, x.dOut, 15, s)) << "T differs from the dispatch's";
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("T=16"));
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCombine(h, (char*)x.dY + 2, x.dOut, 16, s)) << "Y not 16-byte aligned";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCombine(h, x.dOut, x.dY, 16, s)) << "Y smaller than maxRecvRows rows";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCombine(h, x.dY, nullptr, 16, s));
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCombine(h, x.dY, x.dY, 16, s)) << "out overlaps Y";
+    EXPECT_EQ(mkcclInvalidArgument, mkcclMoeCombine(h, x.dY, host.data(), 16, s)) << "host out";
+    EXPECT_EQ(mkcclSuccess, mkcclMoeCombine(h, x.buf.recvX, x.dOut, 16, s)) << mkcclGetLastError(nullptr);
+    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+    expectNoAsyncError(w.comms[r]);
+  });
+  for (auto& x : rd) x.release();
+  // A destroyed handle is refused.
+  cudaSetDevice(w.devs[0]);
+  mkcclMoe_t gone = hs.h[0];
+  EXPECT_EQ(mkcclSuccess, mkcclMoeDestroy(gone));
+  hs.h[0] = nullptr;
+  EXPECT_EQ(mkcclInvalidArgument, mkcclMoeDestroy(gone));
+  mkcclMoeBuffers b;
+  EXPECT_EQ(mkcclInvalidArgument, mkcclMoeGetBuffers(gone, &b));
+}
+
+// Dispatch, the experts' compute and combine captured in a CUDA graph on every rank, launched once:
+// the calls allocate nothing and never synchronise with the host.
+TEST(MoeGpu, CapturedInACudaGraph) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  const int ws = 2;
+  InProcessRanks w(devicesFor(ws));
+  ASSERT_TRUE(w.ok());
+  Case c{"graph", 4, 4, 128, RouteKind::Uniform, 0, false, [](int) { return 64; }, Case::YDevice};
+  const mkcclMoeConfig_t cfg = configOf(c, ws, 64);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  const Dims d = dimsOf(cfg, ws, 0);
+  std::vector<RankData> rd(ws);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    RankData& x = rd[r];
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
+    x.route = makeRouting(RouteKind::Uniform, 64, d, 40 + r);
+    std::mt19937_64 g(60 + r);
+    x.X = randomHalves(64 * c.H, false, g);
+    x.dX = upload(x.X.data(), x.X.size() * 2);
+    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, 64 * c.H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.buf.maxRecvRows * x.buf.rowPitch * 2));
+    test::poison(x.dOut, 64 * c.H * 2, w.streams[r]);
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
+  }
+  std::vector<cudaGraphExec_t> exec(ws, nullptr);
+  std::vector<std::string> err(ws);
+  w.onEveryRank([&](int r) {
+    RankData& x = rd[r];
+    cudaStream_t s = w.streams[r];
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      err[r] = "begin capture";
+      return;
+    }
+    mkcclResult_t e = mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 64, s);
+    expertScale(x.buf.recvX, x.buf.rowInfo, x.buf.expertOffsets, c.El, x.dY, x.buf.rowPitch, c.H, false, s);
+    if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, x.dOut, 64, s);
+    const cudaError_t ce = cudaStreamEndCapture(s, &graph);
+    if (e != mkcclSuccess) err[r] = std::string("captured call: ") + mkcclGetLastError(nullptr);
+    else if (ce != cudaSuccess) err[r] = std::string("end capture: ") + cudaGetErrorString(ce);
+    else if (cudaGraphInstantiate(&exec[r], graph, 0) != cudaSuccess) err[r] = "instantiate";
+    if (graph) cudaGraphDestroy(graph);
+    if (err[r].empty() && cudaGraphLaunch(exec[r], s) != cudaSuccess) err[r] = "launch";
+    if (err[r].empty() && cudaStreamSynchronize(s) != cudaSuccess) err[r] = "graph run";
+  });
+  for (int r = 0; r < ws; ++r) {
+    EXPECT_EQ("", err[r]) << "rank " << r;
+    expectNoAsyncError(w.comms[r]);
+    cudaSetDevice(w.devs[r]);
+    if (exec[r]) cudaGraphExecDestroy(exec[r]);
+  }
+  // out against the reference: after the graph's run, and again after the same calls made eagerly
+  // (eager calls may follow a captured one on the communicator).
+  auto checkOut = [&](const char* when) {
+    for (int r = 0; r < ws; ++r) {
+      SCOPED_TRACE(testing::Message() << when << ", rank " << r);
+      cudaSetDevice(w.devs[r]);
+      RankData& x = rd[r];
+      x.out = download<uint16_t>(x.dOut, 64 * c.H);
+      std::vector<double> ref(c.H);
+      size_t wrong = 0;
+      for (int t = 0; t < 64; ++t) {
+        referenceOut(d, x.route, t,
+                     [&](int j, size_t col) {
+                       const int le = x.route.idx[(size_t)t * c.k + j] % c.El;
+                       const float v = fromBits(x.X[(size_t)t * c.H + col], false) * (1.0f + 0.25f * le);
+                       return (double)fromBits(toBits(v, false), false);
+                     },
+                     ref.data());
+        double scale = 1e-6;
+        for (double v : ref) scale = std::max(scale, fabs(v));
+        for (size_t col = 0; col < c.H; ++col)
+          wrong += !(fabs(fromBits(x.out[(size_t)t * c.H + col], false) - ref[col]) / scale <= 1e-2);
+      }
+      EXPECT_EQ(0u, wrong);
+      test::poison(x.dOut, 64 * c.H * 2, w.streams[r]);
+      EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
+    }
+  };
+  checkOut("graph");
+  w.onEveryRank([&](int r) {
+    RankData& x = rd[r];
+    cudaStream_t s = w.streams[r];
+    EXPECT_EQ(mkcclSuccess, mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 64, s));
+    expertScale(x.buf.recvX, x.buf.rowInfo, x.buf.expertOffsets, c.El, x.dY, x.buf.rowPitch, c.H, false, s);
+    EXPECT_EQ(mkcclSuccess, mkcclMoeCombine(hs.h[r], x.dY, x.dOut, 64, s)) << mkcclGetLastError(w.comms[r]);
+    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  });
+  for (int r = 0; r < ws; ++r) expectNoAsyncError(w.comms[r]);
+  checkOut("eager after the graph");
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    rd[r].release();
+  }
+}
+
+}  // namespace
