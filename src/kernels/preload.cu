@@ -6,6 +6,7 @@
 // setup (netcoll::preload).
 #include <chrono>
 #include "kernels/coll/coll_kernels.h"
+#include "kernels/attention/attn_launch.h"
 #include "kernels/device/wgmma.cuh"
 #include "kernels/fused/ag_gemm_host.cuh"
 #include "kernels/fused/gemm_rs_host.cuh"
@@ -63,6 +64,10 @@ mkcclResult_t preloadKernels(int dev, int smCount) {
   rs::Occupancy occ;
   MKCCL_CHECK(rs::reduceOccupancy<dev::Bf16>(dev, smCount, &occ));
   MKCCL_CHECK(rs::reduceOccupancy<dev::F16>(dev, smCount, &occ));
+  MKCCL_CHECK(attn::attnPrepareBf16D64(dev, smCount));
+  MKCCL_CHECK(attn::attnPrepareBf16D128(dev, smCount));
+  MKCCL_CHECK(attn::attnPrepareF16D64(dev, smCount));
+  MKCCL_CHECK(attn::attnPrepareF16D128(dev, smCount));
   MKCCL_INFO("device %d: kernels loaded in %.0f ms", dev,
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return mkcclSuccess;
