@@ -175,6 +175,33 @@ TEST(Attention, BackToBack) {
   cudaStreamDestroy(s);
 }
 
+// Captured into a CUDA graph and replayed (after a first call loaded the kernel): the same O.
+TEST(Attention, GraphCapture) {
+  MKCCL_REQUIRE_GPUS(1);
+  cudaStream_t s;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  AttnRun r(Case{1, 1000, 1000, 8, 2, 128, 1, mkcclBfloat16});
+  r.fill(freshSeed(), s);
+  ASSERT_EQ(mkcclSuccess, r.call(s)) << mkcclGetLastError(nullptr);
+  r.reference(s);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  poison(r.O->p, r.qN * 2, s);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  const mkcclResult_t res = r.call(s);
+  ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &g));
+  ASSERT_EQ(mkcclSuccess, res) << mkcclGetLastError(nullptr);
+  ASSERT_EQ(cudaSuccess, cudaGraphInstantiate(&ge, g, 0));
+  ASSERT_EQ(cudaSuccess, cudaGraphLaunch(ge, s));
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  expectGood(r.check(), name(r.c) + " (graph)");
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+}
+
 TEST(Attention, RefusedArguments) {
   MKCCL_REQUIRE_GPUS(1);
   AttnRun r(Case{1, 256, 256, 4, 2, 128, 0, mkcclBfloat16});

@@ -3,7 +3,9 @@
 // and zigzag layouts, causal or not, GQA, odd per-rank lengths, calls back to back with changing
 // shapes, and arguments the API refuses.
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -211,6 +213,91 @@ TEST(RingAttentionQueue, BackToBackWithoutSync) {
     for (int i = 1; i < calls; ++i)
       for (size_t e = 0; e < lq; ++e)
         ASSERT_EQ(all[e], all[i * lq + e]) << "rank " << r << " call " << i << " element " << e;
+  }
+}
+
+// A rank that never makes the call: the others' waits end at the communicator's timeout with
+// mkcclTimeout recorded, and their kernels finish (no hang).
+TEST(RingAttentionFailure, APeerThatNeverCalls) {
+  MKCCL_REQUIRE_GPUS(1);
+  setenv("MKCCL_TIMEOUT_MS", "3000", 1);
+  std::unique_ptr<SharedGpus> share;
+  if (2 > gpuCount()) share.reset(new SharedGpus());
+  {
+    InProcessRanks ranks(devicesFor(2));
+    unsetenv("MKCCL_TIMEOUT_MS");
+    ASSERT_TRUE(ranks.ok());
+    Buf q(ranks.devs[0], 1 << 20), k(ranks.devs[0], 1 << 20), v(ranks.devs[0], 1 << 20), o(ranks.devs[0], 1 << 20);
+    cudaSetDevice(ranks.devs[0]);
+    fillRandom(q.p, 256 * 4 * 128, mkcclBfloat16, 1);
+    fillRandom(k.p, 256 * 2 * 128, mkcclBfloat16, 2);
+    fillRandom(v.p, 256 * 2 * 128, mkcclBfloat16, 3);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(mkcclSuccess, mkcclRingAttention(q.p, k.p, v.p, o.p, nullptr, 1, 256, 4, 2, 128, 0.088f, 1,
+                                               mkcclAttnZigzag, mkcclBfloat16, ranks.comms[0], ranks.streams[0]))
+        << mkcclGetLastError(ranks.comms[0]);
+    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(ranks.streams[0]));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    mkcclResult_t async = mkcclSuccess;
+    EXPECT_EQ(mkcclSuccess, mkcclCommGetAsyncError(ranks.comms[0], &async));
+    EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(ranks.comms[0]);
+    EXPECT_LT(s, 30.0) << "the kernel took " << s << " s to give up";
+    printf("  the lone rank's call ended after %.1f s: %s\n", s, mkcclGetLastError(ranks.comms[0]));
+    EXPECT_EQ(mkcclSuccess, mkcclCommAbort(ranks.comms[0]));
+    ranks.comms[0] = nullptr;
+  }
+}
+
+// Captured into a CUDA graph (after a first call sized the buffers) and replayed: the replay's O
+// is the direct call's, bit for bit.
+TEST(RingAttentionGraph, CaptureAndReplay) {
+  MKCCL_REQUIRE_GPUS(1);
+  const int ws = 2;
+  std::unique_ptr<SharedGpus> share;
+  if (ws > gpuCount()) share.reset(new SharedGpus());
+  InProcessRanks ranks(devicesFor(ws));
+  ASSERT_TRUE(ranks.ok());
+  const RingCase c{1, 512, 4, 2, 128, 1, mkcclAttnZigzag, mkcclBfloat16};
+  const size_t lq = static_cast<size_t>(c.sLocal) * c.hq * c.d, lkv = static_cast<size_t>(c.sLocal) * c.hkv * c.d;
+  std::vector<std::unique_ptr<Buf>> Q, K, V, O1, O2;
+  for (int r = 0; r < ws; ++r) {
+    Q.emplace_back(new Buf(ranks.devs[r], lq * 2));
+    K.emplace_back(new Buf(ranks.devs[r], lkv * 2));
+    V.emplace_back(new Buf(ranks.devs[r], lkv * 2));
+    O1.emplace_back(new Buf(ranks.devs[r], lq * 2));
+    O2.emplace_back(new Buf(ranks.devs[r], lq * 2));
+    fillRandom(Q[r]->p, lq, c.t, 41 + r);
+    fillRandom(K[r]->p, lkv, c.t, 51 + r);
+    fillRandom(V[r]->p, lkv, c.t, 61 + r);
+    poison(O2[r]->p, lq * 2);
+    ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  }
+  auto call = [&](int r, void* out) {
+    return mkcclRingAttention(Q[r]->p, K[r]->p, V[r]->p, out, nullptr, c.B, c.sLocal, c.hq, c.hkv, c.d, 0.088f,
+                              c.causal, c.layout, c.t, ranks.comms[r], ranks.streams[r]);
+  };
+  std::vector<int> ok(ws, 0);
+  ranks.onEveryRank([&](int r) {
+    if (call(r, O1[r]->p) != mkcclSuccess || cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) return;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    if (cudaStreamBeginCapture(ranks.streams[r], cudaStreamCaptureModeThreadLocal) != cudaSuccess) return;
+    const mkcclResult_t res = call(r, O2[r]->p);
+    if (cudaStreamEndCapture(ranks.streams[r], &g) != cudaSuccess || res != mkcclSuccess) return;
+    if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) return;
+    for (int i = 0; i < 3; ++i)
+      if (cudaGraphLaunch(ge, ranks.streams[r]) != cudaSuccess) return;
+    if (cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) return;
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    ok[r] = 1;
+  });
+  for (int r = 0; r < ws; ++r) {
+    ASSERT_TRUE(ok[r]) << "rank " << r << ": " << mkcclGetLastError(ranks.comms[r]);
+    std::vector<uint16_t> a(lq), b(lq);
+    ASSERT_EQ(cudaSuccess, cudaMemcpy(a.data(), O1[r]->p, lq * 2, cudaMemcpyDeviceToHost));
+    ASSERT_EQ(cudaSuccess, cudaMemcpy(b.data(), O2[r]->p, lq * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(a, b) << "rank " << r;
   }
 }
 
