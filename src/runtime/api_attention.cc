@@ -77,6 +77,23 @@ mkcclResult_t checkPointers(const char* op, const attn::AttnArgs& a, int dev) {
   return mkcclSuccess;
 }
 
+// Inside a stream capture in global or thread-local mode, the queries the checks make
+// (cudaStreamGetDevice, cudaPointerGetAttributes, ...) would be refused and would invalidate the
+// capture: the calling thread is in relaxed mode for the call (launches are captured all the same).
+class RelaxedCapture {
+ public:
+  RelaxedCapture() : ok_(cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess) {}
+  ~RelaxedCapture() {
+    if (ok_) cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool ok_;
+};
+
 mkcclResult_t checkHopper(int dev, const char* op) {
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -93,6 +110,7 @@ mkcclResult_t mkcclAttention(const void* Q, const void* K, const void* V, void* 
   attn::AttnArgs a;
   MKCCL_CHECK(checkShape(op, Q, K, V, O, lse, batch, seqQ, seqKv, headsQ, headsKv, headDim, scale, causal, datatype,
                          &a));
+  RelaxedCapture relaxed;
   int dev = -1;
   CUDA_CHECK(cudaGetDevice(&dev));
   MKCCL_CHECK(checkHopper(dev, op));
@@ -110,6 +128,7 @@ mkcclResult_t mkcclRingAttention(const void* Q, const void* K, const void* V, vo
                                  mkcclAttnLayout_t layout, mkcclDataType_t datatype, mkcclComm_t comm,
                                  cudaStream_t stream) {
   const char* op = "mkcclRingAttention";
+  RelaxedCapture relaxed;
   MKCCL_CHECK(commCheckUsable(comm, op));
   DeviceGuard guard(comm->cudaDev);
   attn::AttnArgs a;

@@ -227,15 +227,33 @@ TEST(RingAttentionFailure, APeerThatNeverCalls) {
     InProcessRanks ranks(devicesFor(2));
     unsetenv("MKCCL_TIMEOUT_MS");
     ASSERT_TRUE(ranks.ok());
-    Buf q(ranks.devs[0], 1 << 20), k(ranks.devs[0], 1 << 20), v(ranks.devs[0], 1 << 20), o(ranks.devs[0], 1 << 20);
+    const size_t qN = 256 * 4 * 128, kvN = 256 * 2 * 128;
+    std::vector<std::unique_ptr<Buf>> q, k, v, o;
+    for (int r = 0; r < 2; ++r) {
+      q.emplace_back(new Buf(ranks.devs[r], qN * 2));
+      k.emplace_back(new Buf(ranks.devs[r], kvN * 2));
+      v.emplace_back(new Buf(ranks.devs[r], kvN * 2));
+      o.emplace_back(new Buf(ranks.devs[r], qN * 2));
+      fillRandom(q[r]->p, qN, mkcclBfloat16, 1 + r);
+      fillRandom(k[r]->p, kvN, mkcclBfloat16, 3 + r);
+      fillRandom(v[r]->p, kvN, mkcclBfloat16, 5 + r);
+      ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+    }
+    auto call = [&](int r) {
+      return mkcclRingAttention(q[r]->p, k[r]->p, v[r]->p, o[r]->p, nullptr, 1, 256, 4, 2, 128, 0.088f, 1,
+                                mkcclAttnZigzag, mkcclBfloat16, ranks.comms[r], ranks.streams[r]);
+    };
+    // A first call on both ranks sizes the scratch (a collective host step); rank 1 then stays away.
+    std::vector<mkcclResult_t> res(2, mkcclSuccess);
+    ranks.onEveryRank([&](int r) {
+      res[r] = call(r);
+      if (res[r] == mkcclSuccess && cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) res[r] = mkcclUnhandledCudaError;
+    });
+    ASSERT_EQ(mkcclSuccess, res[0]) << mkcclGetLastError(ranks.comms[0]);
+    ASSERT_EQ(mkcclSuccess, res[1]) << mkcclGetLastError(ranks.comms[1]);
     cudaSetDevice(ranks.devs[0]);
-    fillRandom(q.p, 256 * 4 * 128, mkcclBfloat16, 1);
-    fillRandom(k.p, 256 * 2 * 128, mkcclBfloat16, 2);
-    fillRandom(v.p, 256 * 2 * 128, mkcclBfloat16, 3);
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(mkcclSuccess, mkcclRingAttention(q.p, k.p, v.p, o.p, nullptr, 1, 256, 4, 2, 128, 0.088f, 1,
-                                               mkcclAttnZigzag, mkcclBfloat16, ranks.comms[0], ranks.streams[0]))
-        << mkcclGetLastError(ranks.comms[0]);
+    ASSERT_EQ(mkcclSuccess, call(0)) << mkcclGetLastError(ranks.comms[0]);
     EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(ranks.streams[0]));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     mkcclResult_t async = mkcclSuccess;
@@ -248,8 +266,9 @@ TEST(RingAttentionFailure, APeerThatNeverCalls) {
   }
 }
 
-// Captured into a CUDA graph (after a first call sized the buffers) and replayed: the replay's O
-// is the direct call's, bit for bit.
+// Captured into a CUDA graph (after a first call sized the buffers) and replayed three times (the
+// captured launch keeps its sequence number; the ring's epoch must still grow), then called
+// directly again: every O is the first direct call's, bit for bit.
 TEST(RingAttentionGraph, CaptureAndReplay) {
   MKCCL_REQUIRE_GPUS(1);
   const int ws = 2;
@@ -290,6 +309,8 @@ TEST(RingAttentionGraph, CaptureAndReplay) {
     if (cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) return;
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
+    // Direct calls still work after the replays (the epoch kept growing).
+    if (call(r, O1[r]->p) != mkcclSuccess || cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) return;
     ok[r] = 1;
   });
   for (int r = 0; r < ws; ++r) {

@@ -124,7 +124,7 @@ __device__ __forceinline__ void ringMerge(float (&o)[Cfg::kAccO], float (&lse)[2
   float* lacc = lseAccOf(p, w.item, consumer);
   uint64_t* flag = p.ring.itemFlags + 2 * static_cast<int64_t>(w.item) + consumer;
   if (prev >= 0) {
-    if (tid == 0) flagWait(p.comm, flag, dev::flagValue(p.comm.seq, static_cast<uint64_t>(prev) + 1), kSiteUser + 2);
+    if (tid == 0) flagWait(p.comm, flag, dev::flagValue(ringEpoch(p), static_cast<uint64_t>(prev) + 1), kSiteUser + 2);
     dev::namedBarrierSync(bar, 128);
     const float2 la = __ldcg(reinterpret_cast<const float2*>(lacc) + tid);
     float lseA[2] = {la.x, la.y}, wa[2], wb[2];
@@ -154,7 +154,7 @@ __device__ __forceinline__ void ringMerge(float (&o)[Cfg::kAccO], float (&lse)[2
   dev::namedBarrierSync(bar, 128);
   if (tid == 0) {
     __threadfence();
-    dev::storeRelease(flag, dev::flagValue(p.comm.seq, static_cast<uint64_t>(w.step) + 1));
+    dev::storeRelease(flag, dev::flagValue(ringEpoch(p), static_cast<uint64_t>(w.step) + 1));
   }
 }
 

@@ -36,6 +36,7 @@ mkcclResult_t attnPrepareFor(int dev, int smCount) {
   MKCCL_CHECK((attnPrepareOne<T, D, false, kVariantFast>(dev, smCount)));
   MKCCL_CHECK((attnPrepareOne<T, D, false, kVariantOverlap>(dev, smCount)));
   MKCCL_CHECK((attnPrepareOne<T, D, false, kVariantSimple>(dev, smCount)));
+  MKCCL_CHECK(ringPrepLoad());
   MKCCL_CHECK((attnPrepareOne<T, D, true, kVariantFast>(dev, smCount)));
   return attnPrepareOne<T, D, true, kVariantSimple>(dev, smCount);
 }

@@ -23,6 +23,11 @@ mkcclResult_t attnLaunchBf16D128(const AttnLaunch& l);
 mkcclResult_t attnLaunchF16D64(const AttnLaunch& l);
 mkcclResult_t attnLaunchF16D128(const AttnLaunch& l);
 
+// Ring Attention's prep kernel (attn_prep.cu): E = max(E + 1, seq) in *epoch, `bytes` at `zero`
+// zeroed; and its load at communicator init.
+mkcclResult_t ringPrep(uint64_t* epoch, uint64_t seq, void* zero, size_t bytes, cudaStream_t stream);
+mkcclResult_t ringPrepLoad();
+
 mkcclResult_t attnPrepareBf16D64(int dev, int smCount);
 mkcclResult_t attnPrepareBf16D128(int dev, int smCount);
 mkcclResult_t attnPrepareF16D64(int dev, int smCount);

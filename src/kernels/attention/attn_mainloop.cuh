@@ -70,9 +70,14 @@ __device__ __forceinline__ bool flagWait(const DevComm& c, const uint64_t* flag,
 // Step whose keys/values the ring's receive slots hold when `step` runs: 0 = the caller's.
 __device__ __forceinline__ int kvSource(int step) { return step == 0 ? 0 : 1 + (step & 1); }
 
+// Ring: this call's flag epoch, written by the prep kernel that ran just before (attn_prep.cu).
+__device__ __forceinline__ uint64_t ringEpoch(const AttnParams& p) {
+  return *reinterpret_cast<const volatile uint64_t*>(p.ring.epoch);
+}
+
 // Ring: true once every comm block of the previous rank has delivered step `step`'s chunk.
 __device__ __forceinline__ bool waitChunk(const AttnParams& p, int step) {
-  const uint64_t want = dev::flagValue(p.comm.seq, static_cast<uint64_t>(step));
+  const uint64_t want = dev::flagValue(ringEpoch(p), static_cast<uint64_t>(step));
   for (int i = 0; i < p.ring.nComm; ++i)
     if (!flagWait(p.comm, p.ring.arrive + i, want, kSiteUser + 1)) return false;
   dev::fenceProxyAsync();  // the flags were read by generic loads; TMA reads the data

@@ -32,10 +32,13 @@ struct RingArgs {
   uint64_t* nextArrive;          // the next rank's
   uint64_t* freeFlag;            // this rank's flag raised by the next rank: its slots may be overwritten
   uint64_t* prevFree;            // the previous rank's (where this rank reports its progress)
+  // (The flags live in the ring's own symmetric scratch, zeroed when it is allocated: no other op
+  // writes them.)
   float* oAcc;                   // merge state per tile: 2 x 128 threads x D/2 fp32 (fragment order)
   float* lseAcc;                 // 2 x 128 threads x 2 fp32 per tile
   uint64_t* itemFlags;           // 2 per tile: flagValue(seq, t + 1) once step t's state is written
   unsigned long long* counters;  // [kMaxSteps] warpgroups done per step; zeroed before each call
+  const uint64_t* epoch;         // this call's flag epoch (ringEpoch): every flag value is flagValue(epoch, ...)
   int32_t doneTarget[kMaxSteps]; // counts that complete a step (2 per tile with work, +1 from the step before)
   void* O;                       // [B, sLocal, Hq, D]
 };

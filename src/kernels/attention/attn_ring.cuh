@@ -4,20 +4,24 @@
 // which sits in its receive slot t % 2 (step 0: the caller's K, V). Blocks [0, nComm) of the
 // kernel forward that chunk to the next rank's slot (t + 1) % 2 while the compute blocks work:
 //
-//   for t = 0 .. ws-2:  wait until our chunk of step t has arrived (t > 0: arrive[i] >= (seq, t),
+//   for t = 0 .. ws-2:  wait until our chunk of step t has arrived (t > 0: arrive[i] >= (E, t),
 //                       raised by the previous rank's comm block i after its stores completed);
 //                       wait until the next rank no longer reads its slot (t + 1) % 2
-//                       (free >= (seq, 0) for t + 1 <= 2: it has entered this call; else it
+//                       (free >= (E, 0) for t + 1 <= 2: it has entered this call; else it
 //                       has finished step t - 1, which used that slot);
 //                       bulk-copy our share of K|V there (lanes: one thread per warp, 16 KiB
-//                       pieces through shared memory); raise next.arrive[i] = (seq, t + 1).
+//                       pieces through shared memory); raise next.arrive[i] = (E, t + 1).
 //
 // Every block uses the same split of the K|V bytes, so block i forwards exactly what block i of
 // the previous rank delivered and waits on that one flag only.
 //
 // "Finished step k": each compute warpgroup adds 1 to counters[k] when it is done with a tile of
 // step k; the add that completes a step (2 per tile with work, and 1 from the completion of the
-// step before, so they complete in order) reports (seq, k + 1) to the previous rank's free flag.
+// step before, so they complete in order) reports (E, k + 1) to the previous rank's free flag.
+//
+// E, the call's epoch, is read from device memory (attn_prep.cu): E = max(E + 1, seq), so it
+// grows with every launch, also when a captured CUDA graph replays the same launch (whose
+// sequence number is frozen in its parameters), and stays the same on every rank.
 #pragma once
 #include <stdint.h>
 #include "kernels/attention/attn_config.cuh"
@@ -117,8 +121,9 @@ __device__ __forceinline__ void ringCommRole(const AttnParams& p, uint8_t* smemR
   const DevComm& c = p.comm;
   const int i = static_cast<int>(blockIdx.x);
   const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+  const uint64_t E = ringEpoch(p);
   // This rank entered the call: its slots no longer hold anything an earlier call reads.
-  if (i == 0 && threadIdx.x == 0) dev::storeMaxRelease(R.prevFree, dev::flagValue(c.seq, 0));
+  if (i == 0 && threadIdx.x == 0) dev::storeMaxRelease(R.prevFree, dev::flagValue(E, 0));
   if (warp >= static_cast<uint32_t>(CC::kLanes)) return;
   const uint32_t raw = dev::smemAddr(smemRaw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -143,9 +148,9 @@ __device__ __forceinline__ void ringCommRole(const AttnParams& p, uint8_t* smemR
   bool ok = true;
   for (int t = 0; t + 1 < p.shape.steps && ok; ++t) {
     if (lane == 0) {
-      if (t > 0) ok = flagWait(c, R.arrive + i, dev::flagValue(c.seq, static_cast<uint64_t>(t)), kSiteUser + 4);
+      if (t > 0) ok = flagWait(c, R.arrive + i, dev::flagValue(E, static_cast<uint64_t>(t)), kSiteUser + 4);
       const int u = t + 1;
-      const uint64_t freeWant = dev::flagValue(c.seq, u <= 2 ? 0 : static_cast<uint64_t>(u - 1));
+      const uint64_t freeWant = dev::flagValue(E, u <= 2 ? 0 : static_cast<uint64_t>(u - 1));
       if (ok) ok = flagWait(c, R.freeFlag, freeWant, kSiteUser + 5);
       if (ok) {
         dev::fenceProxyAsync();  // flags read by generic loads before bulk reads of the data
@@ -161,7 +166,7 @@ __device__ __forceinline__ void ringCommRole(const AttnParams& p, uint8_t* smemR
     if (!ok) break;
     if (threadIdx.x == 0) {
       __threadfence_system();
-      dev::storeRelease(R.nextArrive + i, dev::flagValue(c.seq, static_cast<uint64_t>(t) + 1));
+      dev::storeRelease(R.nextArrive + i, dev::flagValue(E, static_cast<uint64_t>(t) + 1));
     }
   }
 }
@@ -174,9 +179,10 @@ __device__ __forceinline__ void ringTileDone(const AttnParams& p, int step) {
   int k = step;
   unsigned long long v = atomicAdd(R.counters + k, 1ull) + 1ull;
   if (v != static_cast<unsigned long long>(R.doneTarget[k])) return;
+  const uint64_t E = ringEpoch(p);
   while (true) {
     __threadfence();
-    dev::storeMaxRelease(R.prevFree, dev::flagValue(p.comm.seq, static_cast<uint64_t>(k) + 1));
+    dev::storeMaxRelease(R.prevFree, dev::flagValue(E, static_cast<uint64_t>(k) + 1));
     if (k + 1 >= p.shape.steps) return;
     ++k;
     v = atomicAdd(R.counters + k, 1ull) + 1ull;

@@ -1,11 +1,12 @@
-// mkcclRingAttention's host side: the ring's buffers (symmetric scratch: two receive slots of K|V,
-// the fp32 merge state, per-tile flags and per-step counters), its flags (the workspace's op flag
-// slots), the comm-block count, and one persistent launch (attn_kernel.cuh, attn_ring.cuh).
+// mkcclRingAttention's host side: the ring's symmetric scratch (its flags and epoch, two receive
+// slots of K|V, the fp32 merge state, per-tile flags and per-step counters), the comm-block count,
+// the prep kernel (attn_prep.cu) and one persistent launch (attn_kernel.cuh, attn_ring.cuh).
 #include <string.h>
 #include <algorithm>
 #include <cmath>
 #include "kernels/attention/attn_layout.h"
 #include "ops/attention/attention_ops.h"
+#include "runtime/bootstrap.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/log.h"
@@ -15,8 +16,11 @@ namespace mkccl {
 
 namespace {
 
-constexpr int kMaxComm = 32;              // arrive flags: op slots [0, 32)
-constexpr int kFreeSlot = kMaxComm;       // the next rank's progress: op slot 32
+// Control block at the start of the scratch (64-bit words), zeroed when the scratch is allocated:
+constexpr int kMaxComm = 32;              // [0, 32): arrive flags, raised by the previous rank
+constexpr int kFreeSlot = kMaxComm;       // 32: the next rank's progress (slot reuse)
+constexpr int kEpochSlot = kMaxComm + 1;  // 33: this rank's flag epoch (attn_prep.cu)
+constexpr size_t kCtrlBytes = 512;
 constexpr double kCommCtaBytesPerS = 35e9;  // one comm block's push rate over NVLink (bulk stores)
 constexpr double kSmFlops = 4.5e12;         // one SM's attention rate, about 600 TFLOP/s over 132
 
@@ -28,7 +32,7 @@ struct ScratchMap {
 
 ScratchMap scratchMap(size_t kvBytes, int64_t items, int d) {
   ScratchMap m;
-  size_t at = 0;
+  size_t at = kCtrlBytes;
   for (int i = 0; i < 2; ++i) {
     m.slot[i] = at;
     at += align256(2 * kvBytes);
@@ -92,8 +96,17 @@ mkcclResult_t ringAttentionOp(OpCtx& ctx, const attn::AttnArgs& a, int layout) {
   const int64_t items = static_cast<int64_t>(a.B) * a.hq * tilesPerHead(s.q);
   const ScratchMap sm = scratchMap(kvBytes, items, a.d);
   const SymRegion* region = nullptr;
+  const size_t bytesBefore = comm->scratch[kScratchRingAttention].bytes;
   MKCCL_CHECK(symScratchGet(comm, kScratchRingAttention, sm.total, &region));
   char* mine = region->peer[comm->localRank];
+  if (region->bytes != bytesBefore) {
+    // A new region (every rank grows it in the same call): its flags start from zero on every rank
+    // before any rank's kernel can raise one of them.
+    CUDA_CHECK(cudaMemsetAsync(mine, 0, kCtrlBytes, ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    MKCCL_CHECK(comm->bootstrap->barrier());
+  }
+  uint64_t* ctrl = reinterpret_cast<uint64_t*>(mine);
 
   const int maxCtas = opMaxCtas(comm);
   const int nComm = commCtasFor(comm, s, kvBytes, a.d, maxCtas);
@@ -130,19 +143,18 @@ mkcclResult_t ringAttentionOp(OpCtx& ctx, const attn::AttnArgs& a, int layout) {
   R.O = a.O;
   for (int t = 0; t < kMaxSteps; ++t)
     R.doneTarget[t] = t < ws ? static_cast<int32_t>(2 * tilesWithWork(s, t) + (t > 0 ? 1 : 0)) : 0;
+  R.epoch = ctrl + kEpochSlot;
   if (ws > 1) {
     const int next = comm->rankLocal[(r + 1) % ws], prev = comm->rankLocal[(r + ws - 1) % ws];
-    auto opFlags = [&](int local) { return reinterpret_cast<uint64_t*>(comm->ws.peer[local]) + kOpFlagSlot; };
-    if (static_cast<size_t>(kOpFlagSlot + kMaxComm + 1) * 8 > comm->ws.flagsBytes)
-      return setError(mkcclInternalError, "mkcclRingAttention: the flag area is too small");
+    auto ctrlOf = [&](int local) { return reinterpret_cast<uint64_t*>(region->peer[local]); };
     for (int i = 0; i < 2; ++i) {
       R.slot[i] = mine + sm.slot[i];
       R.nextSlot[i] = region->peer[next] + sm.slot[i];
     }
-    R.arrive = opFlags(comm->localRank);
-    R.nextArrive = opFlags(next);
-    R.freeFlag = opFlags(comm->localRank) + kFreeSlot;
-    R.prevFree = opFlags(prev) + kFreeSlot;
+    R.arrive = ctrl;
+    R.nextArrive = ctrlOf(next);
+    R.freeFlag = ctrl + kFreeSlot;
+    R.prevFree = ctrlOf(prev) + kFreeSlot;
   } else {
     for (int i = 0; i < 2; ++i) R.slot[i] = R.nextSlot[i] = mine + sm.slot[i];
   }
@@ -155,8 +167,9 @@ mkcclResult_t ringAttentionOp(OpCtx& ctx, const attn::AttnArgs& a, int layout) {
     MKCCL_CHECK(encodeHeadMap(&l.maps.k[1 + i], R.slot[i], a.type, a.B, a.skv, a.hkv, a.d, kBlockN));
     MKCCL_CHECK(encodeHeadMap(&l.maps.v[1 + i], R.slot[i] + kvBytes, a.type, a.B, a.skv, a.hkv, a.d, kBlockN));
   }
-  // Per-tile flags and per-step counters start from zero in every call (local memory only).
-  CUDA_CHECK(cudaMemsetAsync(mine + sm.itemFlags, 0, sm.total - sm.itemFlags, ctx.stream));
+  // The call's epoch, and per-tile flags and per-step counters from zero (local memory only).
+  MKCCL_CHECK(ringPrep(ctrl + kEpochSlot, ctx.dev.seq, mine + sm.itemFlags,
+                       sm.total - sm.itemFlags, ctx.stream));
   MKCCL_TRACE("mkcclRingAttention rank %d/%d B %d S %d H %d/%d D %d causal %d layout %d: %d comm + %d compute CTAs, "
               "%lld units", r, ws, a.B, a.sq, a.hq, a.hkv, a.d, a.causal, layout, nComm, compute,
               static_cast<long long>(units));
