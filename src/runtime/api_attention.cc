@@ -94,6 +94,18 @@ class RelaxedCapture {
   bool ok_;
 };
 
+// Whether the stream is being captured into a CUDA graph (a capture-safe query). The pointer
+// queries are then skipped: the capture must not be disturbed, and the call that sized the
+// buffers before the capture (ring) or any direct call with the same pointers checked them.
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &c) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return c != cudaStreamCaptureStatusNone;
+}
+
 mkcclResult_t checkHopper(int dev, const char* op) {
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -115,7 +127,7 @@ mkcclResult_t mkcclAttention(const void* Q, const void* K, const void* V, void* 
   CUDA_CHECK(cudaGetDevice(&dev));
   MKCCL_CHECK(checkHopper(dev, op));
   MKCCL_CHECK(checkStream(stream, dev, op));
-  MKCCL_CHECK(checkPointers(op, a, dev));
+  if (!capturing(stream)) MKCCL_CHECK(checkPointers(op, a, dev));
   cudaGetLastError();
   MKCCL_CHECK(attentionOp(a, stream));
   cudaError_t e = cudaGetLastError();
@@ -147,7 +159,7 @@ mkcclResult_t mkcclRingAttention(const void* Q, const void* K, const void* V, vo
     return setError(mkcclInvalidUsage, "%s: %d ranks; at most %d are supported", op, comm->nranks, attn::kMaxSteps);
   MKCCL_CHECK(checkHopper(comm->cudaDev, op));
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, op));
-  MKCCL_CHECK(checkPointers(op, a, comm->cudaDev));
+  if (!capturing(stream)) MKCCL_CHECK(checkPointers(op, a, comm->cudaDev));
   return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
     return ringAttentionOp(ctx, a, layout == mkcclAttnZigzag ? attn::kLayoutZigzag : attn::kLayoutContiguous);
   });

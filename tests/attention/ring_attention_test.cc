@@ -295,26 +295,33 @@ TEST(RingAttentionGraph, CaptureAndReplay) {
     return mkcclRingAttention(Q[r]->p, K[r]->p, V[r]->p, out, nullptr, c.B, c.sLocal, c.hq, c.hkv, c.d, 0.088f,
                               c.causal, c.layout, c.t, ranks.comms[r], ranks.streams[r]);
   };
-  std::vector<int> ok(ws, 0);
+  std::vector<std::string> fail(ws);
   ranks.onEveryRank([&](int r) {
-    if (call(r, O1[r]->p) != mkcclSuccess || cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) return;
+    auto bad = [&](const char* what, int code) { fail[r] = std::string(what) + " returned " + std::to_string(code); };
+    mkcclResult_t m = call(r, O1[r]->p);
+    if (m != mkcclSuccess) return bad("the first call", m);
+    cudaError_t e = cudaStreamSynchronize(ranks.streams[r]);
+    if (e != cudaSuccess) return bad("the first sync", e);
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
-    if (cudaStreamBeginCapture(ranks.streams[r], cudaStreamCaptureModeThreadLocal) != cudaSuccess) return;
-    const mkcclResult_t res = call(r, O2[r]->p);
-    if (cudaStreamEndCapture(ranks.streams[r], &g) != cudaSuccess || res != mkcclSuccess) return;
-    if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) return;
+    if ((e = cudaStreamBeginCapture(ranks.streams[r], cudaStreamCaptureModeThreadLocal)) != cudaSuccess)
+      return bad("cudaStreamBeginCapture", e);
+    m = call(r, O2[r]->p);
+    e = cudaStreamEndCapture(ranks.streams[r], &g);
+    if (m != mkcclSuccess) return bad("the captured call", m);
+    if (e != cudaSuccess) return bad("cudaStreamEndCapture", e);
+    if ((e = cudaGraphInstantiate(&ge, g, 0)) != cudaSuccess) return bad("cudaGraphInstantiate", e);
     for (int i = 0; i < 3; ++i)
-      if (cudaGraphLaunch(ge, ranks.streams[r]) != cudaSuccess) return;
-    if (cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) return;
+      if ((e = cudaGraphLaunch(ge, ranks.streams[r])) != cudaSuccess) return bad("cudaGraphLaunch", e);
+    if ((e = cudaStreamSynchronize(ranks.streams[r])) != cudaSuccess) return bad("the replays' sync", e);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     // Direct calls still work after the replays (the epoch kept growing).
-    if (call(r, O1[r]->p) != mkcclSuccess || cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess) return;
-    ok[r] = 1;
+    if ((m = call(r, O1[r]->p)) != mkcclSuccess) return bad("the call after the replays", m);
+    if ((e = cudaStreamSynchronize(ranks.streams[r])) != cudaSuccess) return bad("the last sync", e);
   });
   for (int r = 0; r < ws; ++r) {
-    ASSERT_TRUE(ok[r]) << "rank " << r << ": " << mkcclGetLastError(ranks.comms[r]);
+    ASSERT_EQ("", fail[r]) << "rank " << r;
     std::vector<uint16_t> a(lq), b(lq);
     ASSERT_EQ(cudaSuccess, cudaMemcpy(a.data(), O1[r]->p, lq * 2, cudaMemcpyDeviceToHost));
     ASSERT_EQ(cudaSuccess, cudaMemcpy(b.data(), O2[r]->p, lq * 2, cudaMemcpyDeviceToHost));
