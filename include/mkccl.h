@@ -325,6 +325,43 @@ mkcclResult_t mkcclMoeDispatch(mkcclMoe_t handle, const void* X, const int32_t* 
  * the last dispatch; out is [T, H], rows contiguous. Collective. */
 mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_t T, cudaStream_t stream);
 
+/* Attention (forward; bf16/fp16 inputs, fp32 softmax and accumulation)                            */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Layouts (all tensors row-major, dense, the last dimension contiguous; no other strides):
+ *   Q, O    [batch, seq, headsQ, headDim]     K, V  [batch, seq, headsKv, headDim]
+ *   LSE     [batch, headsQ, seq] fp32: the natural log of each row's softmax denominator,
+ *           log(sum_j exp(scale * q.k_j)); -inf (and O = 0) for a query that attends no key.
+ * headDim 64 or 128; headsQ a multiple of headsKv (GQA: query head h reads key/value head
+ * h / (headsQ / headsKv)); scale > 0 multiplies the scores (usually 1 / sqrt(headDim)). Q, K, V
+ * and O share one type (mkcclBfloat16 or mkcclFloat16); pointers are 16-byte aligned device
+ * memory; O overlaps no input. Any sequence length (tails are masked). Sizes below 2^31. */
+
+/* O = softmax(Q K^T * scale) V on the current device. causal: query i attends keys
+ * j <= i + seqKv - seqQ (the mask aligned to the bottom right: the last query sees every key).
+ * lse may be NULL. */
+mkcclResult_t mkcclAttention(const void* Q, const void* K, const void* V, void* O, float* lse, size_t batch,
+                             size_t seqQ, size_t seqKv, int headsQ, int headsKv, int headDim, float scale,
+                             int causal, mkcclDataType_t datatype, cudaStream_t stream);
+
+/* How the ranks of a ring split the sequence of nranks * seqLocal tokens. */
+typedef enum {
+  mkcclAttnContiguous = 0, /* rank r holds tokens [r seqLocal, (r + 1) seqLocal) */
+  mkcclAttnZigzag = 1      /* the sequence cut in 2 nranks chunks of seqLocal / 2: rank r holds chunk r
+                              then chunk 2 nranks - 1 - r (causal load balance; seqLocal even) */
+} mkcclAttnLayout_t;
+
+/* Ring Attention (context parallelism): each rank holds Q, K, V of its seqLocal tokens, laid out
+ * over the sequence as `layout` says, and receives O (and LSE, may be NULL) of its own queries
+ * against the whole sequence, causal by global position or not. K and V travel around the ring of
+ * ranks over NVLink inside one kernel (only the headsKv heads travel), each rank computing on the
+ * chunk it already holds; partial results merge in fp32. All ranks of the communicator on one
+ * node; every rank passes the same sizes. */
+mkcclResult_t mkcclRingAttention(const void* Q, const void* K, const void* V, void* O, float* lse, size_t batch,
+                                 size_t seqLocal, int headsQ, int headsKv, int headDim, float scale, int causal,
+                                 mkcclAttnLayout_t layout, mkcclDataType_t datatype, mkcclComm_t comm,
+                                 cudaStream_t stream);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -6,6 +6,7 @@
 // setup (netCollPreload).
 #include <chrono>
 #include "ops/coll/coll_kernels.h"
+#include "ops/attention/attn_launch.h"
 #include "kernels/device/wgmma.cuh"
 #include "ops/ag_gemm/host.h"
 #include "ops/gemm_rs/host.h"
@@ -65,6 +66,10 @@ mkcclResult_t preloadKernels(int dev, int smCount) {
   rs::Occupancy occ;
   MKCCL_CHECK(rs::reduceOccupancy<dev::Bf16>(dev, smCount, &occ));
   MKCCL_CHECK(rs::reduceOccupancy<dev::F16>(dev, smCount, &occ));
+  MKCCL_CHECK(attn::attnPrepareBf16D64(dev, smCount));
+  MKCCL_CHECK(attn::attnPrepareBf16D128(dev, smCount));
+  MKCCL_CHECK(attn::attnPrepareF16D64(dev, smCount));
+  MKCCL_CHECK(attn::attnPrepareF16D128(dev, smCount));
   MKCCL_INFO("device %d: kernels loaded in %.0f ms", dev,
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return mkcclSuccess;

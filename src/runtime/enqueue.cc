@@ -20,11 +20,11 @@ DeviceGuard::~DeviceGuard() {
 
 mkcclResult_t checkStream(cudaStream_t s, int dev, const char* opName) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return mkcclSuccess;
-  // A stream being captured into a CUDA graph refuses cudaStreamGetDevice ("operation not
-  // permitted when stream is capturing"): its device goes unchecked then (a launch on a stream of
-  // another device fails the capture anyway).
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusActive)
+  // A capturing stream refuses queries such as cudaStreamGetDevice, and the refusal invalidates
+  // the capture (seen on the H100 with CUDA 13): such a stream is taken as it is (a stream of
+  // another device fails at the launch). cudaStreamIsCapturing itself is capture-safe.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone)
     return mkcclSuccess;
   cudaGetLastError();
   int sdev = -1;

@@ -29,7 +29,7 @@ struct SymWorkspace : SymRegion {
 
 // Scratch regions for ops whose buffers outgrow the workspace (e.g. a gathered A of a fused op).
 constexpr int kSymScratchSlots = 4;
-enum SymScratchSlot : int { kScratchAllGatherGemm = 0, kScratchGemmReduce = 1, kScratchSpare2 = 2, kScratchSpare3 = 3 };
+enum SymScratchSlot : int { kScratchAllGatherGemm = 0, kScratchGemmReduce = 1, kScratchRingAttention = 2, kScratchSpare3 = 3 };
 
 // Collective over the comm's ranks (uses comm->bootstrap): every rank passes the same bytes.
 mkcclResult_t symRegionCreate(mkcclComm* comm, size_t bytes, SymRegion* out);

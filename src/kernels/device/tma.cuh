@@ -39,6 +39,26 @@ __device__ __forceinline__ void tmaLoad2dMulticast(uint32_t dst, const CUtensorM
       : "memory");
 }
 
+// 4-D box at {c0 (contiguous), c1, c2, c3} into this CTA's shared memory at `dst`, completing on
+// barrier `bar` (e.g. a [B, S, H, D] tensor read as one head's rows: the box's unit dimensions
+// collapse, so a box {64, 1, 128, 1} lands as 128 rows of 64 elements, swizzled as the map says).
+__device__ __forceinline__ void tmaLoad4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int32_t c0, int32_t c1,
+                                          int32_t c2, int32_t c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];" ::"r"(dst),
+      "l"(mapAddr(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+// Shared memory at `src` to the 4-D box at {c0, c1, c2, c3}; tracked by this thread's bulk groups.
+__device__ __forceinline__ void tmaStore4d(const CUtensorMap* map, uint32_t src, int32_t c0, int32_t c1, int32_t c2,
+                                           int32_t c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+                   mapAddr(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+
 // Shared memory at `src` to the box at {x, y}; tracked by this thread's bulk groups.
 __device__ __forceinline__ void tmaStore2d(const CUtensorMap* map, uint32_t src, int32_t x, int32_t y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(mapAddr(map)),

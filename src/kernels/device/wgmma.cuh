@@ -37,6 +37,22 @@ __host__ __device__ __forceinline__ uint64_t smemDescSw128(uint32_t addr) {
 // Encoded start-address step of one k16 slice (32 bytes).
 constexpr uint64_t kDescK16Step = 32 >> 4;
 
+// Matrix descriptor of an MN-major operand (B with imm-trans-b = 1) stored with the 128-byte
+// swizzle, as TMA writes a row-major [K rows][N] tile whose rows are 64 bf16/fp16 (128 B) wide:
+// e.g. V[kv rows][head dim] as the B operand of P . V. In the PTX canonical form
+// ((8 x 8 elements, m), (8, k)): 64 N-elements are contiguous in a 128 B row, 8 K-rows form a
+// 1024 B atom, and
+//   stride byte offset (bits 32-45) = 1024 B between consecutive 8-row groups along K;
+//   leading byte offset (bits 16-29) = `nBlockBytes` between consecutive 64-element blocks along
+//   N (the next 128 B-wide sub-tile, e.g. rows x 128 B for a tile split into 64-column boxes).
+// Stepping K by 16 rows adds 2048 B to the start address. Base must be 1024-byte aligned.
+__host__ __device__ __forceinline__ uint64_t smemDescSw128Mn(uint32_t addr, uint32_t nBlockBytes) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>((nBlockBytes >> 4) & 0x3FFFu) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+// Encoded start-address step of 16 K-rows of an MN-major 128B-swizzled operand (2048 bytes).
+constexpr uint64_t kDescMnK16Step = 2048 >> 4;
+
 __device__ __forceinline__ void wgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
@@ -89,6 +105,42 @@ MKCCL_WGMMA(256, F16, "f16", MKCCL_WGMMA_REGS128, "%130", "%128, %129", MKCCL_WG
 MKCCL_WGMMA(128, Bf16, "bf16", MKCCL_WGMMA_REGS64, "%66", "%64, %65", MKCCL_WGMMA_ACC64(0))
 MKCCL_WGMMA(128, F16, "f16", MKCCL_WGMMA_REGS64, "%66", "%64, %65", MKCCL_WGMMA_ACC64(0))
 
+
+// WgmmaRs<N, T>::mma(d, a, descB, scaleD): one m64nNk16 step with A from registers and B
+// MN-major (imm-trans-b = 1; descriptor from smemDescSw128Mn). a[0..3] is the warpgroup's A
+// fragment of the 64 x 16 slice: thread t (warp w, lane l) holds rows 16w + l/4 (a[0], a[2]) and
+// 16w + l/4 + 8 (a[1], a[3]), columns 2(l%4)..+1 (a[0], a[1]) and 8 + 2(l%4)..+1 (a[2], a[3]),
+// each a packed pair (low half = lower column). This is the D fragment layout of wgmma.cuh for
+// columns 16k..16k+15: registers 8k..8k+7 of an fp32 accumulator, packed in order, form A of
+// slice k (how attention feeds softmax(S) back as the A operand of P . V).
+template <int N, class T>
+struct WgmmaRs;
+
+#define MKCCL_WGMMA_RS(N, T, PTX_T, REGS, AREGS, DESC, SCALE, ...)                                 \
+  template <>                                                                                       \
+  struct WgmmaRs<N, T> {                                                                            \
+    __device__ __forceinline__ static void mma(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t descB, \
+                                               uint32_t scaleD) {                                   \
+      asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, " SCALE ", 0;\n\t"                     \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " {" REGS "}, {" AREGS \
+                   "}, " DESC ", p, 1, 1, 1;\n\t}"                                                 \
+                   : __VA_ARGS__                                                                    \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));          \
+    }                                                                                               \
+  };
+
+#define MKCCL_WGMMA_REGS32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define MKCCL_WGMMA_ACC32(i) \
+  MKCCL_WGMMA_ACC8((i) + 0), MKCCL_WGMMA_ACC8((i) + 8), MKCCL_WGMMA_ACC8((i) + 16), MKCCL_WGMMA_ACC8((i) + 24)
+
+MKCCL_WGMMA_RS(128, Bf16, "bf16", MKCCL_WGMMA_REGS64, "%64, %65, %66, %67", "%68", "%69", MKCCL_WGMMA_ACC64(0))
+MKCCL_WGMMA_RS(128, F16, "f16", MKCCL_WGMMA_REGS64, "%64, %65, %66, %67", "%68", "%69", MKCCL_WGMMA_ACC64(0))
+MKCCL_WGMMA_RS(64, Bf16, "bf16", MKCCL_WGMMA_REGS32, "%32, %33, %34, %35", "%36", "%37", MKCCL_WGMMA_ACC32(0))
+MKCCL_WGMMA_RS(64, F16, "f16", MKCCL_WGMMA_REGS32, "%32, %33, %34, %35", "%36", "%37", MKCCL_WGMMA_ACC32(0))
+
+#undef MKCCL_WGMMA_RS
+#undef MKCCL_WGMMA_ACC32
+#undef MKCCL_WGMMA_REGS32
 #undef MKCCL_WGMMA
 #undef MKCCL_WGMMA_REGS128
 #undef MKCCL_WGMMA_REGS64

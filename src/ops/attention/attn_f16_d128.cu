@@ -1,0 +1,11 @@
+// Attention kernels for f16 inputs, head dim 128 (plain: fast, overlap, simple; ring: fast, simple).
+#include "ops/attention/attn_launch.cuh"
+
+namespace mkccl {
+namespace attn {
+
+mkcclResult_t attnLaunchF16D128(const AttnLaunch& l) { return attnLaunchFor<dev::F16, 128>(l); }
+mkcclResult_t attnPrepareF16D128(int dev, int smCount) { return attnPrepareFor<dev::F16, 128>(dev, smCount); }
+
+}  // namespace attn
+}  // namespace mkccl
