@@ -302,3 +302,67 @@ _op(Op("gemm_all_reduce", "mkcclGemmAllReduce", [Arg("a"), Arg("w")], _gemm_ar_o
                                     _dt(a), c.ptr, s),
        align=16,
        doc="Row-parallel linear: out[..., N] = sum over ranks of a[..., K_r] . w[N, K_r]^T, on every rank."))
+
+
+# ---- attention: Q, O [B, S, Hq, D], K, V [B, S, Hkv, D]; LSE fp32 [B, Hq, S] ---------------------
+
+def _attn_check(n, q, k, v):
+    chk.dtype(n, "q", q, GEMM_IN_DTYPES)
+    chk.same_dtype(n, ("q", "k", "v"), (q, k, v))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError("%s: %s must be 4-D [batch, seq, heads, head_dim], got shape %s" % (n, name, tuple(t.shape)))
+        chk.contiguous(n, name, t)
+    if k.shape != v.shape:
+        raise ValueError("%s: k and v must have the same shape, got %s and %s" % (n, tuple(k.shape), tuple(v.shape)))
+    B, _, hq, d = q.shape
+    if k.shape[0] != B or k.shape[3] != d:
+        raise ValueError("%s: k's batch and head_dim must match q's: q %s, k %s" % (n, tuple(q.shape), tuple(k.shape)))
+    if d not in (64, 128):
+        raise ValueError("%s: head_dim must be 64 or 128, got %d" % (n, d))
+    if k.shape[2] == 0 or hq % k.shape[2]:
+        raise ValueError("%s: q's heads (%d) must be a multiple of k's (%d) (GQA)" % (n, hq, k.shape[2]))
+
+
+def _attention_outputs(c, q, k, v, scale, causal):
+    _attn_check("mkccl.attention", q, k, v)
+    B, S, hq, _ = q.shape
+    return [(tuple(q.shape), q.dtype), ((B, hq, S), torch.float32)]
+
+
+def _scale(q, scale):
+    return float(scale) if scale is not None and scale > 0 else q.shape[3] ** -0.5
+
+
+_op(Op("attention", "mkcclAttention",
+       [Arg("q"), Arg("k"), Arg("v"), Arg("scale", "float?", None), Arg("causal", "bool", False)], _attention_outputs,
+       lambda f, c, s, q, k, v, scale, causal, out, lse: f(
+           q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), q.shape[0], q.shape[1],
+           k.shape[1], q.shape[2], k.shape[2], q.shape[3], _scale(q, scale), int(bool(causal)), _dt(q), s),
+       out_names=("out", "lse"), comm=False, align=16,
+       doc="Flash attention forward on one GPU: out = softmax(q k^T * scale) v (scale None: 1/sqrt(head_dim)), "
+           "causal aligned to the bottom right, GQA; returns (out, lse)."))
+
+
+def _ring_attention_outputs(c, q, k, v, scale, causal, zigzag):
+    n = "mkccl.ring_attention"
+    _attn_check(n, q, k, v)
+    if q.shape[1] != k.shape[1]:
+        raise ValueError("%s: q, k and v hold the same seq_local tokens of this rank, got %d and %d" %
+                         (n, q.shape[1], k.shape[1]))
+    if zigzag and q.shape[1] % 2:
+        raise ValueError("%s: the zigzag layout needs an even seq_local (two chunks per rank), got %d" % (n, q.shape[1]))
+    B, S, hq, _ = q.shape
+    return [(tuple(q.shape), q.dtype), ((B, hq, S), torch.float32)]
+
+
+_op(Op("ring_attention", "mkcclRingAttention",
+       [Arg("q"), Arg("k"), Arg("v"), Arg("scale", "float?", None), Arg("causal", "bool", False),
+        Arg("zigzag", "bool", False)], _ring_attention_outputs,
+       lambda f, c, s, q, k, v, scale, causal, zigzag, out, lse: f(
+           q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), q.shape[0], q.shape[1],
+           q.shape[2], k.shape[2], q.shape[3], _scale(q, scale), int(bool(causal)), int(bool(zigzag)), _dt(q), c.ptr, s),
+       out_names=("out", "lse"), align=16,
+       doc="Ring Attention over the communicator's ranks (one node): this rank's seq_local tokens of q, k, v "
+           "(contiguous layout, or zigzag: chunks r and 2n-1-r); returns (out, lse) of its queries against the "
+           "whole sequence."))

@@ -153,6 +153,61 @@ def cases(seed, n):
         full = lambda a=a, w=w: sum(F.linear(a[q].float(), w[q].float()) for q in range(n))
         out.append(Case("gemm_reduce_scatter", list(zip(a, w)), {}, lambda r, full=full: [full().chunk(n)[r]]))
         out.append(Case("gemm_all_reduce", list(zip(a, w)), {}, lambda r, full=full: [full()]))
+    out += _attention_cases(g, n, rnd)
+    return out
+
+
+def _attn_ref(q, k, v, causal, scale, q_pos=None, k_pos=None):
+    """(out [B, S, Hq, D], lse [B, Hq, S]) in float64 on the CPU; positions (global) decide the causal
+    mask: query i sees key j when k_pos[j] <= q_pos[i] (default: the bottom-right alignment)."""
+    q, k, v = q.double(), k.double(), v.double()
+    rep = q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if causal:
+        sq, sk = q.shape[1], k.shape[1]
+        qp = torch.arange(sq) + (sk - sq) if q_pos is None else q_pos
+        kp = torch.arange(sk) if k_pos is None else k_pos
+        s = s.masked_fill(kp[None, :] > qp[:, None], float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    return torch.einsum("bhqk,bkhd->bqhd", p, v), lse
+
+
+def _attention_cases(g, n, rnd):
+    out = []
+    dt = torch.bfloat16
+    for d, (hq, hkv), causal in ((64, (4, 2), False), (128, (4, 4), True)):
+        sq = rnd(1, 200)
+        q = [_rand(g, (1, sq, hq, d), dt) for _ in range(n)]
+        k = [_rand(g, (1, sq, hkv, d), dt) for _ in range(n)]
+        v = [_rand(g, (1, sq, hkv, d), dt) for _ in range(n)]
+        sc = d ** -0.5
+        out.append(Case("attention", list(zip(q, k, v)), {"scale": sc, "causal": causal},
+                        lambda r, q=q, k=k, v=v, causal=causal, sc=sc: list(_attn_ref(q[r], k[r], v[r], causal, sc)),
+                        run=lambda comm, args, o, sc=sc, causal=causal: mkccl.ops.attention(
+                            *args, scale=sc, causal=causal, out=o),
+                        custom=lambda comm, args, sc=sc, causal=causal: torch.ops.mkccl.attention(*args, sc, causal)))
+    # Ring Attention: the global sequence cut over the ranks (contiguous, or zigzag: chunks r, 2n-1-r).
+    for zigzag, causal in ((False, False), (False, True), (True, True)):
+        s_local, hq, hkv, d = 2 * rnd(8, 64), 4, 2, 64
+        S = n * s_local
+        gq, gk, gv = (_rand(g, (1, S, h, d), dt) for h in (hq, hkv, hkv))
+        if zigzag:
+            half = s_local // 2
+            pos = [torch.cat([torch.arange(r * half, (r + 1) * half),
+                              torch.arange((2 * n - 1 - r) * half, (2 * n - r) * half)]) for r in range(n)]
+        else:
+            pos = [torch.arange(r * s_local, (r + 1) * s_local) for r in range(n)]
+        sc = d ** -0.5
+        full_o, full_lse = _attn_ref(gq, gk, gv, causal, sc, torch.arange(S), torch.arange(S))
+        out.append(Case("ring_attention",
+                        [(gq[:, pos[r]].contiguous(), gk[:, pos[r]].contiguous(), gv[:, pos[r]].contiguous())
+                         for r in range(n)],
+                        {"scale": sc, "causal": causal, "zigzag": zigzag},
+                        lambda r, pos=pos, o=full_o, lse=full_lse: [o[:, pos[r]], lse[:, :, pos[r]]],
+                        custom=lambda comm, args, sc=sc, causal=causal, zigzag=zigzag: torch.ops.mkccl.ring_attention(
+                            *args, comm.handle, sc, causal, zigzag)))
     return out
 
 
@@ -230,6 +285,8 @@ def rank_main(comm, seed, barrier, preallocate, use_custom_ops=False):
 def _out_dtype(c, args, ref):
     if c.name == "gemm" and c.options.get("out_dtype") is not None:
         return c.options["out_dtype"]
+    if c.name in ("attention", "ring_attention") and ref.dim() == 3:
+        return torch.float32  # the log-sum-exp
     return args[0].dtype
 
 

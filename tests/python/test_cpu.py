@@ -306,6 +306,8 @@ MARSHAL = {
     "all_gather_gemm_gathered": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
     "gemm_reduce_scatter": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
     "gemm_all_reduce": ([torch.ones(8, 64, dtype=torch.bfloat16), torch.ones(16, 64, dtype=torch.bfloat16)], []),
+    "attention": ([torch.ones(1, 8, 4, 64, dtype=torch.bfloat16)] * 3, [None, False]),
+    "ring_attention": ([torch.ones(1, 8, 4, 64, dtype=torch.bfloat16)] * 3, [None, True, True]),
     "grouped_gemm": ([torch.ones(256, 64, dtype=torch.bfloat16), torch.ones(2, 16, 64, dtype=torch.bfloat16),
                       torch.tensor([0, 128, 256], dtype=torch.int32)], [None]),
 }
