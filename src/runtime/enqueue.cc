@@ -18,13 +18,17 @@ DeviceGuard::~DeviceGuard() {
   if (prev_ >= 0) cudaSetDevice(prev_);
 }
 
+bool streamCapturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
 mkcclResult_t checkStream(cudaStream_t s, int dev, const char* opName) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return mkcclSuccess;
   // A capturing stream refuses queries such as cudaStreamGetDevice, and the refusal invalidates
   // the capture (seen on the H100 with CUDA 13): such a stream is taken as it is (a stream of
   // another device fails at the launch). cudaStreamIsCapturing itself is capture-safe.
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone)
+  if (streamCapturing(s))
     return mkcclSuccess;
   cudaGetLastError();
   int sdev = -1;
@@ -93,8 +97,10 @@ mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName,
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, opName));
   cudaGetLastError();  // a stale launch error of ours must not be blamed on this call
   // A rank's calls run in call order on the device (the kernels' protocols rely on it), even when
-  // the caller switches streams.
-  if (comm->seq > 0 && stream != comm->lastStream) CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastWork, 0));
+  // the caller switches streams. Not for a call being captured into a graph: lastWork tracks the
+  // eager work (what destroy waits for), and when a graph runs is the caller's ordering.
+  if (comm->seq > 0 && stream != comm->lastStream && !streamCapturing(stream))
+    CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastWork, 0));
   ctx->comm = comm;
   ctx->stream = stream;
   fillDevComm(comm, ++comm->seq, &ctx->dev);
@@ -112,6 +118,7 @@ mkcclResult_t opEnd(OpCtx& ctx) {
   if (e != cudaSuccess)
     return setError(mkcclUnhandledCudaError, "call #%llu: kernel launch failed: %s", (unsigned long long)ctx.dev.seq,
                     cudaGetErrorString(e));
+  if (streamCapturing(ctx.stream)) return mkcclSuccess;  // (opBegin says why)
   CUDA_CHECK(cudaEventRecord(ctx.comm->lastWork, ctx.stream));
   ctx.comm->lastStream = ctx.stream;
   return mkcclSuccess;

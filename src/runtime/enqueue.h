@@ -36,6 +36,9 @@ void opNextKernel(OpCtx& ctx);
 // After the launches: checks for launch errors and records the comm's lastWork event.
 mkcclResult_t opEnd(OpCtx& ctx);
 
+// The stream is being captured into a CUDA graph.
+bool streamCapturing(cudaStream_t s);
+
 // A checked call's whole enqueue: opBegin, op(ctx) (the launches), opEnd.
 template <class Op>
 mkcclResult_t opEnqueue(mkcclComm_t comm, cudaStream_t stream, const char* name, Op op) {
