@@ -32,13 +32,15 @@
 #include "runtime/bootstrap_wire.h"
 #include "runtime/check.h"
 #include "runtime/log.h"
+#include "runtime/settings.h"
 
 namespace mkccl {
 
 mkcclResult_t bootstrapCreateRoot(mkcclUniqueId* id) {
   ARG_CHECK(id != nullptr, "mkcclGetUniqueId: uniqueId is NULL");
-  const char* commId = getenv("MKCCL_COMM_ID");
-  if (commId && *commId) return idFromCommId(commId, id);  // rank 0 serves it in Bootstrap::create
+  MKCCL_CHECK(settingsRefresh());
+  const std::string& commId = settings().commId;
+  if (!commId.empty()) return idFromCommId(commId.c_str(), id);  // rank 0 serves it in Bootstrap::create
   SocketAddress addr;
   std::string ifname;
   MKCCL_CHECK(socketFindInterface(&addr, &ifname));
@@ -295,8 +297,7 @@ struct Bootstrap::Impl {
     // Listen where peers can reach us: with the root on loopback all ranks are on this host.
     SocketAddress me;
     std::string ifname = "lo";
-    const char* ifenv = getenv("MKCCL_SOCKET_IFNAME");
-    if (socketAddrIsLoopback(root) && !(ifenv && *ifenv)) {
+    if (socketAddrIsLoopback(root) && settings().socketIfname.empty()) {
       me = root;
       if (me.sa.sa_family == AF_INET) me.sin.sin_port = 0; else me.sin6.sin6_port = 0;
     } else {

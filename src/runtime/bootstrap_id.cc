@@ -9,6 +9,7 @@
 #include <chrono>
 #include "runtime/bootstrap.h"
 #include "runtime/log.h"
+#include "runtime/settings.h"
 
 namespace mkccl {
 namespace {
@@ -120,16 +121,7 @@ mkcclResult_t idFromCommId(const char* commId, mkcclUniqueId* id) {
   return mkcclSuccess;
 }
 
-int bootstrapDefaultTimeoutMs() {
-  const char* s = getenv("MKCCL_TIMEOUT_MS");
-  if (s && *s) {
-    char* end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (*end == 0 && v > 0 && v <= 0x7fffffff) return (int)v;
-    MKCCL_WARN("MKCCL_TIMEOUT_MS=%s is not a positive number of milliseconds: using 60000", s);
-  }
-  return 60000;
-}
+int bootstrapDefaultTimeoutMs() { return settings().timeoutMs; }
 
 uint64_t mixToken(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull)); }
 

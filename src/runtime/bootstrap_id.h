@@ -1,5 +1,5 @@
 // The unique id's layout and what is derived from it (the root's address, the token), and the
-// bootstrap's environment (MKCCL_TIMEOUT_MS, MKCCL_COMM_ID).
+// bootstrap's settings (MKCCL_TIMEOUT_MS, MKCCL_COMM_ID).
 #pragma once
 #include <stdint.h>
 #include "mkccl.h"
@@ -36,7 +36,7 @@ mkcclResult_t idDecode(const mkcclUniqueId& id, SocketAddress* root, uint16_t* f
 // The id every process derives from the same MKCCL_COMM_ID value (so none has to be exchanged).
 mkcclResult_t idFromCommId(const char* commId, mkcclUniqueId* id);
 
-// MKCCL_TIMEOUT_MS (> 0), else 60000.
+// The settings' MKCCL_TIMEOUT_MS (default 60000).
 int bootstrapDefaultTimeoutMs();
 uint64_t randomU64();
 // Combines two 64-bit values into a well-spread one (tokens).

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <climits>
 #include <vector>
+#include "runtime/env.h"
 #include "runtime/log.h"
+#include "runtime/settings.h"
 
 namespace mkccl {
 
@@ -105,7 +107,8 @@ int addrRank(const sockaddr* sa) {
 }  // namespace
 
 mkcclResult_t socketFindInterface(SocketAddress* addr, std::string* ifname) {
-  const char* env = getenv("MKCCL_SOCKET_IFNAME");
+  const std::string& envText = settings().socketIfname;
+  const char* env = envText.c_str();
   IfFilter filter = parseIfFilter(env);
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0)
@@ -180,11 +183,12 @@ mkcclResult_t socketParseHostPort(const char* text, const char* what, SocketAddr
     size_t colon = s.rfind(':');
     if (colon != std::string::npos && s.find(':') == colon) host = s.substr(0, colon), port = s.substr(colon + 1);
   }
-  char* end = nullptr;
-  long p = port.empty() ? -1 : strtol(port.c_str(), &end, 10);
-  if (host.empty() || p <= 0 || p > 65535 || *end)
+  if (host.empty() || port.empty())
     return setError(mkcclInvalidArgument,
                     "%s=\"%s\" is not <host>:<port> (IPv6 as [addr]:port, port 1-65535)", what, s.c_str());
+  long long p = 0;
+  if (parseNumber((std::string(what) + " port").c_str(), port.c_str(), 1, 65535, &p) != mkcclSuccess)
+    return setError(mkcclInvalidArgument, "%s=\"%s\": %s", what, s.c_str(), lastError());
   addrinfo hints;
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
