@@ -247,7 +247,7 @@ mkcclUniqueId idWithoutRoot() {
   a.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin.sin_port = htons((uint16_t)freeLoopbackPort());
   mkcclUniqueId id;
-  idEncode(a, randomU64(), 0, &id);
+  idEncode(a, randomU64(), randomKey(), 0, &id);
   return id;
 }
 
