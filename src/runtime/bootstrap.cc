@@ -148,10 +148,11 @@ struct Bootstrap::Impl {
     close(fd);
   }
 
+  // (Pending connections are the operation thread's alone; shutting the listening socket down
+  // wakes a wait on them.)
   void shutdownAll() {
     std::lock_guard<std::mutex> lock(fdMutex);
     for (int fd : allFds) shutdown(fd, SHUT_RDWR);
-    for (const Pending& p : pending) shutdown(p.fd, SHUT_RDWR);
   }
 
   mkcclResult_t usable(const char* op) const {
@@ -316,6 +317,7 @@ struct Bootstrap::Impl {
   // readable, accepts what is queued and reads what has arrived. mkcclSuccess when something may
   // have changed, mkcclInProgress when a watched socket fired.
   mkcclResult_t pumpAccepts(const Deadline& dl, const char* w, const char* waitingFor, SocketWatch* sw) {
+    if (aborted) return setError(mkcclInvalidUsage, "%s: the bootstrap was aborted", w);
     if (dl.expired())
       return setError(mkcclTimeout, "%s: timed out after %lld ms waiting for a connection from %s%s%s", w,
                       (long long)dl.timeoutMs(), waitingFor, acceptStarvedErr ? " (accept failed: " : "",
@@ -356,8 +358,10 @@ struct Bootstrap::Impl {
           acceptStarvedErr = e;
           if (evictOldestPending()) continue;  // room made: try again
           acceptPausedUntil = Clock::now() + std::chrono::milliseconds(kStarvedPauseMs);
+          break;
         }
-        break;  // EAGAIN: accepted all that is queued
+        if (e == EAGAIN || e == EWOULDBLOCK) break;  // accepted all that is queued
+        return setError(mkcclSystemError, "%s: accept failed: %s", w, strerror(e));  // shut down (abort), ...
       }
       int one = 1;
       setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -94,7 +94,9 @@ TEST(BootstrapAuth, FailNotesCarryTheResultAndText) {
   EXPECT_EQ(mkcclInternalError, failNoteParse(n, &rank, &text));
   EXPECT_EQ(3, rank);
   EXPECT_EQ("why it failed", text);
-  std::vector<char> bad = failNote((mkcclResult_t)77, 1, "x");
+  std::vector<char> bad = failNote(mkcclTimeout, 1, "x");
+  const int32_t unknown = 77;  // a code this library does not know (a peer's)
+  memcpy(bad.data(), &unknown, sizeof(unknown));
   EXPECT_EQ(mkcclRemoteError, failNoteParse(bad, &rank, &text)) << "an unknown code is a remote error";
   EXPECT_EQ(mkcclRemoteError, failNoteParse(std::vector<char>(3), &rank, &text)) << "too short";
   EXPECT_EQ(kMaxFailText + sizeof(FailNote), failNote(mkcclTimeout, 0, std::string(100000, 'a')).size());
