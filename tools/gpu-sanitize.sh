@@ -3,11 +3,12 @@
 # limit, with a summary of which ran clean, which reported errors, and which cannot run under the
 # sanitizer (timed out, or failed before running).
 #
-#   tools/gpu-sanitize.sh [--build DIR] [--tools memcheck,racecheck] [--limit SECONDS] [--tests REGEX]
-#                         [--out DIR]
+#   tools/gpu-sanitize.sh [--build DIR] [--tools memcheck,racecheck] [--limit SECONDS] [--budget SECONDS]
+#                         [--tests REGEX] [--out DIR]
 #     --build   the build tree with the tests (default: build)
 #     --tools   compute-sanitizer tools to run (default: memcheck,racecheck)
 #     --limit   seconds per test and tool (default: 300); past it the run counts as "cannot run"
+#     --budget  seconds for everything (default: none): once spent, the rest is listed "not run"
 #     --tests   only the ctest tests whose name matches (default: every test labelled gpu)
 #     --out     where the logs and summary.md go (default: $OUT if set, else <build>/sanitize)
 #   MKCCL_SANITIZE_GTEST_FILTER: passed to every test as --gtest_filter (shorter runs).
@@ -18,12 +19,13 @@
 # error (tests that cannot run under it are listed, not counted as errors), 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=build tools=memcheck,racecheck limit=300 tests="" out=""
+build=build tools=memcheck,racecheck limit=300 budget=0 tests="" out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --tools) tools=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
@@ -65,7 +67,8 @@ summary="$out/summary.md"
   echo "|---|---|---|---|---|"
 } > "$summary"
 
-bad=0 clean=0 cannot=0
+bad=0 clean=0 cannot=0 skipped=0
+start=$(date +%s)
 while IFS=$'\t' read -r name cmd; do
   IFS=$'\t' read -r -a argv <<< "$cmd"
   if [ ${#argv[@]} -eq 0 ] || [ ! -x "${argv[0]}" ]; then
@@ -74,6 +77,11 @@ while IFS=$'\t' read -r name cmd; do
   fi
   [ -n "${MKCCL_SANITIZE_GTEST_FILTER:-}" ] && argv+=("--gtest_filter=$MKCCL_SANITIZE_GTEST_FILTER")
   for tool in ${tools//,/ }; do
+    if [ "$budget" -gt 0 ] && [ $(( $(date +%s) - start )) -ge "$budget" ]; then
+      echo "| $name | $tool | not run (budget of ${budget} s spent) | - | - |" >> "$summary"
+      skipped=$((skipped + 1))
+      continue
+    fi
     log="$out/$name.$tool.log"
     t0=$(date +%s)
     timeout --kill-after=30 "$limit" "$sanitizer" --tool "$tool" --target-processes all --error-exitcode 99 \
@@ -104,7 +112,7 @@ done <<< "$list"
 
 {
   echo
-  echo "clean: $clean, with errors or failures: $bad, cannot run under the sanitizer: $cannot (logs: $out)"
+  echo "clean: $clean, with errors or failures: $bad, cannot run under the sanitizer: $cannot, not run (budget): $skipped (logs: $out)"
 } >> "$summary"
 tail -1 "$summary"
 [ $bad -eq 0 ]

@@ -168,8 +168,10 @@ void faultCase(Op op, bool victimFirst) {
   auto t0 = Clock::now();
   const double limit = 4 * (kTimeoutMs + kGraceMs) / 1000.0 + 60;
   for (int left = 2; left > 0;) {
-    for (int r = 0; r < 2; r++)
-      if (st[r] == -1 && waitpid(pids[r], &st[r], WNOHANG) == pids[r]) left--;
+    for (int r = 0; r < 2; r++) {
+      int status = 0;
+      if (st[r] == -1 && waitpid(pids[r], &status, WNOHANG) == pids[r]) st[r] = status, left--;
+    }
     if (left > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > limit) {
       for (int r = 0; r < 2; r++)
         if (st[r] == -1) kill(pids[r], SIGKILL), waitpid(pids[r], &st[r], 0);

@@ -24,6 +24,6 @@ secs=${MKCCL_LIBFUZZER_SECONDS:-120}
 if [ "$secs" != 0 ] && [ -x "$build/bootstrap_wire_libfuzzer" ]; then
   mkdir -p "$build/wire-corpus" "$build/wire-artifacts"
   echo "host-sanitize: libFuzzer on the bootstrap wire for ${secs} s"
-  "$build/bootstrap_wire_libfuzzer" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+  "$build/bootstrap_wire_libfuzzer" -max_total_time="$secs" -max_len=256 -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$build/wire-artifacts/" "$build/wire-corpus" 2>&1 | tail -25
 fi

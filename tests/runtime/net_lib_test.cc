@@ -38,6 +38,21 @@ int btrFiles() {
 
 const int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGINT, SIGTERM};
 
+TEST(NetLib, LibibverbsIsLoadedLate) {
+  if (!MKCCL_HAVE_IBVERBS) GTEST_SKIP() << "built without libibverbs";
+  // (libfabric's verbs provider loads it too: this test runs before libfabric's.)
+  if (!mapped("libfabric"))
+    EXPECT_FALSE(mapped("libibverbs")) << "libibverbs was loaded before any communicator needed it";
+  std::string why = mkccl::net::ibUnavailableReason();  // loads it, lists the devices
+  if (!mapped("libibverbs")) GTEST_SKIP() << "libibverbs is not installed here: " << why;
+  for (int s : kSignals) {
+    struct sigaction a;
+    sigaction(s, nullptr, &a);
+    EXPECT_EQ(SIG_DFL, a.sa_handler) << "signal " << s << " got a handler from libibverbs";
+  }
+  printf("ib here: %s\n", why.empty() ? "an RDMA device is usable" : why.c_str());
+}
+
 TEST(NetLib, LibfabricIsLoadedLateAndLeavesTheHandlersAlone) {
   if (!MKCCL_HAVE_LIBFABRIC) GTEST_SKIP() << "built without libfabric";
   EXPECT_FALSE(mapped("libfabric")) << "libfabric was loaded before any communicator needed it";
