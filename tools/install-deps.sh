@@ -8,8 +8,11 @@ required=0
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# clang, its sanitizer and libFuzzer runtimes (libclang-rt-dev) and llvm (the symbolizer): the
+# host code's ASan/UBSan build and the wire fuzzer (tests/fuzz/host_sanitize.sh).
 for p in cmake ninja-build g++ make pkg-config libgtest-dev libhwloc-dev hwloc libibverbs-dev libfabric-dev \
-         libfabric-bin libopenmpi-dev openmpi-bin python3 python3-matplotlib python3-torch python3-pytest python3-numpy; do
+         libfabric-bin libopenmpi-dev openmpi-bin python3 python3-matplotlib python3-torch python3-pytest python3-numpy \
+         clang libclang-rt-dev llvm; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -9,6 +9,7 @@
 #include <chrono>
 #include "runtime/bootstrap.h"
 #include "runtime/log.h"
+#include "runtime/settings.h"
 
 namespace mkccl {
 namespace {
@@ -46,13 +47,14 @@ uint64_t idChecksum(const UniqueIdContent& c) {
   return mix64(fnv1a(&c, offsetof(UniqueIdContent, checksum)));
 }
 
-void idEncode(const SocketAddress& root, uint64_t token, uint16_t flags, mkcclUniqueId* id) {
+void idEncode(const SocketAddress& root, uint64_t token, const Key128& key, uint16_t flags, mkcclUniqueId* id) {
   UniqueIdContent c;
   memset(&c, 0, sizeof(c));
   c.magic = kIdMagic;
   c.version = kIdVersion;
   c.flags = flags;
   c.token = token;
+  c.key[0] = key.k0, c.key[1] = key.k1;
   fillAddress(root, &c);
   c.checksum = idChecksum(c);
   memcpy(id->internal, &c, sizeof(c));
@@ -78,6 +80,14 @@ mkcclResult_t bootstrapCheckId(const mkcclUniqueId& id) {
     return setError(mkcclInvalidArgument, "unique id: malformed content (family %u, flags 0x%x, port %u)", c.family,
                     c.flags, ntohs(c.portNet));
   return mkcclSuccess;
+}
+
+Key128 idKey(const mkcclUniqueId& id) {
+  UniqueIdContent c;
+  memcpy(&c, id.internal, sizeof(c));
+  Key128 k;
+  k.k0 = c.key[0], k.k1 = c.key[1];
+  return k;
 }
 
 uint64_t bootstrapIdToken(const mkcclUniqueId& id) {
@@ -113,25 +123,30 @@ mkcclResult_t idFromCommId(const char* commId, mkcclUniqueId* id) {
   UniqueIdContent c;
   memset(&c, 0, sizeof(c));
   fillAddress(root, &c);
-  // The token depends only on the address: every process derives the same id.
-  uint64_t token = mix64(fnv1a(&c.family, offsetof(UniqueIdContent, reserved) - offsetof(UniqueIdContent, family),
-                               fnv1a("mkccl-comm-id", 13)));
-  idEncode(root, token, kIdFromCommId, id);
+  // The token and the key depend only on the address: every process derives the same id.
+  const size_t addrBytes = offsetof(UniqueIdContent, key) - offsetof(UniqueIdContent, family);
+  uint64_t token = mix64(fnv1a(&c.family, addrBytes, fnv1a("mkccl-comm-id", 13)));
+  Key128 key;
+  key.k0 = mix64(fnv1a(&c.family, addrBytes, fnv1a("mkccl-comm-id key 0", 19)));
+  key.k1 = mix64(fnv1a(&c.family, addrBytes, fnv1a("mkccl-comm-id key 1", 19)));
+  idEncode(root, token, key, kIdFromCommId, id);
   return mkcclSuccess;
 }
 
-int bootstrapDefaultTimeoutMs() {
-  const char* s = getenv("MKCCL_TIMEOUT_MS");
-  if (s && *s) {
-    char* end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (*end == 0 && v > 0 && v <= 0x7fffffff) return (int)v;
-    MKCCL_WARN("MKCCL_TIMEOUT_MS=%s is not a positive number of milliseconds: using 60000", s);
-  }
-  return 60000;
-}
+int bootstrapDefaultTimeoutMs() { return settings().timeoutMs; }
 
 uint64_t mixToken(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull)); }
+
+Key128 randomKey() {
+  Key128 k;
+  uint64_t v[2] = {0, 0};
+  if (getrandom(v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v)) {
+    k.k0 = v[0], k.k1 = v[1];
+    return k;
+  }
+  k.k0 = randomU64(), k.k1 = mix64(randomU64() ^ 0x5851f42d4c957f2dull);
+  return k;
+}
 
 uint64_t randomU64() {
   uint64_t v = 0;

@@ -13,6 +13,7 @@
 #include "runtime/enqueue.h"
 #include "runtime/hooks.h"
 #include "runtime/ops.h"
+#include "runtime/settings.h"
 #include "runtime/symmem.h"
 
 using namespace mkccl;
@@ -43,8 +44,7 @@ uint64_t hostHash() {
 
 // Node map from host identity, or from MKCCL_RANKS_PER_NODE (emulated nodes on one host).
 mkcclResult_t buildNodeMap(mkcclComm* comm) {
-  int rpn = 0;
-  MKCCL_CHECK(envRanksPerNode(&rpn));
+  const int rpn = settings().ranksPerNode;
   const int n = comm->nranks;
   comm->rankNode.assign(n, -1);
   std::map<uint64_t, int> hostNode;
@@ -83,8 +83,7 @@ mkcclResult_t buildNodeMap(mkcclComm* comm) {
   // lets ranks share a GPU. Their persistent kernels then wait for each other, so they must fit on
   // it together (MKCCL_MAX_CTAS somewhat below its SMs / ranks on it: clusters of 2 may not use
   // every SM; and one stream per rank), else their waits end in mkcclTimeout.
-  bool share = false;
-  MKCCL_CHECK(envShareGpus(&share));
+  const bool share = settings().shareGpus;
   for (int a = 0; a < comm->localRanks; ++a)
     for (int b = a + 1; b < comm->localRanks; ++b) {
       const PeerInfo& pa = comm->peers[comm->localToRank[a]];
@@ -201,6 +200,8 @@ mkcclResult_t initRank(mkcclComm_t* out, int nranks, const mkcclUniqueId& id, in
   ARG_CHECK(nranks >= 1, "%s: nranks=%d: expected >= 1", caller, nranks);
   ARG_CHECK(rank >= 0 && rank < nranks, "%s: rank=%d is out of range [0, %d)", caller, rank, nranks);
   MKCCL_CHECK(bootstrapCheckId(id));
+  MKCCL_CHECK(settingsRefresh());
+  settingsLogOnce();
   ResolvedConfig cfg;
   MKCCL_CHECK(resolveConfig(config, &cfg));
   std::shared_ptr<OpState> ops;
@@ -267,8 +268,8 @@ mkcclResult_t mkcclCommInitAll(mkcclComm_t* comms, int ndev, const int* devlist)
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
   std::vector<int> devs(ndev);
-  bool share = false;  // a device listed twice: ranks sharing a GPU (tests)
-  MKCCL_CHECK(envShareGpus(&share));
+  MKCCL_CHECK(settingsRefresh());
+  const bool share = settings().shareGpus;  // a device listed twice: ranks sharing a GPU (tests)
   for (int i = 0; i < ndev; ++i) {
     devs[i] = devlist ? devlist[i] : i;
     ARG_CHECK(devs[i] >= 0 && devs[i] < count, "mkcclCommInitAll: device %d is out of range (%d devices)", devs[i],

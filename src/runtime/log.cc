@@ -7,22 +7,13 @@
 #include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <atomic>
 #include <mutex>
 #include <string>
+#include "runtime/settings.h"
 
 namespace mkccl {
 namespace {
-
-LogLevel parseLevel() {
-  const char* s = getenv("MKCCL_DEBUG");
-  if (!s || !*s) return LogLevel::None;
-  if (!strcasecmp(s, "WARN")) return LogLevel::Warn;
-  if (!strcasecmp(s, "INFO")) return LogLevel::Info;
-  if (!strcasecmp(s, "TRACE")) return LogLevel::Trace;
-  if (!strcasecmp(s, "NONE") || !strcasecmp(s, "OFF")) return LogLevel::None;
-  fprintf(stderr, "MKCCL WARN unknown MKCCL_DEBUG=%s (expected WARN, INFO or TRACE): using WARN\n", s);
-  return LogLevel::Warn;
-}
 
 thread_local int tlsRank = -1;
 thread_local std::string tlsLastError;
@@ -39,10 +30,22 @@ const char* hostName() {
 
 }  // namespace
 
+namespace {
+std::atomic<int> gLevel{-1};  // -1: not read yet
+}  // namespace
+
 LogLevel logLevel() {
-  static const LogLevel level = parseLevel();
+  int l = gLevel.load(std::memory_order_relaxed);
+  if (l >= 0) return (LogLevel)l;
+  // WARN while MKCCL_DEBUG is parsed, so that the parser's own complaint is shown.
+  int expected = -1;
+  gLevel.compare_exchange_strong(expected, (int)LogLevel::Warn);
+  LogLevel level = settingsDebugLevel();
+  gLevel.store((int)level);
   return level;
 }
+
+void logSetLevel(LogLevel level) { gLevel.store((int)level); }
 
 void setLogRank(int rank) { tlsRank = rank; }
 
@@ -83,5 +86,10 @@ mkcclResult_t setError(mkcclResult_t res, const char* fmt, ...) {
 }
 
 const char* lastError() { return tlsLastError.c_str(); }
+
+mkcclResult_t recordError(mkcclResult_t res, const char* msg) {
+  tlsLastError = msg;
+  return res;
+}
 
 }  // namespace mkccl

@@ -1,4 +1,5 @@
-// Logging (MKCCL_DEBUG=WARN|INFO|TRACE, stderr, rank prefix) and the last-error message.
+// Logging (MKCCL_DEBUG=WARN|INFO|TRACE, read by runtime/settings.h; stderr, rank prefix) and the
+// last-error message.
 #pragma once
 #include "mkccl.h"
 
@@ -7,6 +8,8 @@ namespace mkccl {
 enum class LogLevel : int { None = 0, Warn = 1, Info = 2, Trace = 3 };
 
 LogLevel logLevel();
+// Sets the level (the settings reader, when MKCCL_DEBUG changed).
+void logSetLevel(LogLevel level);
 // The rank shown in this thread's log prefix (-1: none). Set while a thread works for a comm.
 void setLogRank(int rank);
 void logf(LogLevel level, const char* file, int line, const char* fmt, ...)
@@ -15,6 +18,8 @@ void logf(LogLevel level, const char* file, int line, const char* fmt, ...)
 // Records msg as this thread's last error (mkcclGetLastError), logs it at WARN, returns res.
 mkcclResult_t setError(mkcclResult_t res, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 const char* lastError();
+// Records msg as this thread's last error without logging it (an error logged once already).
+mkcclResult_t recordError(mkcclResult_t res, const char* msg);
 
 }  // namespace mkccl
 

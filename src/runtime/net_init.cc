@@ -10,7 +10,7 @@
 // before, can stall behind GPU work that waits for that very proxy: CUDA's lazy kernel loading
 // makes a first launch wait for the whole context to go idle.)
 //
-// Environment (docs/INTERNODE.md):
+// Settings (runtime/settings.h, docs/INTERNODE.md):
 //   MKCCL_NET               ib | efa | none. Default: ib where an RDMA device exists, else efa.
 //   MKCCL_NET_PROVIDER      libfabric provider for efa (default: efa, else tcp).
 //   MKCCL_NET_BUFFER_BYTES  size of each rank's network window (default 64 MiB).
@@ -22,7 +22,6 @@
 #include <string>
 #include "runtime/check.h"
 #include "runtime/comm.h"
-#include "runtime/config.h"
 #include "runtime/cudriver.h"
 #include "runtime/hooks.h"
 #include "runtime/net_coll_info.h"
@@ -30,6 +29,7 @@
 #include "runtime/ops.h"
 #include "runtime/proxy.h"
 #include "runtime/proxy_stage.h"
+#include "runtime/settings.h"
 #include "topo/topo.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/net.h"
@@ -62,12 +62,6 @@ constexpr int kFlagsPerPeer = kFifoMaxFlags;
 constexpr uint64_t kWindowAlign = 2ull << 20;
 constexpr uint32_t kConnTag = 0x4e455400;  // "NET"
 
-std::string lower(const char* s) {
-  std::string r = s ? s : "";
-  for (char& c : r) c = (char)tolower((unsigned char)c);
-  return r;
-}
-
 mkcclResult_t exportDmabuf(void* addr, uint64_t bytes, int* fd) {
   if (cuDriverLoad() != mkcclSuccess || cu().memGetHandleForAddressRange == nullptr) return mkcclInvalidUsage;
   CUresult r = cu().memGetHandleForAddressRange(fd, (CUdeviceptr)addr, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
@@ -77,14 +71,12 @@ mkcclResult_t exportDmabuf(void* addr, uint64_t bytes, int* fd) {
 // The transport MKCCL_NET asks for (or the default), created but not set up. *hostWindow: it cannot
 // reach GPU memory, so the window must be host memory.
 mkcclResult_t chooseTransport(mkcclComm* comm, std::unique_ptr<net::Transport>* out, bool* hostWindow) {
-  const std::string want = lower(getenv("MKCCL_NET"));
-  if (want == "none")
+  const Settings& set = settings();
+  if (set.net == NetChoice::None)
     return setError(mkcclInvalidUsage, "MKCCL_NET=none, but the communicator spans %d nodes: an inter-node transport "
                     "is needed (MKCCL_NET=ib or efa)", comm->nNodes);
-  if (!want.empty() && want != "ib" && want != "efa")
-    return setError(mkcclInvalidArgument, "MKCCL_NET=%s: expected ib, efa or none", getenv("MKCCL_NET"));
   const std::string ibWhy = net::ibUnavailableReason();
-  if (want == "ib" || (want.empty() && ibWhy.empty())) {
+  if (set.net == NetChoice::Ib || (set.net == NetChoice::Auto && ibWhy.empty())) {
     if (!ibWhy.empty()) return setError(mkcclInvalidUsage, "MKCCL_NET=ib: %s", ibWhy.c_str());
     ib::IbOptions o;
     if (comm->topo)
@@ -99,8 +91,8 @@ mkcclResult_t chooseTransport(mkcclComm* comm, std::unique_ptr<net::Transport>* 
     *hostWindow = false;
     return mkcclSuccess;
   }
-  const char* prov = getenv("MKCCL_NET_PROVIDER");
-  std::vector<std::string> tries = prov && *prov ? std::vector<std::string>{prov} : std::vector<std::string>{"efa", "tcp"};
+  const std::string& prov = set.netProvider;
+  std::vector<std::string> tries = !prov.empty() ? std::vector<std::string>{prov} : std::vector<std::string>{"efa", "tcp"};
   std::string why;
   for (const std::string& p : tries) {
     const std::string r = net::fabricUnavailableReason(p);
@@ -222,8 +214,7 @@ mkcclResult_t netInitComm(mkcclComm* comm) {
   if (comm->nranks > kFifoMaxRanks)
     return setError(mkcclInvalidUsage, "%d ranks across nodes: the network path supports at most %d", comm->nranks,
                     kFifoMaxRanks);
-  long long windowBytes = 64ll << 20;
-  MKCCL_CHECK(envInt("MKCCL_NET_BUFFER_BYTES", 1ll << 20, 1ll << 40, &windowBytes));
+  long long windowBytes = settings().netBufferBytes;
   windowBytes = (long long)(((uint64_t)windowBytes + kWindowAlign - 1) / kWindowAlign * kWindowAlign);
 
   auto* st = new NetState();

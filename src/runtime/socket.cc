@@ -7,13 +7,16 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <algorithm>
 #include <climits>
 #include <vector>
+#include "runtime/env.h"
 #include "runtime/log.h"
+#include "runtime/settings.h"
 
 namespace mkccl {
 
@@ -105,7 +108,8 @@ int addrRank(const sockaddr* sa) {
 }  // namespace
 
 mkcclResult_t socketFindInterface(SocketAddress* addr, std::string* ifname) {
-  const char* env = getenv("MKCCL_SOCKET_IFNAME");
+  const std::string& envText = settings().socketIfname;
+  const char* env = envText.c_str();
   IfFilter filter = parseIfFilter(env);
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0)
@@ -180,11 +184,12 @@ mkcclResult_t socketParseHostPort(const char* text, const char* what, SocketAddr
     size_t colon = s.rfind(':');
     if (colon != std::string::npos && s.find(':') == colon) host = s.substr(0, colon), port = s.substr(colon + 1);
   }
-  char* end = nullptr;
-  long p = port.empty() ? -1 : strtol(port.c_str(), &end, 10);
-  if (host.empty() || p <= 0 || p > 65535 || *end)
+  if (host.empty() || port.empty())
     return setError(mkcclInvalidArgument,
                     "%s=\"%s\" is not <host>:<port> (IPv6 as [addr]:port, port 1-65535)", what, s.c_str());
+  long long p = 0;
+  if (parseNumber((std::string(what) + " port").c_str(), port.c_str(), 1, 65535, &p) != mkcclSuccess)
+    return setError(mkcclInvalidArgument, "%s=\"%s\": %s", what, s.c_str(), lastError());
   addrinfo hints;
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
@@ -314,8 +319,11 @@ mkcclResult_t socketConnect(const SocketAddress& addr, const Deadline& dl, const
                   (long long)dl.timeoutMs(), strerror(lastErr));
 }
 
+bool socketOutOfResources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
+
 mkcclResult_t socketAccept(int listenFd, const Deadline& dl, const char* what, int* fd, SocketWatch* watch) {
   std::vector<pollfd> pfds;
+  int lastErr = 0;
   for (;;) {
     int s = accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (s >= 0) {
@@ -324,19 +332,47 @@ mkcclResult_t socketAccept(int listenFd, const Deadline& dl, const char* what, i
       return mkcclSuccess;
     }
     int e = errno;
-    if (e != EAGAIN && e != EWOULDBLOCK && e != EINTR && e != ECONNABORTED)
+    bool starved = socketOutOfResources(e);
+    if (e != EAGAIN && e != EWOULDBLOCK && e != EINTR && e != ECONNABORTED && !starved)
       return setError(mkcclSystemError, "bootstrap: accept (waiting for %s) failed: %s", what, strerror(e));
-    pfds.assign(1, pollfd{listenFd, POLLIN, 0});
+    if (starved) lastErr = e;
+    // Starved, the listening socket stays readable: wait without it (a spin otherwise).
+    pfds.assign(1, pollfd{starved ? -1 : listenFd, POLLIN, 0});
     addWatch(&pfds, watch);
-    int n = poll(pfds.data(), pfds.size(), dl.remainingMs());
+    int left = dl.remainingMs();
+    int n = poll(pfds.data(), pfds.size(), starved ? std::min(left, 20) : left);
     if (n > 0 && watchFired(pfds, 1, watch)) return mkcclInProgress;
-    if (n == 0)
-      return setError(mkcclTimeout, "bootstrap: timed out after %lld ms waiting for a connection from %s",
-                      (long long)dl.timeoutMs(), what);
     if (n < 0 && errno != EINTR)
       return setError(mkcclSystemError, "bootstrap: poll (waiting for %s) failed: %s", what, strerror(errno));
+    if (dl.expired())
+      return setError(mkcclTimeout, "bootstrap: timed out after %lld ms waiting for a connection from %s%s%s",
+                      (long long)dl.timeoutMs(), what, lastErr ? "; accept failed: " : "",
+                      lastErr ? strerror(lastErr) : "");
   }
 }
+
+namespace {
+
+// The part of op not done yet, as iovecs; returns how many.
+int remaining(const SocketIo& op, iovec* iov) {
+  void* bufs[3] = {op.buf, op.buf2, op.buf3};
+  size_t lens[3] = {op.len, op.len2, op.len3};
+  size_t skip = op.done;
+  int n = 0;
+  for (int i = 0; i < 3; i++) {
+    if (skip >= lens[i]) {
+      skip -= lens[i];
+      continue;
+    }
+    iov[n].iov_base = (char*)bufs[i] + skip;
+    iov[n].iov_len = lens[i] - skip;
+    skip = 0;
+    n++;
+  }
+  return n;
+}
+
+}  // namespace
 
 mkcclResult_t socketTransfer(SocketIo* ops, int nops, const Deadline& dl, const char* what, SocketWatch* watch) {
   std::vector<pollfd> pfds;
@@ -345,7 +381,7 @@ mkcclResult_t socketTransfer(SocketIo* ops, int nops, const Deadline& dl, const 
     pfds.clear();
     idx.clear();
     for (int i = 0; i < nops; i++) {
-      if (ops[i].done >= ops[i].len) continue;
+      if (ops[i].done >= ops[i].total()) continue;
       pfds.push_back({ops[i].fd, (short)(ops[i].isSend ? POLLOUT : POLLIN), 0});
       idx.push_back(i);
     }
@@ -357,19 +393,24 @@ mkcclResult_t socketTransfer(SocketIo* ops, int nops, const Deadline& dl, const 
       if (errno == EINTR) continue;
       return setError(mkcclSystemError, "%s: poll failed: %s", what, strerror(errno));
     }
-    if (n == 0) {
+    // The deadline, checked on every pass: a peer that keeps the socket busy never extends it.
+    if (n == 0 || dl.expired()) {
       const SocketIo& op = ops[idx[0]];
       return setError(mkcclTimeout, "%s: timed out after %lld ms waiting %s %s (%zu of %zu bytes done)", what,
                       (long long)dl.timeoutMs(), op.isSend ? "to send to" : "for data from", op.peer, op.done,
-                      op.len);
+                      op.total());
     }
     for (size_t k = 0; k < nio; k++) {
       if (!pfds[k].revents) continue;
       SocketIo& op = ops[idx[k]];
       if (pfds[k].revents & POLLNVAL)
         return setError(mkcclSystemError, "%s: the socket to %s is closed", what, op.peer);
-      char* p = (char*)op.buf + op.done;
-      ssize_t r = op.isSend ? send(op.fd, p, op.len - op.done, MSG_NOSIGNAL) : recv(op.fd, p, op.len - op.done, 0);
+      iovec iov[3];
+      msghdr m;
+      memset(&m, 0, sizeof(m));
+      m.msg_iov = iov;
+      m.msg_iovlen = (size_t)remaining(op, iov);
+      ssize_t r = op.isSend ? sendmsg(op.fd, &m, MSG_NOSIGNAL) : recvmsg(op.fd, &m, 0);
       if (r > 0) {
         op.done += (size_t)r;
         continue;
@@ -378,7 +419,7 @@ mkcclResult_t socketTransfer(SocketIo* ops, int nops, const Deadline& dl, const 
       if (r < 0 && (e == EAGAIN || e == EWOULDBLOCK || e == EINTR)) continue;
       if (r == 0 || e == ECONNRESET || e == EPIPE || e == ENOTCONN || e == ESHUTDOWN)
         return setError(mkcclRemoteError, "%s: %s closed the connection (%s; %zu of %zu bytes %s)", what, op.peer,
-                        r == 0 ? "end of stream" : strerror(e), op.done, op.len, op.isSend ? "sent" : "received");
+                        r == 0 ? "end of stream" : strerror(e), op.done, op.total(), op.isSend ? "sent" : "received");
       return setError(mkcclSystemError, "%s: %s to %s failed: %s", what, op.isSend ? "send" : "recv", op.peer,
                       strerror(e));
     }

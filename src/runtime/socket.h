@@ -72,18 +72,29 @@ mkcclResult_t socketListen(SocketAddress* addr, int* fd);
 // the deadline. `what` names the other side, with its address, in messages ("the root at 1.2.3.4:5").
 mkcclResult_t socketConnect(const SocketAddress& addr, const Deadline& dl, const char* what, int* fd,
                             SocketWatch* watch = nullptr);
-// Accepts one connection (non-blocking, close-on-exec, TCP_NODELAY) before the deadline.
+// Accepts one connection (non-blocking, close-on-exec, TCP_NODELAY) before the deadline. Out of
+// descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) it retries every 20 ms until the deadline.
 mkcclResult_t socketAccept(int listenFd, const Deadline& dl, const char* what, int* fd, SocketWatch* watch = nullptr);
 
-// One direction of a transfer on one socket; several on different sockets progress together, so a
-// ring of ranks that all send and receive at once cannot deadlock on full socket buffers.
+// One direction of a transfer on one socket, of up to three buffers in a row (a frame's header,
+// payload and MAC); several on different sockets progress together, so a ring of ranks that all
+// send and receive at once cannot deadlock on full socket buffers.
 struct SocketIo {
   int fd = -1;
   bool isSend = false;
   void* buf = nullptr;
   size_t len = 0;
-  size_t done = 0;
+  void* buf2 = nullptr;  // optional: after buf
+  size_t len2 = 0;
+  void* buf3 = nullptr;  // optional: after buf2
+  size_t len3 = 0;
+  size_t done = 0;        // bytes done, over all buffers
   const char* peer = "";  // "rank 3 (1.2.3.4:5)", for messages
+  size_t total() const { return len + len2 + len3; }
+  // Starts over with one buffer.
+  void set(void* b, size_t n) {
+    buf = b, len = n, buf2 = buf3 = nullptr, len2 = len3 = 0, done = 0;
+  }
 };
 // Completes every op before the deadline. Peer closed/reset -> mkcclRemoteError naming the peer;
 // deadline -> mkcclTimeout naming `what` and the peer; other failures -> mkcclSystemError.
@@ -95,5 +106,7 @@ mkcclResult_t socketRecvAll(int fd, void* buf, size_t len, const Deadline& dl, c
                             const char* peer);
 
 void socketClose(int* fd);  // closes and sets -1; nothing for -1
+// errno values of an accept or socket call that mean "out of descriptors or memory for now".
+bool socketOutOfResources(int e);
 
 }  // namespace mkccl

@@ -1,9 +1,9 @@
 // Communicator hooks (src/runtime/hooks.h): comm->topo for this rank's GPU.
-#include <stdlib.h>
 #include <string.h>
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/hooks.h"
+#include "runtime/settings.h"
 #include "topo/report.h"
 #include "topo/resolve.h"
 
@@ -20,7 +20,9 @@ mkcclResult_t topoInitComm(mkcclComm* comm) {
     if (cudaDeviceGetPCIBusId(b, sizeof(b), comm->cudaDev) == cudaSuccess) busId = b;
   }
   TopoResolved r;
-  MKCCL_CHECK(topoResolve(busId, getenv("MKCCL_TOPO_FILE"), getenv("MKCCL_NET_DEVICES"), &r));
+  const Settings& set = settings();
+  MKCCL_CHECK(topoResolve(busId, set.topoFile.empty() ? nullptr : set.topoFile.c_str(),
+                          set.netDevices.empty() ? nullptr : set.netDevices.c_str(), &r));
   MKCCL_INFO("topo: from %s", r.source.c_str());
   if (!r.note.empty()) MKCCL_INFO("topo: %s", r.note.c_str());
   if (!r.gpuFound)

@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include "runtime/check.h"
+#include "runtime/env.h"
 
 namespace mkccl {
 namespace {
@@ -43,9 +44,8 @@ mkcclResult_t parseNetDevices(const char* spec, std::vector<NetDeviceChoice>* ou
     }
     if (colon != std::string::npos) {
       std::string p = trim(item.substr(colon + 1));
-      char* end = nullptr;
-      long v = p.empty() ? 0 : strtol(p.c_str(), &end, 10);
-      if (p.empty() || *end != 0 || v < 1 || v > 255) {
+      long long v = 0;
+      if (parseNumber("MKCCL_NET_DEVICES port", p.c_str(), 1, 255, &v) != mkcclSuccess) {
         out->clear();
         return setError(mkcclInvalidUsage, "MKCCL_NET_DEVICES=\"%s\": port \"%s\" of %s is not a number from 1 to 255",
                         spec, p.c_str(), c.name.c_str());

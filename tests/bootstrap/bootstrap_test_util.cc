@@ -10,6 +10,7 @@
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_root.h"
 #include "runtime/log.h"
+#include "runtime/settings.h"
 #include "runtime/socket.h"
 
 namespace mkccl {
@@ -54,6 +55,7 @@ EnvGuard::EnvGuard(const char* name, const char* value) : name_(name) {
     setenv(name, value, 1);
   else
     unsetenv(name);
+  settingsRefresh();  // as an init would: the settings are read once, then at each init if changed
 }
 
 EnvGuard::~EnvGuard() {
@@ -61,6 +63,7 @@ EnvGuard::~EnvGuard() {
     setenv(name_.c_str(), old_.c_str(), 1);
   else
     unsetenv(name_.c_str());
+  settingsRefresh();
 }
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
@@ -244,7 +247,7 @@ mkcclUniqueId idWithoutRoot() {
   a.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin.sin_port = htons((uint16_t)freeLoopbackPort());
   mkcclUniqueId id;
-  idEncode(a, randomU64(), 0, &id);
+  idEncode(a, randomU64(), randomKey(), 0, &id);
   return id;
 }
 

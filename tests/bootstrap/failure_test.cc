@@ -119,9 +119,10 @@ TEST(BootstrapFailure, RankGoneDuringRendezvousFailsEveryone) {
   ASSERT_EQ(mkcclSuccess, socketConnect(root, dl, "root", &fd));
   RootHello h;
   memset(&h, 0, sizeof(h));
-  h.token = bootstrapIdToken(id), h.rank = 3, h.nranks = 4;
+  h.version = kHelloVersion, h.rank = 3, h.nranks = 4, h.nonce = randomU64();
   h.listenAddr = root;  // never used
-  ASSERT_EQ(mkcclSuccess, msgSend(fd, kTagRootHello, &h, sizeof(h), dl, "test", "root"));
+  Channel hc = helloChannel(idKey(id));
+  ASSERT_EQ(mkcclSuccess, frameSend(fd, hc, kFrameRootHello, 0, &h, sizeof(h), dl, "test", "root"));
   usleep(100000);
   socketClose(&fd);
   auto out = createRanks(id, {0, 1, 2}, {4, 4, 4}, 10000);
@@ -132,7 +133,8 @@ TEST(BootstrapFailure, RankGoneDuringRendezvousFailsEveryone) {
   }
 }
 
-// A stranger (wrong magic) and a rank of another id do not disturb the rendezvous.
+// A stranger (garbage) and a rank of another id (whose hello fails the MAC of this id's key) do not
+// disturb the rendezvous; the latter is dropped without a word, and says so.
 TEST(BootstrapFailure, StrangersAreTurnedAway) {
   mkcclUniqueId id = newRoot("10000");
   SocketAddress root;
@@ -146,17 +148,32 @@ TEST(BootstrapFailure, StrangersAreTurnedAway) {
   ASSERT_EQ(mkcclSuccess, socketConnect(root, dl, "root", &other));
   RootHello h;
   memset(&h, 0, sizeof(h));
-  h.token = bootstrapIdToken(id) ^ 1, h.rank = 0, h.nranks = 2;
-  ASSERT_EQ(mkcclSuccess, msgSend(other, kTagRootHello, &h, sizeof(h), dl, "test", "root"));
-  // The other id's rank is told why.
-  EXPECT_EQ(mkcclInvalidUsage, msgRecvHeader(other, kTagRootTable, 0, dl, "test", "root"));
-  EXPECT_NE(nullptr, strstr(lastError(), "another communicator")) << lastError();
+  h.version = kHelloVersion, h.rank = 0, h.nranks = 2, h.nonce = randomU64();
+  Channel hc = helloChannel(randomKey());  // another id's key
+  ASSERT_EQ(mkcclSuccess, frameSend(other, hc, kFrameRootHello, 0, &h, sizeof(h), dl, "test", "root"));
+  char c;
+  EXPECT_EQ(mkcclRemoteError, socketRecvAll(other, &c, 1, dl, "test", "root")) << "dropped, not answered";
   socketClose(&junk);
   socketClose(&other);
   uint64_t seed = freshSeed() + 5;
   std::vector<int> res = runThreads(2, [&](int r) { return rendezvousAndExercise(id, r, 2, seed, 10000, false); });
   EXPECT_EQ(0, res[0]);
   EXPECT_EQ(0, res[1]);
+}
+
+// A rank whose id is not the one its root serves (here: the right address, another key) fails at
+// once, not at its timeout.
+TEST(BootstrapFailure, StaleIdFailsAtOnce) {
+  mkcclUniqueId id = newRoot("1500");
+  SocketAddress root;
+  uint16_t flags;
+  ASSERT_EQ(mkcclSuccess, idDecode(id, &root, &flags));
+  mkcclUniqueId stale;
+  idEncode(root, randomU64(), randomKey(), 0, &stale);
+  auto out = createRanks(stale, {0}, {2}, 10000);
+  EXPECT_EQ(mkcclRemoteError, out[0].res) << out[0].msg;
+  EXPECT_LT(out[0].seconds, 3.0);
+  EXPECT_NE(std::string::npos, out[0].msg.find("serve this id")) << out[0].msg;
 }
 
 // A rank SIGKILLed after the rendezvous: the others' collective fails fast (not at the 10 s timeout).

@@ -85,7 +85,7 @@ TEST(Api, BadConfig) {
   EXPECT_EQ(mkcclInvalidArgument, mkcclCommInitRankConfig(&comm, 1, id, 0, &cfg));
   cfg = MKCCL_CONFIG_INITIALIZER;
   setenv("MKCCL_TIMEOUT_MS", "soon", 1);
-  EXPECT_EQ(mkcclInvalidArgument, mkcclCommInitRankConfig(&comm, 1, id, 0, &cfg));
+  EXPECT_EQ(mkcclInvalidUsage, mkcclCommInitRankConfig(&comm, 1, id, 0, &cfg));
   EXPECT_NE(std::string::npos, lastErr().find("MKCCL_TIMEOUT_MS"));
   unsetenv("MKCCL_TIMEOUT_MS");
   EXPECT_EQ(nullptr, comm);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <chrono>
 #include <climits>
+#include "runtime/settings.h"
 
 namespace mkccl {
 namespace launch {
@@ -133,16 +134,15 @@ int connectLoopback(const std::string& addr, int timeoutMs, int* fd, std::string
   }
 }
 
-int hostTimeoutMs() {
+int hostTimeoutMs(int* ms, std::string* err) {
   // Not MKCCL_TIMEOUT_MS: tests shorten the library's timeout without wanting the world's
   // host collectives (between long benchmarks) cut short.
-  const char* s = getenv("MKCCL_LAUNCH_TIMEOUT_MS");
-  if (s && *s) {
-    char* end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (*end == 0 && v > 0 && v <= INT_MAX) return (int)v;
+  if (settingsCheck(SettingId::LaunchTimeoutMs) != mkcclSuccess) {
+    if (err) *err = lastError();
+    return 1;
   }
-  return 600000;
+  *ms = settings().launchTimeoutMs;
+  return 0;
 }
 
 }  // namespace launch

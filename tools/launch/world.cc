@@ -9,6 +9,7 @@
 #include "launch/hub.h"
 #include "launch/launch.h"
 #include "launch/launch_io.h"
+#include "runtime/env.h"
 #ifndef MKCCL_HAVE_MPI
 #define MKCCL_HAVE_MPI 0
 #endif
@@ -30,10 +31,8 @@ uint64_t gSeq = 0;
 [[maybe_unused]] bool gMpi = false;
 
 bool parseInt(const char* s, long lo, long hi, int* out) {
-  if (!s || !*s) return false;
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (*end || v < lo || v > hi) return false;
+  long long v = 0;
+  if (!s || !*s || parseNumber("the launcher's variable", s, lo, hi, &v) != mkcclSuccess) return false;
   *out = (int)v;
   return true;
 }
@@ -54,7 +53,8 @@ int initFromLauncher(std::string* err) {
                      "LOCAL_RANK, LOCAL_RANKS, HUB)");
   w.how = "mkccl-run";
   int fd = -1;
-  int timeoutMs = hostTimeoutMs();
+  int timeoutMs = 0;
+  if (hostTimeoutMs(&timeoutMs, err)) return 1;
   // The hub is up before any rank starts: a refusal means mkccl-run is gone, so do not wait long.
   if (connectLoopback(hub, std::min(timeoutMs, 5000), &fd, err)) return 1;
   HubRequest hello = {kHubMagic, kHubHello, w.rank, w.nranks, 0, 0};
@@ -128,7 +128,8 @@ int initFromMpi([[maybe_unused]] const char* sizeVar, std::string* err) {
 // Sends a request (+ payload) to the hub and receives the reply into out (exactly outBytes).
 int hubCall(uint32_t op, int arg, const void* payload, uint64_t payloadBytes, uint64_t bytes, void* out,
             uint64_t outBytes, std::string* err) {
-  int timeoutMs = hostTimeoutMs();
+  int timeoutMs = 0;
+  if (hostTimeoutMs(&timeoutMs, err)) return 1;
   HubRequest q = {kHubMagic, op, gWorld.rank, arg, bytes, gSeq++};
   const char* what = op == kHubAllGather ? "worldAllGather" : op == kHubBroadcast ? "worldBroadcast" : "worldBarrier";
   if (writeAll(gHubFd, &q, sizeof(q), timeoutMs, -1, what, err) ||

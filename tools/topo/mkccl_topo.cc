@@ -9,6 +9,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 #include "runtime/log.h"
+#include "runtime/settings.h"
 #include "topo/discover.h"
 #include "topo/mapping.h"
 #include "topo/pci_id.h"
@@ -60,7 +61,11 @@ void addCudaDevices(mkccl::TopoMachine* m) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* xml = getenv("MKCCL_TOPO_FILE");
+  if (mkccl::settingsCheck(mkccl::SettingId::TopoFile) != mkcclSuccess ||
+      mkccl::settingsCheck(mkccl::SettingId::NetDevices) != mkcclSuccess)
+    return fail(2);
+  const mkccl::Settings& settings = mkccl::settings();
+  const char* xml = settings.topoFile.empty() ? nullptr : settings.topoFile.c_str();
   bool json = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
@@ -81,7 +86,9 @@ int main(int argc, char** argv) {
   if (xml && !*xml) xml = nullptr;
 
   std::vector<mkccl::NetDeviceChoice> choices;
-  if (mkccl::parseNetDevices(getenv("MKCCL_NET_DEVICES"), &choices) != mkcclSuccess) return fail(2);
+  if (mkccl::parseNetDevices(settings.netDevices.empty() ? nullptr : settings.netDevices.c_str(), &choices) !=
+      mkcclSuccess)
+    return fail(2);
   mkccl::TopoMachine m;
   mkcclResult_t r = mkccl::topoDiscover(xml, &m);
   if (r != mkcclSuccess) return fail(r == mkcclInvalidUsage ? 2 : 1);

@@ -22,12 +22,44 @@
 #include <algorithm>
 #include <deque>
 #include <unordered_map>
+#include <mutex>
 #include "runtime/check.h"
 #include "runtime/log.h"
+#include "transport/net_lib.h"
 
 namespace mkccl {
 namespace net {
 namespace {
+
+// The few functions of libfabric that are not inline wrappers over its objects' ops, found in
+// libfabric.so.1 when a communicator first needs it (transport/net_lib.h says why not before).
+struct FabricApi {
+  int (*getinfo)(uint32_t, const char*, const char*, uint64_t, const struct fi_info*, struct fi_info**);
+  void (*freeinfo)(struct fi_info*);
+  struct fi_info* (*dupinfo)(const struct fi_info*);
+  int (*fabric)(struct fi_fabric_attr*, struct fid_fabric**, void*);
+  const char* (*strerror)(int);
+};
+const FabricApi* gFi = nullptr;  // set once loaded; every transport exists after that
+
+const FabricApi* fabricApi(std::string* why) {
+  static std::once_flag once;
+  static FabricApi api;
+  static std::string err;
+  std::call_once(once, [] {
+    static const char* const names[] = {"libfabric.so.1", "libfabric.so"};
+    void* h = netLibOpen(names, 2, &err);
+    if (!h) return;
+    bool ok = (api.getinfo = (decltype(api.getinfo))netLibSym(h, "fi_getinfo", &err)) &&
+              (api.freeinfo = (decltype(api.freeinfo))netLibSym(h, "fi_freeinfo", &err)) &&
+              (api.dupinfo = (decltype(api.dupinfo))netLibSym(h, "fi_dupinfo", &err)) &&
+              (api.fabric = (decltype(api.fabric))netLibSym(h, "fi_fabric", &err)) &&
+              (api.strerror = (decltype(api.strerror))netLibSym(h, "fi_strerror", &err));
+    if (ok) gFi = &api;
+  });
+  if (!gFi && why) *why = err;
+  return gFi;
+}
 
 constexpr uint32_t kNoticeMagic = 0x6e6f7465;  // "note"
 struct Notice {
@@ -55,7 +87,9 @@ constexpr int kRecvBufs = 128;      // notices (and CQ-data writes that consume 
 constexpr int kMaxActiveOps = 2048; // puts accepted and not yet completed
 constexpr int kNoticeBufs = 512;    // notices being sent
 
-std::string fiErr(int rc) { return std::string(fi_strerror(rc < 0 ? -rc : rc)); }
+std::string fiErr(int rc) {
+  return gFi ? std::string(gFi->strerror(rc < 0 ? -rc : rc)) : "libfabric error " + std::to_string(rc);
+}
 
 struct OpState;
 
@@ -218,7 +252,10 @@ class FabricTransport final : public Transport {
 
  private:
   mkcclResult_t open(bool deviceWindow) {
-    fi_info* hints = fi_allocinfo();
+    std::string why;
+    if (!fabricApi(&why)) return setError(mkcclInvalidUsage, "the efa transport is not available: %s", why.c_str());
+    SignalHandlersKept keep("libfabric");
+    fi_info* hints = gFi->dupinfo(nullptr);
     if (!hints) return setError(mkcclSystemError, "libfabric: fi_allocinfo failed");
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_SEND | FI_RECV | (deviceWindow ? FI_HMEM : 0);
@@ -230,12 +267,12 @@ class FabricTransport final : public Transport {
     const char* node = s_.loopbackOnly ? "127.0.0.1" : nullptr;
     // FI_SOURCE (who sent a write) is needed only with 4-byte CQ data: ask for it, then without.
     hints->caps |= FI_SOURCE;
-    int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
+    int rc = gFi->getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
     if (rc != 0) {
       hints->caps &= ~FI_SOURCE;
-      rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
+      rc = gFi->getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
     }
-    fi_freeinfo(hints);
+    gFi->freeinfo(hints);
     if (rc != 0 || info_ == nullptr)
       return setError(mkcclSystemError,
                       "libfabric: provider '%s' offers no RDM endpoint with RMA writes%s (fi_getinfo: %s); set "
@@ -252,12 +289,12 @@ class FabricTransport final : public Transport {
     if (maxMsg_ > (1ull << 30)) maxMsg_ = 1ull << 30;
     if (cqDataBytes_ == 4 && !(info_->caps & FI_SOURCE)) {
       // 4 bytes of CQ data leave no room for the sender: it must come from FI_SOURCE.
-      fi_freeinfo(info_);
+      gFi->freeinfo(info_);
       info_ = nullptr;
       return setError(mkcclSystemError, "libfabric: provider %s has 4-byte CQ data and no FI_SOURCE",
                       provider_.c_str());
     }
-    if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr)) != 0)
+    if ((rc = gFi->fabric(info_->fabric_attr, &fabric_, nullptr)) != 0)
       return setError(mkcclSystemError, "libfabric: fi_fabric failed: %s", fiErr(rc).c_str());
     if ((rc = fi_domain(fabric_, info_, &domain_, nullptr)) != 0)
       return setError(mkcclSystemError, "libfabric: fi_domain failed: %s", fiErr(rc).c_str());
@@ -533,7 +570,7 @@ class FabricTransport final : public Transport {
     if (cq_) fi_close(&cq_->fid);
     if (domain_) fi_close(&domain_->fid);
     if (fabric_) fi_close(&fabric_->fid);
-    if (info_) fi_freeinfo(info_);
+    if (info_) gFi->freeinfo(info_);
     ep_ = nullptr;
     windowMr_ = poolMr_ = nullptr;
     av_ = nullptr;
@@ -577,7 +614,10 @@ class FabricTransport final : public Transport {
 }  // namespace
 
 std::string fabricUnavailableReason(const std::string& provider) {
-  fi_info* hints = fi_allocinfo();
+  std::string why;
+  if (!fabricApi(&why)) return why;
+  SignalHandlersKept keep("libfabric");
+  fi_info* hints = gFi->dupinfo(nullptr);
   if (!hints) return "fi_allocinfo failed";
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA;
@@ -585,9 +625,9 @@ std::string fabricUnavailableReason(const std::string& provider) {
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
   hints->fabric_attr->prov_name = strdup(provider.c_str());
   fi_info* info = nullptr;
-  int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, &info);
-  fi_freeinfo(hints);
-  if (info) fi_freeinfo(info);
+  int rc = gFi->getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, &info);
+  gFi->freeinfo(hints);
+  if (info) gFi->freeinfo(info);
   if (rc != 0 || info == nullptr) return "libfabric provider '" + provider + "' not usable: " + fiErr(rc);
   return "";
 }
