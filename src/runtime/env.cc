@@ -82,11 +82,4 @@ mkcclResult_t envNumber(const char* var, long long def, long long lo, long long 
   return parseNumber(var, s, lo, hi, out);
 }
 
-mkcclResult_t envNumber(const char* var, long long def, long long lo, long long hi, long long* out) {
-  *out = def;
-  const char* s = getenv(var);
-  if (s == nullptr || *s == '\0') return mkcclSuccess;
-  return parseNumber(var, s, lo, hi, out);
-}
-
 }  // namespace mkccl

@@ -23,7 +23,5 @@ mkcclResult_t parseChoice(const char* what, const char* text, std::initializer_l
 // variables.)
 mkcclResult_t envChoice(const char* var, std::initializer_list<const char*> names, int def, int* out);
 mkcclResult_t envNumber(const char* var, long long def, long long lo, long long hi, long long* out);
-// The same number rule over a string (`what` names the setting in the message).
-mkcclResult_t parseNumber(const char* what, const char* text, long long lo, long long hi, long long* out);
 
 }  // namespace mkccl
