@@ -25,10 +25,10 @@
 #include <mutex>
 #include <string>
 #include <vector>
-#include "kernels/net/selftest/net_selftest.h"
+#include "transport/selftest/net_selftest.h"
 #include "launch/launch.h"
 #include "perf.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/proxy.h"
 #include "transport/net.h"
 

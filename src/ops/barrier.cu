@@ -3,7 +3,7 @@
 // by the collectives of src/kernels/coll.)
 #include "kernels/device/net.cuh"
 #include "kernels/device/signal.cuh"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/ops.h"
 

@@ -11,10 +11,10 @@
 #include "ops/ag_gemm/host.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm/gemm_plain.cuh"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/hooks.h"
 #include "runtime/ops.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 

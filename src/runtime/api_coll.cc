@@ -1,6 +1,6 @@
 // Public collective entry points: argument checks, then the op (src/runtime/ops.h).
 #include "mkccl.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/ops.h"
 #include <algorithm>
 #include <vector>

@@ -1,6 +1,6 @@
 // Public entry points of the GEMM engine and the fused ops: argument checks, then the op.
 #include "mkccl.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/ops.h"
 
 using namespace mkccl;

@@ -1,7 +1,7 @@
 // Library-level entry points: version, error strings, last error.
 #include "mkccl.h"
 #include "runtime/comm.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/ops.h"
 
 using namespace mkccl;

@@ -41,9 +41,9 @@
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_root.h"
 #include "runtime/bootstrap_wire.h"
-#include "runtime/check.h"
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/check.h"
+#include "base/log.h"
+#include "base/settings.h"
 
 namespace mkccl {
 

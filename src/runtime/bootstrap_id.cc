@@ -8,8 +8,8 @@
 #include <unistd.h>
 #include <chrono>
 #include "runtime/bootstrap.h"
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/log.h"
+#include "base/settings.h"
 
 namespace mkccl {
 namespace {

@@ -24,7 +24,7 @@
 #include <vector>
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_wire.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace {

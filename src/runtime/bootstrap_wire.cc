@@ -3,8 +3,8 @@
 #include <string.h>
 #include <algorithm>
 #include <string>
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 namespace mkccl {
 

@@ -1,7 +1,7 @@
 // Communicator handles: the registry of live ones, and turning errors (device or host) into results.
 #include "runtime/comm.h"
 #include <unordered_set>
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace {

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
-#include "runtime/check.h"
-#include "runtime/settings.h"
+#include "base/check.h"
+#include "base/settings.h"
 
 namespace mkccl {
 

@@ -1,4 +1,4 @@
-// Communicator configuration: the user's mkcclConfig_t, then the settings (runtime/settings.h:
+// Communicator configuration: the user's mkcclConfig_t, then the settings (base/settings.h:
 // environment variables), then defaults.
 #pragma once
 #include <stddef.h>

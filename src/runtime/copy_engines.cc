@@ -1,6 +1,6 @@
 #include "runtime/copy_engines.h"
 #include <string.h>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/cudriver.h"
 

@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 #include <mutex>
 #include <string>
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace {

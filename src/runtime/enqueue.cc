@@ -1,6 +1,6 @@
 // What every stream-ordered operation does around its launches, and the shared argument checks.
 #include "runtime/enqueue.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/cudriver.h"
 
 namespace mkccl {

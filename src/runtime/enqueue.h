@@ -2,7 +2,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include "mkccl.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "kernels/abi/devcomm.h"
 

@@ -6,14 +6,14 @@
 #include <chrono>
 #include <map>
 
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/cudriver.h"
 #include "runtime/enqueue.h"
 #include "runtime/hooks.h"
 #include "runtime/ops.h"
-#include "runtime/settings.h"
+#include "base/settings.h"
 #include "runtime/symmem.h"
 
 using namespace mkccl;

@@ -1,6 +1,6 @@
 // Checks connection data received from a peer before any of it is used.
 #include <string.h>
-#include "runtime/log.h"
+#include "base/log.h"
 #include "transport/net.h"
 
 namespace mkccl {

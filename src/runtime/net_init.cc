@@ -10,7 +10,7 @@
 // before, can stall behind GPU work that waits for that very proxy: CUDA's lazy kernel loading
 // makes a first launch wait for the whole context to go idle.)
 //
-// Settings (runtime/settings.h, docs/INTERNODE.md):
+// Settings (base/settings.h, docs/INTERNODE.md):
 //   MKCCL_NET               ib | efa | none. Default: ib where an RDMA device exists, else efa.
 //   MKCCL_NET_PROVIDER      libfabric provider for efa (default: efa, else tcp).
 //   MKCCL_NET_BUFFER_BYTES  size of each rank's network window (default 64 MiB).
@@ -20,16 +20,16 @@
 #include <unistd.h>
 #include <chrono>
 #include <string>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/cudriver.h"
 #include "runtime/hooks.h"
 #include "runtime/net_coll_info.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/ops.h"
 #include "runtime/proxy.h"
 #include "runtime/proxy_stage.h"
-#include "runtime/settings.h"
+#include "base/settings.h"
 #include "topo/topo.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/net.h"

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <algorithm>
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 namespace mkccl {
 

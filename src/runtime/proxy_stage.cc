@@ -2,8 +2,8 @@
 // for transports that cannot read or write GPU memory (libfabric tcp).
 #include "runtime/proxy_stage.h"
 #include <deque>
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace {

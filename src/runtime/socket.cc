@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <climits>
 #include <vector>
-#include "runtime/env.h"
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/settings.h"
 
 namespace mkccl {
 

@@ -6,7 +6,7 @@
 #include "runtime/symmem.h"
 #include <unistd.h>
 #include <chrono>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/cudriver.h"
 #include "transport/nvlink/fdpass.h"

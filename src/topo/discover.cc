@@ -6,7 +6,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <algorithm>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "topo/pci_id.h"
 
 #if MKCCL_HAVE_HWLOC

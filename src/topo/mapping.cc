@@ -1,7 +1,7 @@
 #include "topo/mapping.h"
 #include <algorithm>
 #include <map>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "topo/pci_id.h"
 
 namespace mkccl {

@@ -1,8 +1,8 @@
 #include "topo/net_devices.h"
 #include <ctype.h>
 #include <stdlib.h>
-#include "runtime/check.h"
-#include "runtime/env.h"
+#include "base/check.h"
+#include "base/env.h"
 
 namespace mkccl {
 namespace {

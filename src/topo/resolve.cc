@@ -1,6 +1,6 @@
 #include "topo/resolve.h"
 #include <string.h>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "topo/discover.h"
 #include "topo/mapping.h"
 #include "topo/pci_id.h"

@@ -2,7 +2,7 @@
 #include "transport/net_lib.h"
 #include <dlfcn.h>
 #include <string.h>
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace net {

@@ -9,8 +9,8 @@
 #include <random>
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_root.h"
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/log.h"
+#include "base/settings.h"
 #include "runtime/socket.h"
 
 namespace mkccl {

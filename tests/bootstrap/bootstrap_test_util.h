@@ -24,7 +24,7 @@ std::vector<char> randomBytes(uint64_t seed, uint64_t stream, size_t bytes);
 uint64_t rand64(uint64_t seed, uint64_t stream);
 
 // Sets (or, with nullptr, unsets) an environment variable for the scope, and re-reads the settings
-// (runtime/settings.h) as a communicator init would.
+// (base/settings.h) as a communicator init would.
 class EnvGuard {
  public:
   EnvGuard(const char* name, const char* value);

@@ -7,7 +7,7 @@
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_root.h"
 #include "runtime/bootstrap_wire.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace test {

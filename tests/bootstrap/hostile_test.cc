@@ -18,7 +18,7 @@
 #include "hostile.h"
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_root.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace test {

@@ -4,7 +4,7 @@
 #include "bootstrap_test_util.h"
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_root.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/socket.h"
 
 namespace mkccl {

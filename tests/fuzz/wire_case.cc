@@ -11,8 +11,8 @@
 #include "runtime/bootstrap.h"
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_root.h"
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/log.h"
+#include "base/settings.h"
 
 namespace mkccl {
 namespace fuzz {

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 #include <algorithm>
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace test {

@@ -8,7 +8,7 @@
 #include <thread>
 #include "cpu_producer.h"
 #include "fork_ranks.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/proxy.h"
 #include "transport/net.h"
 

@@ -7,7 +7,7 @@
 #include <thread>
 #include "cpu_producer.h"
 #include "fake_verbs.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/proxy.h"
 #include "transport/ib/ib_transport.h"
 

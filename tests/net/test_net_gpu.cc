@@ -18,8 +18,8 @@
 #include <random>
 #include <thread>
 #include "fork_ranks.h"
-#include "kernels/net/selftest/net_selftest.h"
-#include "runtime/log.h"
+#include "transport/selftest/net_selftest.h"
+#include "base/log.h"
 #include "runtime/proxy.h"
 #include "runtime/proxy_stage.h"
 #include "transport/net.h"

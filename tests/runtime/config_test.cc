@@ -7,8 +7,8 @@
 #include <sys/mman.h>
 #include <string>
 #include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/log.h"
+#include "base/settings.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
-// envChoice (src/runtime/env.h), the parser of every fixed-choice override: unset and empty give
+// envChoice (src/base/env.h), the parser of every fixed-choice override: unset and empty give
 // the default, each listed value its index, anything else mkcclInvalidUsage naming the variable
 // and every accepted value.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <string>
 #include <utility>
-#include "runtime/env.h"
-#include "runtime/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// The one parser (parseNumber / parseChoice, runtime/env.h) against an exact reference on random
-// and edge-case text, and the settings reader (runtime/settings.h): values, sources, errors naming
+// The one parser (parseNumber / parseChoice, base/env.h) against an exact reference on random
+// and edge-case text, and the settings reader (base/settings.h): values, sources, errors naming
 // the variable, re-reading when the environment changed.
 #include <gtest/gtest.h>
 #include <limits.h>
@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include "runtime/env.h"
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/settings.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
-#include "runtime/log.h"
+#include "base/log.h"
 #include "topo/discover.h"
 #include "topo/pci_id.h"
 #include "topo/report.h"

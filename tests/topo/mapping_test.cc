@@ -4,7 +4,7 @@
 #include <map>
 #include <random>
 #include <set>
-#include "runtime/log.h"
+#include "base/log.h"
 #include "topo/mapping.h"
 #include "topo/pci_id.h"
 #include "topo_desc.h"

@@ -1,5 +1,5 @@
 #include <gtest/gtest.h>
-#include "runtime/log.h"
+#include "base/log.h"
 #include "topo/net_devices.h"
 
 namespace mkccl {

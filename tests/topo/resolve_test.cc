@@ -1,7 +1,7 @@
 // topoResolve: what topoInitComm decides for one rank, from MKCCL_TOPO_FILE-style input.
 #include <gtest/gtest.h>
 #include "machines.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "tmp_dir.h"
 #include "topo/discover.h"
 #include "topo/pci_id.h"

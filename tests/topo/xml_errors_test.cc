@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 #include <random>
 #include "machines.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "tmp_dir.h"
 #include "topo/discover.h"
 

@@ -1,7 +1,7 @@
 // The machines of machines.h written as hwloc XML, loaded by hwloc, and mapped: exact results.
 #include <gtest/gtest.h>
 #include "machines.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "tmp_dir.h"
 #include "topo/discover.h"
 #include "topo/mapping.h"

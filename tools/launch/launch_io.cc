@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <chrono>
 #include <climits>
-#include "runtime/settings.h"
+#include "base/settings.h"
 
 namespace mkccl {
 namespace launch {

@@ -20,7 +20,7 @@ int listenLoopback(int* fd, std::string* addr, std::string* err);
 // Connects to "<ipv4>:<port>", retrying while refused until the timeout.
 int connectLoopback(const std::string& addr, int timeoutMs, int* fd, std::string* err);
 
-// *ms = MKCCL_LAUNCH_TIMEOUT_MS (runtime/settings.h; default 600 s): the bound on one host
+// *ms = MKCCL_LAUNCH_TIMEOUT_MS (base/settings.h; default 600 s): the bound on one host
 // collective of the world. 1 with *err naming the variable when its value is not valid.
 int hostTimeoutMs(int* ms, std::string* err);
 

@@ -9,7 +9,7 @@
 #include "launch/hub.h"
 #include "launch/launch.h"
 #include "launch/launch_io.h"
-#include "runtime/env.h"
+#include "base/env.h"
 #ifndef MKCCL_HAVE_MPI
 #define MKCCL_HAVE_MPI 0
 #endif

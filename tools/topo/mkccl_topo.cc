@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 #include <cuda_runtime.h>
-#include "runtime/log.h"
-#include "runtime/settings.h"
+#include "base/log.h"
+#include "base/settings.h"
 #include "topo/discover.h"
 #include "topo/mapping.h"
 #include "topo/pci_id.h"

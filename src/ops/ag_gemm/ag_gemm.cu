@@ -18,9 +18,9 @@
 #include "ops/ag_gemm/rule.h"
 #include "ops/gemm/gemm.h"
 #include "ops/tuner/op_state.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/cudriver.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/ops.h"
 #include "runtime/symmem.h"
 

@@ -22,7 +22,7 @@
 #include <algorithm>
 #include "kernels/device/signal.cuh"
 #include "ops/ag_gemm/host.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/cudriver.h"
 
 namespace mkccl {

@@ -2,7 +2,7 @@
 #include "kernels/ag_gemm/gather.cuh"
 #include "ops/ag_gemm/host.h"
 #include "ops/gemm/kernel_launch.h"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace ag {

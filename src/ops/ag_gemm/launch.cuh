@@ -9,7 +9,7 @@
 #include "kernels/gemm/gemm_config.cuh"
 #include "ops/gemm/gemm_launch.cuh"
 #include "ops/gemm/kernel_launch.h"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace ag {

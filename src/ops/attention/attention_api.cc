@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include "mkccl.h"
 #include "ops/attention/attention_ops.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/enqueue.h"
 

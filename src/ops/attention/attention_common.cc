@@ -3,9 +3,9 @@
 #include <string.h>
 #include <mutex>
 #include "ops/attention/attention_ops.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/cudriver.h"
-#include "runtime/env.h"
+#include "base/env.h"
 
 namespace mkccl {
 namespace attn {

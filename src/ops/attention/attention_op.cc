@@ -4,8 +4,8 @@
 #include <mutex>
 #include "kernels/attention/attn_layout.h"
 #include "ops/attention/attention_ops.h"
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 namespace mkccl {
 

@@ -5,7 +5,7 @@
 #include "kernels/attention/attn_kernel.cuh"
 #include "ops/attention/attn_launch.h"
 #include "ops/gemm/kernel_launch.h"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace attn {

@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "ops/attention/attn_launch.h"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace attn {

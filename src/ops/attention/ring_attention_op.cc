@@ -7,9 +7,9 @@
 #include "kernels/attention/attn_layout.h"
 #include "ops/attention/attention_ops.h"
 #include "runtime/bootstrap.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/symmem.h"
 
 namespace mkccl {

@@ -24,7 +24,7 @@
 #include <algorithm>
 #include "ops/coll/coll_kernels.h"
 #include "ops/coll/net_coll.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "ops/coll/coll_plan.h"
 #include "runtime/comm.h"
 #include "runtime/hooks.h"

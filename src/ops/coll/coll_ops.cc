@@ -4,7 +4,7 @@
 // llStreamLimit, simple (coll_kernel.cuh) for longer ones. Senders and receivers choose alike:
 // the choice depends only on a stream's length and settings every rank shares.
 #include <algorithm>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "ops/coll/coll_net.h"
 #include "ops/coll/coll_plan.h"
 #include "runtime/comm.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <algorithm>
 #include "ops/coll/coll_kernels.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "ops/tuner/op_state.h"
 #include "runtime/comm.h"
 

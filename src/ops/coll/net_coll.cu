@@ -5,7 +5,7 @@
 #include "ops/coll/net_coll.h"
 #include "kernels/device/net.cuh"
 #include "kernels/device/reduce.cuh"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace netcoll {

@@ -6,9 +6,9 @@
 #include "ops/gemm/gemm.h"
 #include "ops/gemm/gemm_plan.h"
 #include "ops/tuner/tuning.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/cudriver.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/ops.h"
 
 namespace mkccl {

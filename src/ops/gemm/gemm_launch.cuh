@@ -6,7 +6,7 @@
 #include "kernels/gemm/gemm_args.h"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "ops/gemm/kernel_launch.h"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 

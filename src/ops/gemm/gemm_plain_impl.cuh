@@ -5,7 +5,7 @@
 #include "ops/gemm/gemm_launch.cuh"
 #include "kernels/gemm/gemm_op.cuh"
 #include "ops/gemm/gemm_plain.cuh"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <mutex>
 #include "ops/gemm/gemm_plan_model.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/cudriver.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 

@@ -7,9 +7,9 @@
 #include "ops/gemm/gemm.h"
 #include "ops/gemm/gemm_launch.cuh"
 #include "ops/gemm/gemm_plan.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/cudriver.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace {

@@ -3,7 +3,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 

@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <utility>
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 

@@ -17,7 +17,7 @@
 #include <algorithm>
 #include "kernels/device/signal.cuh"
 #include "ops/gemm_rs/host.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/copy_engines.h"
 #include "runtime/cudriver.h"
 

@@ -11,11 +11,11 @@
 #include "ops/gemm/gemm_plan.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/tuner/op_state.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/copy_engines.h"
 #include "runtime/cudriver.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/ops.h"
 #include "runtime/symmem.h"
 

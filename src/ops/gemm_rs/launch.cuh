@@ -9,8 +9,8 @@
 #include "ops/gemm_rs/host.h"
 #include "kernels/gemm/epilogue.cuh"
 #include "ops/gemm/kernel_launch.h"
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace rs {

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <algorithm>
 #include "ops/gemm_rs/host.h"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace rs {

@@ -2,7 +2,7 @@
 // (src/ops/moe).
 #include "mkccl.h"
 #include "ops/moe/moe_handle.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/ops.h"
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <set>
 #include "ops/moe/moe_kernels.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 
 namespace mkccl {

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include "ops/moe/moe_kernels.h"
 #include "ops/moe/moe_handle.h"
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 
 namespace mkccl {

@@ -1,8 +1,8 @@
 // The ops' per-communicator state (op_state.h), made at communicator init, and mkcclSetTuning.
 #include "ops/tuner/op_state.h"
 #include <stddef.h>
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 #include "runtime/ops.h"
 
 namespace mkccl {

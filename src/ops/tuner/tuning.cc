@@ -1,4 +1,4 @@
-// The tuner's override string (tuning.h): one table of keys, one parser (runtime/env.h's).
+// The tuner's override string (tuning.h): one table of keys, one parser (base/env.h's).
 #include "ops/tuner/tuning.h"
 #include <ctype.h>
 #include <stdlib.h>
@@ -7,8 +7,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
-#include "runtime/check.h"
-#include "runtime/env.h"
+#include "base/check.h"
+#include "base/env.h"
 
 namespace mkccl {
 namespace {

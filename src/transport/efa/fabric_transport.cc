@@ -23,8 +23,8 @@
 #include <deque>
 #include <unordered_map>
 #include <mutex>
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 #include "transport/net_lib.h"
 
 namespace mkccl {
@@ -642,7 +642,7 @@ mkcclResult_t fabricCreate(const std::string& provider, std::unique_ptr<Transpor
 
 #else  // !MKCCL_HAVE_LIBFABRIC
 
-#include "runtime/log.h"
+#include "base/log.h"
 namespace mkccl {
 namespace net {
 std::string fabricUnavailableReason(const std::string&) { return "libmkccl was built without libfabric"; }

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <deque>
 #include <random>
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace ib {

@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <mutex>
 #include <vector>
-#include "runtime/check.h"
-#include "runtime/log.h"
+#include "base/check.h"
+#include "base/log.h"
 #include "transport/net_lib.h"
 
 // verbs.h turns these into inline wrappers around versioned symbols; the functions below call
@@ -344,7 +344,7 @@ mkcclResult_t ibCreate(std::unique_ptr<Transport>* out, mkcclResult_t (*dmabuf)(
 
 #else  // !MKCCL_HAVE_IBVERBS
 
-#include "runtime/log.h"
+#include "base/log.h"
 namespace mkccl {
 namespace ib {
 std::unique_ptr<Verbs> makeRealVerbs(DmabufExport) { return nullptr; }

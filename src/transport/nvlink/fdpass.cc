@@ -9,7 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <chrono>
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace {

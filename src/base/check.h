@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <string.h>
-#include "runtime/log.h"
+#include "base/log.h"
 
 // Propagate a non-success mkcclResult_t.
 #define MKCCL_CHECK(call)                              \

@@ -1,6 +1,6 @@
 // The user-facing settings: every MKCCL_* environment variable the library and its tools obey
 // (the tuning overrides excepted: the tuner reads those), read by this one reader with the one
-// parser (runtime/env.h), checked, and listed at INFO with their values and where each came from.
+// parser (base/env.h), checked, and listed at INFO with their values and where each came from.
 //
 //   MKCCL_DEBUG              NONE | WARN | INFO | TRACE (any case; OFF = NONE)        default NONE
 //   MKCCL_TIMEOUT_MS         every wait's bound, ms, 1 .. 2^31-1                       default 60000
@@ -27,7 +27,7 @@
 #pragma once
 #include <string>
 #include "mkccl.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 

@@ -19,7 +19,7 @@ mkcclResult_t parseNumber(const char* what, const char* text, long long lo, long
 mkcclResult_t parseChoice(const char* what, const char* text, std::initializer_list<const char*> names, int* out);
 
 // The same over an environment variable. Unset or empty: *out = def. An error leaves *out = def.
-// (The user-facing MKCCL_* settings are read by runtime/settings.h; these are for the tuning
+// (The user-facing MKCCL_* settings are read by base/settings.h; these are for the tuning
 // variables.)
 mkcclResult_t envChoice(const char* var, std::initializer_list<const char*> names, int def, int* out);
 mkcclResult_t envNumber(const char* var, long long def, long long lo, long long hi, long long* out);

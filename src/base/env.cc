@@ -1,10 +1,10 @@
 // The settings parser (see env.h).
-#include "runtime/env.h"
+#include "base/env.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <string>
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace mkccl {
 namespace {

@@ -1,8 +1,8 @@
-#include "kernels/net/selftest/net_selftest.h"
+#include "transport/selftest/net_selftest.h"
 #include <string.h>
 #include <vector>
 #include "kernels/device/net.cuh"
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace mkccl {
 namespace netselftest {

@@ -1,4 +1,4 @@
-// Logging (MKCCL_DEBUG=WARN|INFO|TRACE, read by runtime/settings.h; stderr, rank prefix) and the
+// Logging (MKCCL_DEBUG=WARN|INFO|TRACE, read by base/settings.h; stderr, rank prefix) and the
 // last-error message.
 #pragma once
 #include "mkccl.h"

@@ -1,5 +1,5 @@
 // MKCCL_DEBUG logging and the per-thread last-error message.
-#include "runtime/log.h"
+#include "base/log.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
-#include "runtime/settings.h"
+#include "base/settings.h"
 
 namespace mkccl {
 namespace {

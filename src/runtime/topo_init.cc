@@ -1,9 +1,10 @@
-// Communicator hooks (src/runtime/hooks.h): comm->topo for this rank's GPU.
+// The topology hook of communicator init (src/runtime/hooks.h): comm->topo for this rank's GPU,
+// from src/topo's discovery and mapping rules.
 #include <string.h>
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/hooks.h"
-#include "runtime/settings.h"
+#include "base/settings.h"
 #include "topo/report.h"
 #include "topo/resolve.h"
 

@@ -1,5 +1,5 @@
 // The settings reader (see settings.h).
-#include "runtime/settings.h"
+#include "base/settings.h"
 #include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -7,8 +7,8 @@
 #include <deque>
 #include <mutex>
 #include <string>
-#include "runtime/check.h"
-#include "runtime/env.h"
+#include "base/check.h"
+#include "base/env.h"
 
 namespace mkccl {
 namespace {
