@@ -33,6 +33,7 @@ def load(path):
                                                                                       ctypes.c_int, ctypes.c_void_p]
     lib.mkcclGetLastError.restype = ctypes.c_char_p
     lib.mkcclGetLastError.argtypes = [ctypes.c_void_p]
+    lib.mkcclSetTuning.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     return lib
 
 
@@ -79,7 +80,7 @@ def main():
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--variants", default="", help="MKCCL_ATTN_VARIANT values to time too, e.g. overlap,simple")
+    ap.add_argument("--variants", default="", help="attention.variant values (tuner key) to time too, e.g. overlap,simple")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     lib = load(a.lib)
@@ -124,10 +125,10 @@ def main():
                         note += " %s: %s" % (name, str(e).splitlines()[0][:80])
                 var = {}
                 for v in [x for x in a.variants.split(",") if x]:
-                    os.environ["MKCCL_ATTN_VARIANT"] = v
+                    lib.mkcclSetTuning(None, ("attention.variant=" + v).encode())
                     var[v] = flop / (median_ms(lambda i: ours(lib, qs[i], ks[i], vs[i], o, None, causal, scale),
                                                a.warmup, a.iters, nsets) * 1e-3) / 1e12
-                    del os.environ["MKCCL_ATTN_VARIANT"]
+                    lib.mkcclSetTuning(None, b"")
                 tf = lambda ms: flop / (ms * 1e-3) / 1e12
                 row = {"S": S, "hq": hq, "hkv": hkv, "D": D, "B": B, "causal": causal, "dtype": a.dtype,
                        "ours_ms": t_ours, "ours_tflops": tf(t_ours), "cudnn_ms": res["cudnn"],

@@ -103,10 +103,14 @@ void runCases(const std::vector<Case>& cases) {
   cudaStreamDestroy(s);
 }
 
+// The process's tuner overrides select the kernel variant (mkcclAttention has no communicator).
 class ScopedVariant {
  public:
-  explicit ScopedVariant(const char* v) { setenv("MKCCL_ATTN_VARIANT", v, 1); }
-  ~ScopedVariant() { unsetenv("MKCCL_ATTN_VARIANT"); }
+  explicit ScopedVariant(const char* v) {
+    const std::string t = std::string("attention.variant=") + v;
+    EXPECT_EQ(mkcclSetTuning(nullptr, t.c_str()), mkcclSuccess) << mkcclGetLastError(nullptr);
+  }
+  ~ScopedVariant() { mkcclSetTuning(nullptr, ""); }
 };
 
 TEST(Attention, HeadDimsTypesMasks) {

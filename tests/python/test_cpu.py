@@ -344,10 +344,13 @@ def _checks_module():
 def test_tuning_is_parsed_by_the_library_and_a_bad_key_named():
     """mkcclSetTuning needs no GPU for the process's overrides: a good string is taken, a bad key or
     value raises MkcclError carrying the library's message, which names it."""
-    mkccl.set_tuning("gemm.variant=256x1;ag_gemm.plan=ce")
+    mkccl.set_tuning("gemm.variant=256x1;ag_gemm.plan=ce;attention.variant=overlap")
     with pytest.raises(mkccl.MkcclError) as e:
         mkccl.set_tuning("ag_gemm.plan=fastest")
     assert e.value.result == mkccl.Result.INVALID_USAGE and "ag_gemm.plan" in e.value.message
+    with pytest.raises(mkccl.MkcclError) as e:
+        mkccl.set_tuning("attention.variant=pingpong")
+    assert "attention.variant" in e.value.message
     with pytest.raises(mkccl.MkcclError) as e:
         mkccl.set_tuning("gemm.tiles=256")
     assert "unknown key" in e.value.message

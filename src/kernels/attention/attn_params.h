@@ -56,7 +56,7 @@ struct AttnParams {
 
 enum AttnFaultSite : int { kAttnFaultProducer = 1, kAttnFaultConsumer = 2, kAttnFaultComm = 3 };
 
-// Kernel variants (MKCCL_ATTN_VARIANT): fast = softmax overlapped with the next block's QK^T inside
+// Kernel variants (the tuner's attention.variant): fast = softmax overlapped with the next block's QK^T inside
 // a warpgroup and the two warpgroups' GEMMs in turns (ping-pong); overlap = without the turns;
 // simple = each GEMM waited for before the softmax (debugging).
 enum AttnVariant : int { kVariantFast = 0, kVariantOverlap = 1, kVariantSimple = 2 };

@@ -5,7 +5,6 @@
 #include "ops/attention/attention_ops.h"
 #include "base/check.h"
 #include "runtime/cudriver.h"
-#include "base/env.h"
 
 namespace mkccl {
 namespace attn {
@@ -29,12 +28,12 @@ mkcclResult_t encodeHeadMap(CUtensorMap* map, const void* base, mkcclDataType_t 
   return mkcclSuccess;
 }
 
-mkcclResult_t variantFromEnv(int* variant) {
-  static const int kVariants[] = {kVariantFast, kVariantFast, kVariantOverlap, kVariantSimple};
-  int i = 0;
-  MKCCL_CHECK(envChoice("MKCCL_ATTN_VARIANT", {"auto", "fast", "overlap", "simple"}, 0, &i));
-  *variant = kVariants[i];
-  return mkcclSuccess;
+int attnVariant(const Tuning& t) {
+  switch (t.attention.variant) {
+    case Tuning::Attention::kOverlap: return kVariantOverlap;
+    case Tuning::Attention::kSimple: return kVariantSimple;
+    default: return kVariantFast;
+  }
 }
 
 namespace {

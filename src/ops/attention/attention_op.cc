@@ -27,8 +27,9 @@ mkcclResult_t attentionOp(const attn::AttnArgs& a, cudaStream_t stream) {
   CUDA_CHECK(cudaGetDevice(&dev));
   MKCCL_CHECK(smCountOf(dev, &sms));
   MKCCL_CHECK(checkFault("mkcclAttention"));
-  int variant = kVariantFast;
-  MKCCL_CHECK(variantFromEnv(&variant));
+  Tuning tuning;  // no communicator: the process's overrides
+  MKCCL_CHECK(processTuning(&tuning));
+  const int variant = attnVariant(tuning);
 
   AttnLaunch l;
   memset(&l.maps, 0, sizeof(l.maps));

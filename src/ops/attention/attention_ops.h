@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include "ops/attention/attn_launch.h"
 #include "mkccl.h"
+#include "ops/tuner/tuning.h"
 #include "runtime/enqueue.h"
 
 namespace mkccl {
@@ -29,8 +30,8 @@ struct AttnArgs {
 mkcclResult_t encodeHeadMap(CUtensorMap* map, const void* base, mkcclDataType_t t, int B, int S, int H, int D,
                             uint32_t boxRows);
 
-// MKCCL_ATTN_VARIANT=auto|fast|overlap|simple (read on every call; auto = fast).
-mkcclResult_t variantFromEnv(int* variant);
+// The kernel variant (attn::AttnVariant) the tuner's attention.variant key asks for (auto = fast).
+int attnVariant(const Tuning& t);
 
 // The host-mapped word an attention kernel writes when an intra-CTA wait gives up (a bug), and
 // its check: mkcclInternalError (once) if a kernel since the last check reported one.

@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "runtime/comm.h"
 #include "base/log.h"
+#include "ops/tuner/op_state.h"
 #include "runtime/symmem.h"
 
 namespace mkccl {
@@ -67,8 +68,7 @@ mkcclResult_t ringAttentionOp(OpCtx& ctx, const attn::AttnArgs& a, int layout) {
   using namespace attn;
   mkcclComm* comm = ctx.comm;
   MKCCL_CHECK(checkFault("mkcclRingAttention"));
-  int variant = kVariantFast;
-  MKCCL_CHECK(variantFromEnv(&variant));
+  const int variant = attnVariant(tuningOf(comm));
   const int ws = comm->nranks, r = comm->rank;
   if (ws > kMaxSteps || comm->nNodes != 1)
     return setError(mkcclInvalidUsage, "mkcclRingAttention: %d ranks on %d nodes: the ring runs over NVLink inside one "

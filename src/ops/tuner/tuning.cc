@@ -82,6 +82,9 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) {
                    return t.coll.oneShotMaxBytes == coll::Tuning::kUnset ? -1ll : (long long)t.coll.oneShotMaxBytes;
                  }});
+    v.push_back({"attention.variant", {"auto", "fast", "overlap", "simple"}, 0, 0,
+                 [](Tuning& t, long long x) { t.attention.variant = int(x); },
+                 [](const Tuning& t) { return (long long)t.attention.variant; }});
     return v;
   }();
   return k;

@@ -41,6 +41,11 @@ struct Tuning {
   } gemmRs, gemmAr;
 
   coll::Tuning coll;  // coll.* and allreduce.*: the collectives' protocols and layout
+
+  struct Attention {
+    enum Variant : int { kAuto = 0, kFast, kOverlap, kSimple };
+    int variant = kAuto;  // attention.variant: the kernel's pipeline (attn_params.h); auto = fast
+  } attention;
 };
 
 // Parses `text` (may be null or empty: no overrides) into *out, starting from the defaults.
