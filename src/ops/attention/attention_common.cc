@@ -1,10 +1,9 @@
-// Pieces shared by mkcclAttention and mkcclRingAttention: tensor maps, the variant override, the
+// Pieces shared by mkcclAttention and mkcclRingAttention: tensor maps, the variant, the
 // fault word, the dispatch to the per-type instantiations.
-#include <string.h>
-#include <mutex>
 #include "ops/attention/attention_ops.h"
 #include "base/check.h"
 #include "runtime/cudriver.h"
+#include "runtime/fault_word.h"
 
 namespace mkccl {
 namespace attn {
@@ -37,32 +36,14 @@ int attnVariant(const Tuning& t) {
 }
 
 namespace {
-std::mutex gFaultMu;
-int* gFaultHost = nullptr;
-int* gFaultDev = nullptr;
+FaultWord gFault;  // every attention kernel's (plain and ring)
 }  // namespace
 
-mkcclResult_t faultWord(int** deviceWord) {
-  std::lock_guard<std::mutex> lock(gFaultMu);
-  if (gFaultHost == nullptr) {
-    void* h = nullptr;
-    CUDA_CHECK(cudaHostAlloc(&h, 64, cudaHostAllocMapped | cudaHostAllocPortable));
-    memset(h, 0, 64);
-    void* d = nullptr;
-    CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
-    gFaultHost = static_cast<int*>(h);
-    gFaultDev = static_cast<int*>(d);
-  }
-  *deviceWord = gFaultDev;
-  return mkcclSuccess;
-}
+mkcclResult_t faultWord(int** deviceWord) { return gFault.device(deviceWord); }
 
 mkcclResult_t checkFault(const char* op) {
-  std::lock_guard<std::mutex> lock(gFaultMu);
-  if (gFaultHost == nullptr) return mkcclSuccess;
-  const int code = *reinterpret_cast<volatile int*>(gFaultHost);
+  const int code = gFault.take();
   if (code == 0) return mkcclSuccess;
-  *reinterpret_cast<volatile int*>(gFaultHost) = 0;
   const int site = code & 0xff;
   return setError(mkcclInternalError,
                   "%s: an earlier attention kernel gave up waiting on its %s barrier (block %d): a bug in the "

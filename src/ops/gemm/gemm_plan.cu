@@ -8,6 +8,7 @@
 #include "ops/gemm/gemm_plan_model.h"
 #include "base/check.h"
 #include "runtime/cudriver.h"
+#include "runtime/fault_word.h"
 #include "base/log.h"
 
 namespace mkccl {
@@ -90,32 +91,14 @@ mkcclResult_t encodeTileMap(CUtensorMap* map, const void* base, mkcclDataType_t 
 }
 
 namespace {
-std::mutex gFaultMu;
-int* gFaultHost = nullptr;
-int* gFaultDev = nullptr;
+FaultWord gFault;  // every GEMM-engine kernel's (plain, grouped, fused)
 }  // namespace
 
-mkcclResult_t gemmFaultWord(int** deviceWord) {
-  std::lock_guard<std::mutex> lock(gFaultMu);
-  if (gFaultHost == nullptr) {
-    void* h = nullptr;
-    CUDA_CHECK(cudaHostAlloc(&h, 64, cudaHostAllocMapped | cudaHostAllocPortable));
-    memset(h, 0, 64);
-    void* d = nullptr;
-    CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
-    gFaultHost = static_cast<int*>(h);
-    gFaultDev = static_cast<int*>(d);
-  }
-  *deviceWord = gFaultDev;
-  return mkcclSuccess;
-}
+mkcclResult_t gemmFaultWord(int** deviceWord) { return gFault.device(deviceWord); }
 
 mkcclResult_t gemmCheckFault() {
-  std::lock_guard<std::mutex> lock(gFaultMu);
-  if (gFaultHost == nullptr) return mkcclSuccess;
-  const int code = *reinterpret_cast<volatile int*>(gFaultHost);
+  const int code = gFault.take();
   if (code == 0) return mkcclSuccess;
-  *reinterpret_cast<volatile int*>(gFaultHost) = 0;
   if ((code & 0xff) == kGemmFaultGroupOffsets)
     return setError(mkcclInvalidArgument,
                     "mkcclGroupedGemm: an earlier call's row offsets (read on the device) were not non-decreasing "
