@@ -11,74 +11,24 @@
 // Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
 // Every number is the max over ranks of the ranks' medians (the row is then the same on all).
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 #include "coll_data.h"
-#include "launch/launch.h"
 #include "nccl_loader.h"
+#include "op_util.h"
 #include "perf.h"
 
 namespace mkccl {
 namespace perf {
 namespace {
 
-struct DevBuf {
-  void* p = nullptr;
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-};
-
-bool cudaOk(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  fprintf(stderr, "ag_gemm: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-cublasStatus_t gemmRef(cublasHandle_t h, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
-                       mkcclDataType_t t) {
-  // Row-major C[M,N] = A[M,K] W[N,K]^T is column-major C^T[N,M] = W^T(as stored, K x N)^T . A^T.
-  const cudaDataType_t ct = t == mkcclBfloat16 ? CUDA_R_16BF : CUDA_R_16F;
-  const float one = 1.0f, zero = 0.0f;
-  return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one,
-                      W, ct, static_cast<int>(K), A, ct, static_cast<int>(K), &zero, C, ct, static_cast<int>(N),
-                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-}
-
-double toDouble(uint16_t v, mkcclDataType_t t) {
-  if (t == mkcclBfloat16) {
-    const uint32_t u = static_cast<uint32_t>(v) << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  __half_raw h;
-  h.x = v;
-  return __half2float(__half(h));
-}
-
-// Max of each value over the ranks (every rank gets the same numbers).
-bool maxOverRanks(std::vector<double>* v) {
-  const launch::World& w = launch::world();
-  std::vector<double> all(v->size() * w.nranks);
-  std::string err;
-  if (launch::worldAllGather(v->data(), v->size() * sizeof(double), all.data(), &err) != 0) {
-    fprintf(stderr, "ag_gemm: combining over ranks: %s\n", err.c_str());
-    return false;
-  }
-  for (int r = 0; r < w.nranks; ++r)
-    for (size_t i = 0; i < v->size(); ++i) (*v)[i] = std::max((*v)[i], all[r * v->size() + i]);
-  return true;
-}
+constexpr const char* kOp = "ag_gemm";
 
 // Our call timed with the tuning `extra` ("": the library's choice, or the user's MKCCL_TUNING).
 double timeOurs(const std::string& extra, const std::function<void(int)>& run, const Args& a, Env& env, bool* failed) {
@@ -102,16 +52,13 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   std::vector<DevBuf> A(sets), W(sets);
   DevBuf C, G, R;
   for (int i = 0; i < sets; ++i)
-    if (!cudaOk(cudaMalloc(&A[i].p, m * K * 2), "cudaMalloc A") || !cudaOk(cudaMalloc(&W[i].p, N * K * 2), "cudaMalloc W"))
-      return 1;
-  if (!cudaOk(cudaMalloc(&C.p, M * N * 2), "cudaMalloc C") || !cudaOk(cudaMalloc(&G.p, M * K * 2), "cudaMalloc G") ||
-      !cudaOk(cudaMalloc(&R.p, M * N * 2), "cudaMalloc R"))
-    return 1;
+    if (!A[i].alloc(m * K * 2, kOp, "A") || !W[i].alloc(N * K * 2, kOp, "W")) return 1;
+  if (!C.alloc(M * N * 2, kOp, "C") || !G.alloc(M * K * 2, kOp, "G") || !R.alloc(M * N * 2, kOp, "R")) return 1;
   for (int i = 0; i < sets; ++i) {
     fillInput(A[i].p, m * K, t, seed + 2 * i, env.rank, 0, env.stream);
     fillInput(W[i].p, N * K, t, seed + 2 * i + 1, env.rank, 0, env.stream);
   }
-  if (!cudaOk(cudaStreamSynchronize(env.stream), "fill")) return 1;
+  if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "fill")) return 1;
 
   const bool nccl = a.baseline && env.nccl != nullptr && env.ncclComm != nullptr && env.cublas != nullptr;
   const Nccl* nc = env.nccl;
@@ -145,20 +92,20 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     cudaMemsetAsync(C.p, 0xff, M * N * 2, env.stream);
     ours(0);
     gather(0);
-    if (gemmRef(env.cublas, G.p, W[0].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
-    if (failed || !cudaOk(cudaStreamSynchronize(env.stream), "check")) {
+    if (cublasGemmRef(env.cublas, G.p, W[0].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check")) {
       fprintf(stderr, "ag_gemm: rank %d: the checked run failed: %s\n", env.rank, mkcclGetLastError(env.comm));
       return 1;
     }
     std::vector<uint16_t> got(M * N), ref(M * N);
-    if (!cudaOk(cudaMemcpy(got.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy") ||
-        !cudaOk(cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy"))
+    if (!cudaOk(kOp, cudaMemcpy(got.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy") ||
+        !cudaOk(kOp, cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy"))
       return 1;
     double refMax = 1e-30, errMax = 0;
-    for (size_t i = 0; i < M * N; ++i) refMax = std::max(refMax, std::fabs(toDouble(ref[i], t)));
+    for (size_t i = 0; i < M * N; ++i) refMax = std::max(refMax, std::fabs(halfToDouble(ref[i], t)));
     long long wrong = 0;
     for (size_t i = 0; i < M * N; ++i) {
-      const double d = std::fabs(toDouble(got[i], t) - toDouble(ref[i], t));
+      const double d = std::fabs(halfToDouble(got[i], t) - halfToDouble(ref[i], t));
       if (!(d <= 1e-2 * refMax)) ++wrong;  // NaN (poison left unwritten) counts
       if (d == d) errMax = std::max(errMax, d);
     }
@@ -181,7 +128,7 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   if (env.cublas) {
     gemmUs = timeMedianUs(
         [&](int i) {
-          if (gemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+          if (cublasGemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
         },
         a.warmup, a.iters, env.stream);
     commUs = timeMedianUs([&](int i) { gather(i % sets); }, a.warmup, a.iters, env.stream);
@@ -189,17 +136,17 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
       baseUs = timeMedianUs(
           [&](int i) {
             gather(i % sets);
-            if (gemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+            if (cublasGemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
           },
           a.warmup, a.iters, env.stream);
-    if (failed || !cudaOk(cudaStreamSynchronize(env.stream), "baseline")) {
+    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "baseline")) {
       fprintf(stderr, "ag_gemm: rank %d: the baseline failed\n", env.rank);
       return 1;
     }
   }
 
   std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, ceUs};
-  if (!maxOverRanks(&v)) return 1;
+  if (!maxOverRanks(kOp, v.data(), v.size())) return 1;
   r.timeUs = v[0];
   r.extra["fused_us"] = v[1];
   r.extra["sequential_us"] = v[2];

@@ -17,7 +17,6 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -25,6 +24,7 @@
 #include <vector>
 #include "coll_data.h"
 #include "nccl_loader.h"
+#include "op_util.h"
 #include "perf.h"
 
 namespace mkccl {
@@ -32,33 +32,8 @@ namespace perf {
 namespace {
 
 constexpr int kDim = 128;
-
-struct DevBuf {
-  void* p = nullptr;
-  size_t bytes = 0;
-  bool alloc(size_t b) {
-    bytes = b;
-    const cudaError_t e = cudaMalloc(&p, b ? b : 16);
-    if (e != cudaSuccess) fprintf(stderr, "attention: cudaMalloc %zu: %s\n", b, cudaGetErrorString(e));
-    return e == cudaSuccess;
-  }
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-  char* c() const { return static_cast<char*>(p); }
-};
-
-double toD(uint16_t v, mkcclDataType_t t) {
-  if (t == mkcclBfloat16) {
-    const uint32_t u = static_cast<uint32_t>(v) << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  __half_raw h;
-  h.x = v;
-  return __half2float(__half(h));
-}
+constexpr const char* kAttn = "attention";
+constexpr const char* kRing = "ring_attention";
 
 double flopsOf(double B, double hq, double sq, double skv, int causal) {
   return 4.0 * B * hq * sq * skv * kDim * (causal ? 0.5 : 1.0);
@@ -87,7 +62,8 @@ void sampledCheck(const DevBuf& Q, const DevBuf& K, const DevBuf& V, const DevBu
       for (int j = 0; j < n; ++j) {
         double acc = 0;
         for (int d = 0; d < kDim; ++d)
-          acc += toD(q[(static_cast<size_t>(i) * hq + h) * kDim + d], t) * toD(k[(static_cast<size_t>(j) * hkv + hk) * kDim + d], t);
+          acc += halfToDouble(q[(static_cast<size_t>(i) * hq + h) * kDim + d], t) *
+                 halfToDouble(k[(static_cast<size_t>(j) * hkv + hk) * kDim + d], t);
         s[j] = acc * scale;
         m = std::max(m, s[j]);
       }
@@ -95,8 +71,8 @@ void sampledCheck(const DevBuf& Q, const DevBuf& K, const DevBuf& V, const DevBu
       for (int j = 0; j < n; ++j) l += (s[j] = std::exp(s[j] - m));
       for (int d = 0; d < kDim; ++d) {
         double acc = 0;
-        for (int j = 0; j < n; ++j) acc += s[j] * toD(v[(static_cast<size_t>(j) * hkv + hk) * kDim + d], t);
-        const double ref = acc / l, got = toD(o[(static_cast<size_t>(i) * hq + h) * kDim + d], t);
+        for (int j = 0; j < n; ++j) acc += s[j] * halfToDouble(v[(static_cast<size_t>(j) * hkv + hk) * kDim + d], t);
+        const double ref = acc / l, got = halfToDouble(o[(static_cast<size_t>(i) * hq + h) * kDim + d], t);
         refMax = std::max(refMax, std::fabs(ref));
         pairs.push_back({got, ref});
       }
@@ -137,8 +113,8 @@ int runAttention(const Args& args, Env& env, std::vector<Result>* results) {
     std::vector<DevBuf> Q(nsets), K(nsets), V(nsets);
     DevBuf O;
     for (int i = 0; i < nsets; ++i)
-      if (!Q[i].alloc(qB) || !K[i].alloc(kvB) || !V[i].alloc(kvB)) return 1;
-    if (!O.alloc(qB)) return 1;
+      if (!Q[i].alloc(qB, kAttn, "Q") || !K[i].alloc(kvB, kAttn, "K") || !V[i].alloc(kvB, kAttn, "V")) return 1;
+    if (!O.alloc(qB, kAttn, "O")) return 1;
     const uint64_t seed = args.seed ? args.seed : std::random_device{}();
     for (int i = 0; i < nsets; ++i) {
       fillInput(Q[i].p, qB / 2, t, seed + 3 * i, 0, 0, env.stream);
@@ -245,20 +221,22 @@ int runRing(const Args& args, Env& env, std::vector<Result>* results) {
     const int half = S / 2;
     const size_t qB = static_cast<size_t>(S) * hq * kDim * 2, kvB = static_cast<size_t>(S) * hkv * kDim * 2;
     DevBuf Q, K, V, O, Ob, rx[2][2], Ot, Lt, acc, lacc, Qf, Kf, Vf, Of;
-    if (!Q.alloc(qB) || !K.alloc(kvB) || !V.alloc(kvB) || !O.alloc(qB) || !Ob.alloc(qB) || !Ot.alloc(qB) ||
-        !Lt.alloc(static_cast<size_t>(hq) * S * 4) || !acc.alloc(qB * 2) || !lacc.alloc(static_cast<size_t>(hq) * S * 4))
+    const size_t lB = static_cast<size_t>(hq) * S * 4;
+    if (!Q.alloc(qB, kRing, "Q") || !K.alloc(kvB, kRing, "K") || !V.alloc(kvB, kRing, "V") ||
+        !O.alloc(qB, kRing, "O") || !Ob.alloc(qB, kRing, "Ob") || !Ot.alloc(qB, kRing, "Ot") ||
+        !Lt.alloc(lB, kRing, "Lt") || !acc.alloc(qB * 2, kRing, "acc") || !lacc.alloc(lB, kRing, "lacc"))
       return 1;
     for (auto& a : rx)
       for (auto& b : a)
-        if (!b.alloc(kvB)) return 1;
+        if (!b.alloc(kvB, kRing, "the received K|V")) return 1;
     const uint64_t seed = (args.seed ? args.seed : 12345) + 7 * r;
     fillInput(Q.p, qB / 2, t, seed, r, 0, env.stream);
     fillInput(K.p, kvB / 2, t, seed + 1, r, 0, env.stream);
     fillInput(V.p, kvB / 2, t, seed + 2, r, 0, env.stream);
     // The whole sequence on this GPU, for the engine-alone time (contents do not matter for timing).
     const size_t Sf = static_cast<size_t>(S) * ws;
-    if (!Qf.alloc(Sf * hq * kDim * 2) || !Kf.alloc(Sf * hkv * kDim * 2) || !Vf.alloc(Sf * hkv * kDim * 2) ||
-        !Of.alloc(Sf * hq * kDim * 2))
+    if (!Qf.alloc(Sf * hq * kDim * 2, kRing, "Qf") || !Kf.alloc(Sf * hkv * kDim * 2, kRing, "Kf") ||
+        !Vf.alloc(Sf * hkv * kDim * 2, kRing, "Vf") || !Of.alloc(Sf * hq * kDim * 2, kRing, "Of"))
       return 1;
     fillInput(Qf.p, Sf * hq * kDim, t, seed + 3, r, 0, env.stream);
     fillInput(Kf.p, Sf * hkv * kDim, t, seed + 4, r, 0, env.stream);
@@ -358,9 +336,9 @@ int runRing(const Args& args, Env& env, std::vector<Result>* results) {
         cudaMemcpy(a.data(), O.p, qB, cudaMemcpyDeviceToHost);
         cudaMemcpy(b.data(), Ob.p, qB, cudaMemcpyDeviceToHost);
         double mx = 1e-30, err = 0;
-        for (size_t i = 0; i < a.size(); ++i) mx = std::max(mx, std::fabs(toD(b[i], t)));
+        for (size_t i = 0; i < a.size(); ++i) mx = std::max(mx, std::fabs(halfToDouble(b[i], t)));
         for (size_t i = 0; i < a.size(); ++i) {
-          const double d = std::fabs(toD(a[i], t) - toD(b[i], t));
+          const double d = std::fabs(halfToDouble(a[i], t) - halfToDouble(b[i], t));
           if (!(d <= 2e-2 * mx)) ++res.wrong;
           if (d == d) err = std::max(err, d);
         }

@@ -2,59 +2,24 @@
 // (cublasGemmEx, fp32 compute, the same "TN" layout) in the same run. Inputs rotate through
 // enough buffer sets to defeat L2 residency; each shape is checked against cuBLAS' result.
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 #include "coll_data.h"
+#include "op_util.h"
 #include "perf.h"
 
 namespace mkccl {
 namespace perf {
 namespace {
 
-struct Buffer {
-  void* p = nullptr;
-  ~Buffer() {
-    if (p) cudaFree(p);
-  }
-};
-
-bool cudaOk(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  fprintf(stderr, "gemm: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-float toFloat(uint16_t v, mkcclDataType_t t) {
-  if (t == mkcclBfloat16) {
-    uint32_t u = static_cast<uint32_t>(v) << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  __half_raw h;
-  h.x = v;
-  return __half2float(__half(h));
-}
-
-cublasStatus_t cublasGemm(cublasHandle_t h, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
-                          mkcclDataType_t t) {
-  // Row-major C[M,N] = A[M,K] W[N,K]^T is column-major C^T[N,M] = W (as K x N, transposed) . A^T.
-  const cudaDataType_t ct = t == mkcclBfloat16 ? CUDA_R_16BF : CUDA_R_16F;
-  const float one = 1.0f, zero = 0.0f;
-  return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one,
-                      W, ct, static_cast<int>(K), A, ct, static_cast<int>(K), &zero, C, ct, static_cast<int>(N),
-                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-}
+constexpr const char* kOp = "gemm";
 
 // MKCCL_PERF_GEMM_VARIANTS="auto,256x2,256x1,..." times each named engine configuration (the
 // tuner's gemm.variant) on every shape, one row each, against one cuBLAS baseline per shape; unset,
@@ -85,11 +50,11 @@ std::vector<std::string> variantsToRun() {
 long long countWrong(const std::vector<uint16_t>& ours, const std::vector<uint16_t>& ref, mkcclDataType_t t,
                      double* maxRelErr) {
   double refMax = 0, errMax = 0;
-  for (uint16_t v : ref) refMax = std::max(refMax, static_cast<double>(std::fabs(toFloat(v, t))));
+  for (uint16_t v : ref) refMax = std::max(refMax, std::fabs(halfToDouble(v, t)));
   refMax = std::max(refMax, 1e-30);
   long long wrong = 0;
   for (size_t i = 0; i < ours.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(toFloat(ours[i], t)) - toFloat(ref[i], t));
+    const double d = std::fabs(halfToDouble(ours[i], t) - halfToDouble(ref[i], t));
     if (!(d <= 1e-2 * refMax)) ++wrong;
     if (d == d) errMax = std::max(errMax, d);
   }
@@ -120,41 +85,37 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     // Rotate through enough input sets that they cannot all stay in L2 (50 MB on H100/H200).
     const size_t setBytes = (M + N) * K * 2;
     const int nsets = static_cast<int>(std::max<size_t>(2, std::min<size_t>(8, (256ull << 20) / setBytes + 1)));
-    std::vector<Buffer> A(nsets), W(nsets);
-    Buffer C, R;
-    for (int i = 0; i < nsets; ++i) {
-      if (!cudaOk(cudaMalloc(&A[i].p, M * K * 2), "cudaMalloc A") ||
-          !cudaOk(cudaMalloc(&W[i].p, N * K * 2), "cudaMalloc W"))
-        return 1;
-    }
-    if (!cudaOk(cudaMalloc(&C.p, M * N * 2), "cudaMalloc C") || !cudaOk(cudaMalloc(&R.p, M * N * 2), "cudaMalloc R"))
-      return 1;
+    std::vector<DevBuf> A(nsets), W(nsets);
+    DevBuf C, R;
+    for (int i = 0; i < nsets; ++i)
+      if (!A[i].alloc(M * K * 2, kOp, "A") || !W[i].alloc(N * K * 2, kOp, "W")) return 1;
+    if (!C.alloc(M * N * 2, kOp, "C") || !R.alloc(M * N * 2, kOp, "R")) return 1;
     // Fresh random inputs in [-1, 1), a different seed per set.
     const uint64_t seed = std::random_device{}();
     for (int i = 0; i < nsets; ++i) {
       fillInput(A[i].p, M * K, t, seed + 2 * i, 0, 0, env.stream);
       fillInput(W[i].p, N * K, t, seed + 2 * i + 1, 0, 0, env.stream);
     }
-    if (!cudaOk(cudaStreamSynchronize(env.stream), "fill")) return 1;
+    if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "fill")) return 1;
     const double flop = 2.0 * M * N * K;
     bool failed = false;
 
     // The reference (set 0) and the baseline's time, once for all variants.
     std::vector<uint16_t> ref;
     if (args.check && env.cublas) {
-      if (cublasGemm(env.cublas, A[0].p, W[0].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) {
+      if (cublasGemmRef(env.cublas, A[0].p, W[0].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "gemm: cublasGemmEx failed\n");
         return 1;
       }
       ref.resize(M * N);
-      if (!cudaOk(cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
+      if (!cudaOk(kOp, cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
     }
     double baseUs = -1;
     if (args.baseline && env.cublas) {
       baseUs = timeMedianUs(
           [&](int i) {
             const int k = i % nsets;
-            if (cublasGemm(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+            if (cublasGemmRef(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
           },
           args.warmup, args.iters, env.stream);
       if (failed) {
@@ -177,15 +138,15 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
       r.count = M * N;
 
       // Correctness: ours against cuBLAS on set 0, ours' output poisoned first.
-      if (!cudaOk(cudaMemsetAsync(C.p, 0xFF, M * N * 2, env.stream), "poison")) return 1;
+      if (!cudaOk(kOp, cudaMemsetAsync(C.p, 0xFF, M * N * 2, env.stream), "poison")) return 1;
       if (mkcclGemm(A[0].p, W[0].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) {
         fprintf(stderr, "gemm: mkcclGemm failed: %s\n", mkcclGetLastError(nullptr));
         return 1;
       }
       if (!ref.empty()) {
-        if (!cudaOk(cudaStreamSynchronize(env.stream), "check")) return 1;
+        if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "check")) return 1;
         std::vector<uint16_t> ours(M * N);
-        if (!cudaOk(cudaMemcpy(ours.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
+        if (!cudaOk(kOp, cudaMemcpy(ours.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
         r.wrong = countWrong(ours, ref, t, &r.maxRelErr);
       }
 
@@ -210,7 +171,7 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
       const std::string tuning = userTuning();
       r.note = "variant " + (variant.empty() ? std::string("auto") : variant) +
                (tuning.empty() ? "" : ", tuning " + tuning) + ", " + std::to_string(nsets) + " input sets";
-      if (!cudaOk(cudaStreamSynchronize(env.stream), "sync")) return 1;
+      if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "sync")) return 1;
       results->push_back(r);
     }
   }

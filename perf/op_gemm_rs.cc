@@ -16,82 +16,19 @@
 #include <cublas_v2.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 #include "coll_data.h"
-#include "launch/launch.h"
 #include "nccl_loader.h"
+#include "op_util.h"
 #include "perf.h"
 
 namespace mkccl {
 namespace perf {
 namespace {
-
-struct DevBuf {
-  void* p = nullptr;
-  DevBuf() = default;
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-  bool alloc(size_t bytes, const char* what) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) == cudaSuccess) return true;
-    fprintf(stderr, "gemm_rs: cannot allocate %zu bytes for %s\n", bytes, what);
-    p = nullptr;
-    return false;
-  }
-};
-
-bool cudaOk(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  fprintf(stderr, "gemm_rs: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-cublasStatus_t cublasGemm(cublasHandle_t h, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
-                          mkcclDataType_t in, cudaDataType_t out) {
-  // Row-major C[M,N] = A[M,K] W[N,K]^T is column-major C^T[N,M] = W (as K x N, transposed) . A^T.
-  const cudaDataType_t ct = in == mkcclBfloat16 ? CUDA_R_16BF : CUDA_R_16F;
-  const float one = 1.0f, zero = 0.0f;
-  return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one,
-                      W, ct, static_cast<int>(K), A, ct, static_cast<int>(K), &zero, C, out, static_cast<int>(N),
-                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-}
-
-// The max over ranks of each value (every rank gets the same numbers).
-bool maxOverRanks(double* v, int n) {
-  const launch::World& w = launch::world();
-  std::vector<double> all(size_t(n) * w.nranks);
-  std::string err;
-  if (launch::worldAllGather(v, sizeof(double) * n, all.data(), &err) != 0) {
-    fprintf(stderr, "gemm_rs: combining over ranks: %s\n", err.c_str());
-    return false;
-  }
-  for (int r = 0; r < w.nranks; ++r)
-    for (int i = 0; i < n; ++i) v[i] = std::max(v[i], all[size_t(r) * n + i]);
-  return true;
-}
-
-float toFloat(uint16_t v, mkcclDataType_t t) {
-  if (t == mkcclBfloat16) {
-    const uint32_t u = uint32_t(v) << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  // fp16 -> float by hand (host code, no cuda_fp16 dependence)
-  const uint32_t s = (v >> 15) & 1, e = (v >> 10) & 31, m = v & 1023;
-  float f;
-  if (e == 0) f = std::ldexp(float(m), -24);
-  else if (e == 31) f = m ? NAN : INFINITY;
-  else f = std::ldexp(float(m + 1024), int(e) - 25);
-  return s ? -f : f;
-}
 
 int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool allReduce) {
   const char* name = allReduce ? "gemm_ar" : "gemm_rs";
@@ -124,15 +61,15 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     std::vector<DevBuf> A(nsets), W(nsets);
     DevBuf C, P, Cb, R32, P32;
     for (int i = 0; i < nsets; ++i)
-      if (!A[i].alloc(M * Kr * es, "A") || !W[i].alloc(N * Kr * es, "W")) return 1;
-    if (!C.alloc(cRows * N * es, "C") || !P.alloc(M * N * es, "the baseline's partial") ||
-        !Cb.alloc(cRows * N * es, "the baseline's output"))
+      if (!A[i].alloc(M * Kr * es, name, "A") || !W[i].alloc(N * Kr * es, name, "W")) return 1;
+    if (!C.alloc(cRows * N * es, name, "C") || !P.alloc(M * N * es, name, "the baseline's partial") ||
+        !Cb.alloc(cRows * N * es, name, "the baseline's output"))
       return 1;
     for (int i = 0; i < nsets; ++i) {
       fillInput(A[i].p, M * Kr, t, seed + 2 * i, env.rank, 0, env.stream);
       fillInput(W[i].p, N * Kr, t, seed + 2 * i + 1, env.rank, 0, env.stream);
     }
-    if (!cudaOk(cudaStreamSynchronize(env.stream), "fill")) return 1;
+    if (!cudaOk(name, cudaStreamSynchronize(env.stream), "fill")) return 1;
     auto ours = [&](int i) {
       const int k = i % nsets;
       return allReduce ? mkcclGemmAllReduce(A[k].p, W[k].p, C.p, M, N, Kr, t, env.comm, env.stream)
@@ -150,13 +87,14 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
 
     // Correctness on set 0: ours (poisoned output) against cuBLAS fp32 + an fp32 collective.
     if (a.check) {
-      if (!cudaOk(cudaMemsetAsync(C.p, 0xff, cRows * N * es, env.stream), "poison")) return 1;
+      if (!cudaOk(name, cudaMemsetAsync(C.p, 0xff, cRows * N * es, env.stream), "poison")) return 1;
       if (ours(0) != mkcclSuccess) {
         fprintf(stderr, "%s: rank %d: %s\n", name, env.rank, mkcclGetLastError(env.comm));
         return 1;
       }
-      if (!R32.alloc(cRows * N * 4, "the reference") || !P32.alloc(M * N * 4, "the reference's partial")) return 1;
-      if (cublasGemm(env.cublas, A[0].p, W[0].p, P32.p, M, N, Kr, t, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) {
+      if (!R32.alloc(cRows * N * 4, name, "the reference") || !P32.alloc(M * N * 4, name, "the reference's partial"))
+        return 1;
+      if (cublasGemmRef(env.cublas, A[0].p, W[0].p, P32.p, M, N, Kr, t, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "%s: cublasGemmEx (reference) failed\n", name);
         return 1;
       }
@@ -170,20 +108,20 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
         e = allReduce ? mkcclAllReduce(P32.p, R32.p, M * N, mkcclFloat32, mkcclSum, env.comm, env.stream)
                       : mkcclReduceScatter(P32.p, R32.p, cRows * N, mkcclFloat32, mkcclSum, env.comm, env.stream);
       }
-      if (e != 0 || !cudaOk(cudaStreamSynchronize(env.stream), "check")) {
+      if (e != 0 || !cudaOk(name, cudaStreamSynchronize(env.stream), "check")) {
         fprintf(stderr, "%s: the reference's collective failed\n", name);
         return 1;
       }
       std::vector<uint16_t> got(cRows * N);
       std::vector<float> ref(cRows * N);
-      if (!cudaOk(cudaMemcpy(got.data(), C.p, got.size() * 2, cudaMemcpyDeviceToHost), "copy") ||
-          !cudaOk(cudaMemcpy(ref.data(), R32.p, ref.size() * 4, cudaMemcpyDeviceToHost), "copy"))
+      if (!cudaOk(name, cudaMemcpy(got.data(), C.p, got.size() * 2, cudaMemcpyDeviceToHost), "copy") ||
+          !cudaOk(name, cudaMemcpy(ref.data(), R32.p, ref.size() * 4, cudaMemcpyDeviceToHost), "copy"))
         return 1;
       double refMax = 1e-30, errMax = 0;
       for (float v : ref) refMax = std::max(refMax, double(std::fabs(v)));
       long long wrong = 0;
       for (size_t i = 0; i < got.size(); ++i) {
-        const double d = std::fabs(double(toFloat(got[i], t)) - ref[i]);
+        const double d = std::fabs(halfToDouble(got[i], t) - ref[i]);
         if (!(d <= 1e-2 * refMax)) ++wrong;  // NaN (poison left unwritten) counts as wrong
         if (d == d) errMax = std::max(errMax, d);
       }
@@ -228,9 +166,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     v[2] = timeMedianUs(
         [&](int i) {
           const int k = i % nsets;
-          if (cublasGemm(env.cublas, A[k].p, W[k].p, P.p, M, N, Kr, t, t == mkcclBfloat16 ? CUDA_R_16BF : CUDA_R_16F) !=
-              CUBLAS_STATUS_SUCCESS)
-            failed = true;
+          if (cublasGemmRef(env.cublas, A[k].p, W[k].p, P.p, M, N, Kr, t) != CUBLAS_STATUS_SUCCESS) failed = true;
         },
         a.warmup, a.iters, env.stream);
     if (env.nccl && a.baseline) {
@@ -245,9 +181,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       v[1] = timeMedianUs(
           [&](int i) {
             const int k = i % nsets;
-            if (cublasGemm(env.cublas, A[k].p, W[k].p, P.p, M, N, Kr, t,
-                           t == mkcclBfloat16 ? CUDA_R_16BF : CUDA_R_16F) != CUBLAS_STATUS_SUCCESS)
-              failed = true;
+            if (cublasGemmRef(env.cublas, A[k].p, W[k].p, P.p, M, N, Kr, t) != CUBLAS_STATUS_SUCCESS) failed = true;
             coll();
           },
           a.warmup, a.iters, env.stream);
@@ -257,7 +191,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       fprintf(stderr, "%s: rank %d: the baseline failed\n", name, env.rank);
       return 1;
     }
-    if (!maxOverRanks(v, 8)) return 1;
+    if (!maxOverRanks(name, v, 8)) return 1;
     r.timeUs = v[0];
     r.baselineTimeUs = v[1];
     r.extra["gemm_alone_us"] = v[2];
@@ -277,7 +211,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     const std::string tuning = userTuning();
     r.note = "tuning " + (tuning.empty() ? std::string("(none)") : tuning) + ", " + std::to_string(nsets) +
              " input sets, other push " + otherPush;
-    if (!cudaOk(cudaStreamSynchronize(env.stream), "sync")) return 1;
+    if (!cudaOk(name, cudaStreamSynchronize(env.stream), "sync")) return 1;
     results->push_back(r);
   }
   return 0;

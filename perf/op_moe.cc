@@ -15,7 +15,6 @@
 // Ours is checked once per row: out[t] = x_t * sum_j w_j when Y is the dispatched rows.
 #include <cuda_runtime.h>
 #include <stdio.h>
-#include <string.h>
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -25,24 +24,14 @@
 #include "coll_data.h"
 #include "launch/launch.h"
 #include "nccl_loader.h"
+#include "op_util.h"
 #include "perf.h"
 
 namespace mkccl {
 namespace perf {
 namespace {
 
-struct DevBuf {
-  void* p = nullptr;
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-};
-
-bool cudaOk(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  fprintf(stderr, "moe_a2a: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
+constexpr const char* kOp = "moe_a2a";
 
 // k distinct experts per token; skewed: half of the slots on rank 0's experts.
 void makeRouting(int T, int E, int k, int ws, bool skewed, uint64_t seed, std::vector<int32_t>* idx,
@@ -63,13 +52,6 @@ void makeRouting(int T, int E, int k, int ws, bool skewed, uint64_t seed, std::v
       (*w)[(size_t)t * k + j] = wd(g);
     }
   }
-}
-
-double toDouble(uint16_t v) {
-  const uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
 }
 
 // Max of each value over the ranks; sums too (for the byte counts).
@@ -122,16 +104,14 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
   std::vector<std::vector<float>> wt(sets);
   for (int i = 0; i < sets; ++i) {
     makeRouting((int)T, E, k, ws, skewed, seed * 131 + i * 17 + me, &idx[i], &wt[i]);
-    if (!cudaOk(cudaMalloc(&X[i].p, std::max<size_t>(T * H * es, 16)), "cudaMalloc X") ||
-        !cudaOk(cudaMalloc(&I[i].p, std::max<size_t>(T * k * 4, 16)), "cudaMalloc idx") ||
-        !cudaOk(cudaMalloc(&W[i].p, std::max<size_t>(T * k * 4, 16)), "cudaMalloc w"))
+    if (!X[i].alloc(T * H * es, kOp, "X") || !I[i].alloc(T * k * 4, kOp, "idx") || !W[i].alloc(T * k * 4, kOp, "w"))
       return 1;
     fillInput(X[i].p, T * H, t, seed + i, me, 0, env.stream);
     cudaMemcpy(I[i].p, idx[i].data(), T * k * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(W[i].p, wt[i].data(), T * k * 4, cudaMemcpyHostToDevice);
   }
   DevBuf out;
-  if (!cudaOk(cudaMalloc(&out.p, std::max<size_t>(T * H * es, 16)), "cudaMalloc out")) return 1;
+  if (!out.alloc(T * H * es, kOp, "out")) return 1;
 
   // What set 0 sends: rows per (token, rank) pair, slot rows per rank, and ours back per pair.
   std::vector<size_t> pairs(ws, 0), slots(ws, 0);
@@ -181,9 +161,9 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
     dispatch(0);
     combine(0);
     std::vector<uint16_t> x(T * H), o(T * H);
-    if (failed || !cudaOk(cudaStreamSynchronize(env.stream), "check") ||
-        !cudaOk(cudaMemcpy(x.data(), X[0].p, T * H * es, cudaMemcpyDeviceToHost), "copy") ||
-        !cudaOk(cudaMemcpy(o.data(), out.p, T * H * es, cudaMemcpyDeviceToHost), "copy")) {
+    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
+        !cudaOk(kOp, cudaMemcpy(x.data(), X[0].p, T * H * es, cudaMemcpyDeviceToHost), "copy") ||
+        !cudaOk(kOp, cudaMemcpy(o.data(), out.p, T * H * es, cudaMemcpyDeviceToHost), "copy")) {
       fprintf(stderr, "moe_a2a: rank %d: the checked run failed: %s\n", me, mkcclGetLastError(env.comm));
       return 1;
     }
@@ -192,9 +172,9 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
     for (size_t tok = 0; tok < T; ++tok) {
       double sw = 0, scale = 1e-30;
       for (int j = 0; j < k; ++j) sw += idx[0][tok * k + j] >= 0 ? wt[0][tok * k + j] : 0;
-      for (size_t c = 0; c < H; ++c) scale = std::max(scale, std::fabs(toDouble(x[tok * H + c]) * sw));
+      for (size_t c = 0; c < H; ++c) scale = std::max(scale, std::fabs(halfToDouble(x[tok * H + c], t) * sw));
       for (size_t c = 0; c < H; ++c) {
-        const double e = std::fabs(toDouble(o[tok * H + c]) - toDouble(x[tok * H + c]) * sw) / scale;
+        const double e = std::fabs(halfToDouble(o[tok * H + c], t) - halfToDouble(x[tok * H + c], t) * sw) / scale;
         if (!(e <= 1e-2)) ++wrong;
         if (e == e) errMax = std::max(errMax, e);
       }
@@ -212,7 +192,7 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
         combine(i);
       },
       a.warmup, a.iters, env.stream);
-  if (failed || !cudaOk(cudaStreamSynchronize(env.stream), "timing")) {
+  if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "timing")) {
     fprintf(stderr, "moe_a2a: rank %d: %s\n", me, mkcclGetLastError(env.comm));
     return 1;
   }
@@ -227,7 +207,7 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
       sendS += allSlots[(size_t)q * ws + me], recvS += slots[q];
     }
     DevBuf sp, rp, ss, rs;
-    auto alloc = [&](DevBuf& b, size_t rows) { return cudaOk(cudaMalloc(&b.p, std::max<size_t>(rows * H * es, 16)), "cudaMalloc nccl"); };
+    auto alloc = [&](DevBuf& b, size_t rows) { return b.alloc(rows * H * es, kOp, "nccl"); };
     if (!alloc(sp, sendP) || !alloc(rp, recvP) || !alloc(ss, sendS) || !alloc(rs, recvS)) return 1;
     const Nccl& n = *env.nccl;
     ncclComm_t c = static_cast<ncclComm_t>(env.ncclComm);
@@ -255,7 +235,7 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
           ncComb(i);
         },
         a.warmup, a.iters, env.stream);
-    if (failed || !cudaOk(cudaStreamSynchronize(env.stream), "nccl")) {
+    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "nccl")) {
       fprintf(stderr, "moe_a2a: rank %d: the NCCL baseline failed\n", me);
       return 1;
     }
