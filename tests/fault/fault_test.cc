@@ -1,7 +1,7 @@
 // Fault injection on GPUs: one rank of two dies (SIGKILL) in the middle of a fused op, and the
 // survivor must come back within the timeout: its call ends (success if it already had what it
 // needed, else an error), the next call fails with an error, mkcclCommAbort returns, and nothing
-// hangs, traps or crashes. Each rank is its own process (forked here, one GPU each), because a
+// hangs, traps or crashes. Each rank is its own process (this program again: fork + exec), because a
 // rank's death is a process's death; the launcher (mkccl-run) is not used since it stops every
 // rank when one dies.
 //
@@ -90,8 +90,12 @@ enum Exit { kOk = 0, kInitFailed = 10, kWarmupFailed = 11, kNoSignal = 12, kCall
 int rankProcess(Op op, const mkcclUniqueId& id, int rank, bool victim, bool victimFirst, const int* toVictim,
                 const int* toSurvivor) {
   int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1 || cudaSetDevice(rank % gpus) != cudaSuccess)
+  cudaError_t ce = cudaGetDeviceCount(&gpus);
+  if (ce == cudaSuccess && gpus > 0) ce = cudaSetDevice(rank % gpus);
+  if (ce != cudaSuccess || gpus < 1) {
+    fprintf(stderr, "rank %d: no usable GPU: %s\n", rank, cudaGetErrorString(ce));
     return kInitFailed;
+  }
   mkcclConfig_t cfg = MKCCL_CONFIG_INITIALIZER;
   cfg.timeoutMs = kTimeoutMs;
   if (gpus < 2) {
@@ -159,6 +163,25 @@ int rankProcess(Op op, const mkcclUniqueId& id, int rank, bool victim, bool vict
   return kOk;
 }
 
+// A rank process is this program again, started by fork + exec: a forked child of a process that
+// has touched CUDA (a library, a static initialiser) cannot use CUDA itself. The child finds its
+// role in MKCCL_FAULT_RANK and runs it before main (below), never reaching gtest.
+const char* kChildVar = "MKCCL_FAULT_RANK";
+
+const int kChildExit = [] {
+  const char* v = getenv(kChildVar);
+  if (!v) return 0;
+  int op, rank, victim, victimFirst, fds[4];
+  char hex[2 * sizeof(mkcclUniqueId) + 1];
+  if (sscanf(v, "%d %d %d %d %d %d %d %d %256s", &op, &rank, &victim, &victimFirst, &fds[0], &fds[1], &fds[2],
+             &fds[3], hex) != 9 || strlen(hex) != 2 * sizeof(mkcclUniqueId))
+    _exit(kInitFailed);
+  mkcclUniqueId id;
+  for (size_t i = 0; i < sizeof(id); i++) sscanf(hex + 2 * i, "%2hhx", reinterpret_cast<unsigned char*>(&id) + i);
+  unsetenv(kChildVar);
+  _exit(rankProcess(Op(op), id, rank, victim != 0, victimFirst != 0, fds, fds + 2));
+}();
+
 void faultCase(Op op, bool victimFirst) {
   const int gpus = launch::visibleGpuCount();  // asks in a child: this process must not touch CUDA before fork
   if (gpus < 1) GTEST_SKIP() << "needs a GPU, found none: GPU fault test skipped";
@@ -174,8 +197,24 @@ void faultCase(Op op, bool victimFirst) {
   fflush(stderr);
   pid_t pids[2];
   for (int r = 0; r < 2; r++) {
+    std::string hex;
+    for (size_t i = 0; i < sizeof(id); i++) {
+      char b[3];
+      snprintf(b, sizeof(b), "%02x", reinterpret_cast<const unsigned char*>(&id)[i]);
+      hex += b;
+    }
+    const std::string role = std::to_string(int(op)) + " " + std::to_string(r) + " " + std::to_string(r == 1) + " " +
+                             std::to_string(victimFirst) + " " + std::to_string(toVictim[0]) + " " +
+                             std::to_string(toVictim[1]) + " " + std::to_string(toSurvivor[0]) + " " +
+                             std::to_string(toSurvivor[1]) + " " + hex;
     pids[r] = fork();
-    if (pids[r] == 0) _exit(rankProcess(op, id, r, r == 1, victimFirst, toVictim, toSurvivor));
+    if (pids[r] == 0) {
+      setenv(kChildVar, role.c_str(), 1);
+      char self[] = "/proc/self/exe";
+      char* argv[] = {self, nullptr};
+      execv(self, argv);
+      _exit(kInitFailed);
+    }
   }
   int st[2] = {-1, -1};
   auto t0 = Clock::now();
