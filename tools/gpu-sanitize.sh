@@ -93,12 +93,16 @@ while IFS=$'\t' read -r name cmd; do
     # memcheck (and synccheck, initcheck) end with "ERROR SUMMARY: n errors", racecheck with
     # "RACECHECK SUMMARY: h hazards displayed (e errors, w warnings)": count errors from both.
     errors=$( { grep -Eo 'ERROR SUMMARY: [0-9]+' "$log" | awk '{print $3}'
-                grep -Eo 'RACECHECK SUMMARY: .*\(([0-9]+) errors' "$log" | grep -Eo '\([0-9]+' | tr -d '('; } |
+                grep -Eo 'RACECHECK SUMMARY: .*\(([0-9]+) errors?' "$log" | grep -Eo '\([0-9]+' | tr -d '('; } |
               awk '{s += $1} END {print s + 0}')
     summarised=0
     grep -Eq '(ERROR|RACECHECK) SUMMARY' "$log" && summarised=1
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
       result="cannot run: timed out"; cannot=$((cannot + 1))
+    elif grep -q 'Internal Sanitizer Error' "$log"; then
+      # The tool itself broke (seen: racecheck on the GEMM engine's cluster kernels, "failed to
+      # handle a hardware exception", then every later CUDA call fails): no verdict on the code.
+      result="cannot run: the sanitizer's internal error"; cannot=$((cannot + 1))
     elif [ "$errors" -gt 0 ] || [ $rc -eq 99 ]; then
       result="ERRORS"; bad=$((bad + 1))
     elif [ $summarised = 1 ] && grep -Eq '\[ +(PASSED|SKIPPED) +\]' "$log" && ! grep -Eq '\[ +FAILED +\]' "$log" &&
