@@ -12,7 +12,7 @@
 namespace mkccl {
 namespace ag {
 
-// Fitted on 4xH200 (mkccl-perf, 2026-11-22, commit 1e8d444) unless marked as a guess.
+// Fitted on 4xH200 (mkccl-perf, 2026-11-22) unless marked as a guess.
 constexpr double kSmTflops = 6.1;       // the engine's 128x256 tile: 807 TFLOP/s at 8192^3 over 132 SMs (88 us per tile at K = 8192)
 constexpr double kGatherGBps = 330;     // our AllGather, bytes each rank sends: sequential_us minus its GEMM (4096..8192 rows)
 constexpr double kGatherStartUs = 15;

@@ -25,15 +25,16 @@
 //                 the fused plan took 530-657 and the side teams 432-568).
 // Before all three, where the driver has stream memory operations and the world size was measured
 // with it (2 ranks): the ce plan, every SM computing while the copy engines push. 2xH200,
-// 2026-11-22, commit e519bfe, us, ce / the rule's plan above: 8192^3 1476 / 1442, 16384x8192x8192
+// 2026-11-22, us, ce / the rule's plan above: 8192^3 1476 / 1442, 16384x8192x8192
 // 3251 / 3284, 8192x2048x8192 424.7 (369 with 16 MiB copies, the size the ce plan now picks) / 419,
 // 4096x8192x8192 746 / 843, 2048x8192x8192 370 / 423 -- within the run-to-run spread where it is
-// not clearly faster, and never slower than the sequential plan. Not at 4 ranks: 4xH200, commit
-// 072cfc6 (perf/results/20261122-175606-4xNVIDIA_H200), ce / auto: 8192^3 1543 / 1430,
+// not clearly faster, and never slower than the sequential plan. Not at 4 ranks: 4xH200
+// (perf/results/20261122-175606-4xNVIDIA_H200), ce / auto: 8192^3 1543 / 1430,
 // 16384x8192x8192 3209 / 3055, 8192x2048x8192 3957 / 677, 4096x8192x8192 907 / 802,
-// 2048x8192x8192 931 / 437 (the copies crawled while the kernel's waits polled host memory; after
-// that fix, 0af0e62: 1549 / 3230 / 666 / 867 / 444 against the comm CTAs' 1615 / 3304 / 492 / 812
-// / 433 -- the copy engines move ~200 GB/s out of a GPU at 4 ranks, too little for short GEMMs).
+// 2048x8192x8192 931 / 437 (the copies crawl while the kernel's waits poll host memory often;
+// with the waits as they are (perf/results/20261122-181104-4xNVIDIA_H200): 1549 / 3230 / 666 / 867
+// / 444 against the comm CTAs' 1615 / 3304 / 492 / 812 / 433 -- the copy engines move ~200 GB/s
+// out of a GPU at 4 ranks, too little for short GEMMs).
 #pragma once
 #include <stdint.h>
 #include "ops/ag_gemm/model.h"
@@ -45,12 +46,12 @@ enum class AutoPlan : int { Fused, Side, Sequential, CopyEngines };
 
 constexpr int kCeMaxRanks = 2;  // the ce plan wins at 2 ranks, loses at 4 (above)
 // From this world size on, the fused plan with comm CTAs wherever a shard fits it (<= 64 MiB):
-// 4xH200, 0af0e62 (perf/results/20261122-181104-4xNVIDIA_H200), once the device waits stopped
-// polling host memory, us fused / side teams / sequential / ce: 8192^3 1615 / 1880 / 1950 / 1549,
+// 4xH200 (perf/results/20261122-181104-4xNVIDIA_H200), with device waits that rarely read host
+// memory, us fused / side teams / sequential / ce: 8192^3 1615 / 1880 / 1950 / 1549,
 // 16384x8192x8192 3304 / 4396 / 3760 / 3230, 8192x2048x8192 492 / 577 / 661 / 666,
-// 4096x8192x8192 812 / 934 / 992 / 867, 2048x8192x8192 433 / 437 / 455 / 444 (the rule below
-// had taken side teams at 8192x2048x8192 and the sequential plan at 2048x8192x8192 from runs with
-// that polling). 3 ranks measured once (c7477ab: comm CTAs; the ce plan was faster at
+// 4096x8192x8192 812 / 934 / 992 / 867, 2048x8192x8192 433 / 437 / 455 / 444 (runs whose waits
+// polled host memory often favoured side teams at 8192x2048x8192 and the sequential plan at
+// 2048x8192x8192). 3 ranks measured once (comm CTAs; the ce plan was faster at
 // 3072x8192x8192, 549 vs 593 us); 2 ranks without copy engines keep the rule below.
 constexpr int kFusedEverywhereRanks = 3;
 

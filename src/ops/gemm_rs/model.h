@@ -1,15 +1,14 @@
 // GEMM+RS/AR cost model: pure host arithmetic (the CPU tests check it against the measurements it
 // was calibrated on). The auto plan's rule (rule.h) compares its two estimates.
 //
-// Calibrated on 4xH200, 2026-11-22, commit f9ffa77 (perf/results/20261122-130330-4xNVIDIA_H200),
+// Calibrated on 4xH200, 2026-11-22 (perf/results/20261122-130330-4xNVIDIA_H200),
 // K split over the ranks, shapes 8192^3, 16384x8192x8192, 4096x8192x8192, 8192x8192x4096:
 //   sequential (seq_us)  RS ws=4 771.7 / 1522 / 407.9 / 607.1, ws=2 1048 / 2186 / 532.9 / 707.7;
 //                        AR ws=4 1084 / 2117 / 566.6 / 926, ws=2 1224 / 2448 / 616.1 / 854
 //   fused (fused_us)     RS ws=4 506.5 / 980.3 / 280.2 / 385.6, ws=2 806.8 / 1609 / 411.6 / 455.6;
 //                        AR ws=2 912.1 / 1721 / 449.4 / 525.5;
-//                        AR ws=4 700.6 / 1372 / 387.1 / 667.2 (commit 0af0e62,
-//                        perf/results/20261122-181104-4xNVIDIA_H200: the first run without the
-//                        host-polling stall; before it the fused AllReduce ran 4-9x slower there)
+//                        AR ws=4 700.6 / 1372 / 387.1 / 667.2
+//                        (perf/results/20261122-181104-4xNVIDIA_H200)
 // The model is within 5% of every seq_us and within 7% of every fused_us above (a CPU test checks
 // both, at 6% and 8%).
 //   tile        2 * 128 * bn * K / (per-SM rate * tile efficiency) + a fixed cost
@@ -41,13 +40,13 @@ constexpr double kRsBusBytesPerUs = 250e3;
 constexpr double kArBusBytesPerUs = 289e3;
 constexpr double kCollLatencyUs = 20;
 // Our AllGather at 64-256 MiB past its latency: 323-336 GB/s of bus bytes at 4 ranks, 342 at 2
-// (allgather-ws*.json, 4xH200, a339c7f: 171.8 / 331.9 / 618.5 us at 64 / 128 / 256 MiB, ws 4).
+// (allgather-ws*.json, 4xH200: 171.8 / 331.9 / 618.5 us at 64 / 128 / 256 MiB, ws 4).
 constexpr double kAgBusBytesPerUs = 330e3;
 // Fused, fitted to the fused_us above.
 // The push's rate beside a GEMM (RS ws=4 8192x8192x4096 sends 101 MB in 386 us).
 constexpr double kLinkBytesPerUs = 260e3;
 // The fused AllReduce's traffic (partials and finished tiles) beyond 2 ranks, where it is
-// link-bound: 201 MB per rank at 8192^3 in 701 us, 403 MB in 1372 (4xH200, 0af0e62): ~300 GB/s.
+// link-bound: 201 MB per rank at 8192^3 in 701 us, 403 MB in 1372 (4xH200): ~300 GB/s.
 constexpr double kArLinkBytesPerUs = 300e3;
 constexpr double kPushStallBytesPerUs = 600e3;  // the GEMM's loss per byte pushed
 constexpr double kPartialReadUs = 0.4;          // one partial read by a final-tile epilogue (L2)

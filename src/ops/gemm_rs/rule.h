@@ -33,13 +33,13 @@ struct FusedPlan {
 // The scratch the fused kernel may ask for, per rank.
 constexpr int64_t kMaxFusedScratchBytes = 8ll << 30;
 // The fused AllReduce runs at these world sizes only. Its broadcast phase (each owner pushing its
-// finished tiles to every other rank) made it 4-8x slower than the sequential plan at 4 ranks
-// (4xH200, f9ffa77) until the device waits stopped reading host memory every few microseconds
-// (0af0e62, signal.cuh: WaitClock): since, at 4 ranks it is the fastest plan (4xH200, 0af0e62,
-// perf/results/20261122-181104-4xNVIDIA_H200, us fused / rs_ag / sequential: 8192^3 701 / 802 /
-// 1015, 16384x8192x8192 1372 / 1564 / 1954, 4096x8192x8192 387 / 414 / 526, 8192x8192x4096 667 /
-// 694 / 848). 3 ranks measured once (c7477ab: the fused AllReduce 1.14-1.24 of the floor,
-// 1.30-1.43x the baseline); beyond 4, not measured.
+// finished tiles to every other rank) is link-bound, and only as fast as this while the device
+// waits read host memory rarely (signal.cuh: WaitClock; polling it every few microseconds made the
+// fused AllReduce 4-8x slower than the sequential plan at 4 ranks). At 4 ranks it is the fastest
+// plan (4xH200, perf/results/20261122-181104-4xNVIDIA_H200, us fused / rs_ag / sequential: 8192^3
+// 701 / 802 / 1015, 16384x8192x8192 1372 / 1564 / 1954, 4096x8192x8192 387 / 414 / 526,
+// 8192x8192x4096 667 / 694 / 848). 3 ranks measured once (the fused AllReduce 1.14-1.24 of the
+// floor, 1.30-1.43x the baseline); beyond 4, not measured.
 constexpr int kMaxFusedAllReduceRanks = 4;
 // The fused plan must beat the sequential one by more than the model's error (its fused side is
 // within 8% of the runs it was fitted to); otherwise the sequential plan, the simpler one with
@@ -78,8 +78,8 @@ enum class RuleReason : int { Model, FusedCannotRun, AllReduceWorldSize };
 // ReduceScatter kernel writes this rank's rows of C, then our AllGather completes C in place --
 // the GEMM hidden under the reduce-scatter half, the gather half a plain collective. The rule takes
 // it where the fused AllReduce cannot run (beyond kMaxFusedAllReduceRanks) or is estimated slower;
-// at 4 ranks it was 1.15-1.23x faster than cuBLAS + NCCL (072cfc6), the fused AllReduce faster
-// still (0af0e62).
+// at 4 ranks it was 1.15-1.23x faster than cuBLAS + NCCL, the fused AllReduce faster still
+// (4xH200).
 enum class Route : int { Sequential = 0, Fused = 1, RsThenAg = 2 };
 
 struct PlanChoice {
