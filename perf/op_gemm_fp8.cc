@@ -227,7 +227,7 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
 
 }  // namespace
 
-MKCCL_PERF_OP("gemm_fp8", runGemmFp8,
+MKCCL_PERF_SHAPE_OP("gemm_fp8", runGemmFp8,
               "e4m3 GEMM C[M,N] (bf16) = (A sA) . (W sW)^T on one GPU: ours with per-tensor and with block "
               "(1x128 / 128x128) scales against cuBLASLt fp8 (per-tensor scales, with and without fast "
               "accumulation). -m M -n N -k K or --shapes MxNxK,... (K a multiple of 16); MKCCL_TUNING "

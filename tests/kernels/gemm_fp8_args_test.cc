@@ -17,9 +17,9 @@ struct Call {
   size_t M = 256, N = 256, K = 256;
   mkcclFp8Scales_t scales = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<const float*>(fakePtr(0x30000)),
                                                   static_cast<const float*>(fakePtr(0x30010)));
-  const mkcclFp8Scales_t* scalesPtr = &scales;
+  bool noScales = false;
   mkcclDataType_t out = mkcclBfloat16;
-  mkcclResult_t run() const { return mkcclGemmFp8(A, W, C, M, N, K, scalesPtr, out, nullptr); }
+  mkcclResult_t run() const { return mkcclGemmFp8(A, W, C, M, N, K, noScales ? nullptr : &scales, out, nullptr); }
 };
 
 // The call is refused as an invalid argument and the message contains `what`.
@@ -58,7 +58,7 @@ TEST(GemmFp8Args, Refused) {
   c.W = fakePtr(0x20008);
   expectRefused(c, "16-byte aligned");
   c = Call();
-  c.scalesPtr = nullptr;
+  c.noScales = true;
   expectRefused(c, "scales must not be NULL");
   c = Call();
   c.scales.size = 8;

@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "ops/gemm/gemm_fp8.h"
+#include "ops/gemm/gemm_fp8_plan.h"
 #include "ops/tuner/tuning.h"
 #include "runtime/cudriver.h"
 #include "runtime/ops_fp8.h"
@@ -12,11 +13,7 @@
 namespace mkccl {
 
 GemmPlan gemmFp8Plan(const Fp8Problem& p, GemmVariant v, int smCount, int maxClusters2) {
-  if (v == GemmVariant::Simple) v = GemmVariant::F128C1;  // no register-epilogue fp8 kernel
-  if (p.kind == mkcclFp8ScaleBlock)
-    v = (v == GemmVariant::F128C2 || v == GemmVariant::F256C2) ? GemmVariant::F128C2 : GemmVariant::F128C1;
-  // The planner counts tiles and waves; K only in 16-bit units (the tensor maps').
-  return gemmPlanFor(p.M, p.N, p.K / 2, v, smCount, maxClusters2);
+  return gemmFp8PlanModel(p.kind, p.M, p.N, p.K, v, smCount, maxClusters2);
 }
 
 mkcclResult_t gemmFp8Prepare(const Fp8Problem& p, const GemmPlan& plan, GemmArgs* g, CUtensorMap* mapA,

@@ -19,8 +19,7 @@ struct Fp8Problem {
   mkcclDataType_t outType;
 };
 
-// The tile configuration: per-tensor scales take the bf16 planner's choice on the same bytes
-// (K / 2 16-bit columns); block scales need 128-wide tiles (128x1, or 128x2 when forced).
+// The tile configuration (gemm_fp8_plan.h).
 GemmPlan gemmFp8Plan(const Fp8Problem& p, GemmVariant v, int smCount, int maxClusters2);
 
 mkcclResult_t gemmFp8TensorLaunch(const Fp8Problem& p, GemmVariant v, int dev, const GemmDeviceInfo& info,
