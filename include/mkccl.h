@@ -362,6 +362,37 @@ mkcclResult_t mkcclRingAttention(const void* Q, const void* K, const void* V, vo
                                  mkcclAttnLayout_t layout, mkcclDataType_t datatype, mkcclComm_t comm,
                                  cudaStream_t stream);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* fp8 (e4m3) GEMM                                                                                 */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* How the fp8 operands are scaled: the real value of an element is its e4m3 value times its scale. */
+typedef enum {
+  mkcclFp8ScaleTensor = 0, /* one float for all of A, one for all of W */
+  mkcclFp8ScaleBlock = 1   /* DeepSeek-V3 blocks: A per row and 128-wide K block, W per 128 x 128 block */
+} mkcclFp8ScaleKind_t;
+
+/* The scales of one fp8 GEMM, all in DEVICE memory (read by the kernel only, so the call can be
+ * captured in a CUDA graph and a kernel earlier on the stream may write them). fp32, 4-byte aligned.
+ *   mkcclFp8ScaleTensor: scaleA[1], scaleW[1].
+ *   mkcclFp8ScaleBlock:  scaleA[M][ceil(K/128)] (row-major: row m, K block kb at m * ceil(K/128) + kb),
+ *                        scaleW[ceil(N/128)][ceil(K/128)] (N block nb, K block kb).
+ * size: sizeof(mkcclFp8Scales_t) (the struct may grow; the library reads the fields it knows). */
+typedef struct {
+  size_t size;
+  mkcclFp8ScaleKind_t kind;
+  const float* scaleA;
+  const float* scaleW;
+} mkcclFp8Scales_t;
+#define MKCCL_FP8_SCALES_INIT(kind, a, w) { sizeof(mkcclFp8Scales_t), (kind), (a), (w) }
+
+/* C[M, N] = (A[M, K] . sA) · (W[N, K] . sW)ᵀ on one GPU: A and W e4m3 (mkcclFloat8e4m3) row-major,
+ * C of outType (bf16, fp16 or fp32), fp32 accumulation; with block scales every 128-wide K block is
+ * accumulated on the tensor cores, then scaled and added in fp32. K must be a multiple of 16 (TMA:
+ * 16-byte row pitches), N * sizeof(outType) a multiple of 16; pointers 16-byte aligned. */
+mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                           const mkcclFp8Scales_t* scales, mkcclDataType_t outType, cudaStream_t stream);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

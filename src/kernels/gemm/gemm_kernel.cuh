@@ -36,8 +36,13 @@ __device__ __forceinline__ void consumerRole(const GemmArgs& g, const typename O
   typename Op::Scheduler::Tile t;
   while (sched.next(t)) {
     epi.begin(t);
-    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, lane, ctaRank, [&](int kb) { epi.afterKBlock(kb); }))
-      break;
+    bool ok;
+    if constexpr (Op::kMainloop)  // the op's own accumulation (e.g. fp8 block-scale promotion)
+      ok = Op::template mainloop<Cfg>(acc, pipe, g, op, sm, consumer, lane, ctaRank, t,
+                                      [&](int kb) { epi.afterKBlock(kb); });
+    else
+      ok = consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, lane, ctaRank, [&](int kb) { epi.afterKBlock(kb); });
+    if (!ok) break;
     epi.store(acc, t);
   }
   epi.finish();

@@ -177,6 +177,14 @@ struct GemmOpDefaults {
 
   static constexpr uint32_t kSharedWords = 2;
   static constexpr uint32_t kProducerRegs = 0, kConsumerRegs = 0;
+
+  // The consumer mainloop, when the op accumulates differently (kernels/gemm/fp8_op.cuh):
+  //   template <class Cfg, class Tile, class Hook>
+  //   static bool mainloop(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>&, const GemmArgs&,
+  //                        const Params&, const SmemLayout<Cfg>&, int consumer, uint32_t lane,
+  //                        uint32_t ctaRank, const Tile&, Hook afterKBlock);
+  // with consumerMainloop's contract (mainloop.cuh): the same stages, barriers and releases.
+  static constexpr bool kMainloop = false;
 };
 
 // The plain GEMM: no hooks.

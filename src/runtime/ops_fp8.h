@@ -1,0 +1,14 @@
+// Internal entry point of the fp8 GEMM (src/ops/gemm/gemm_fp8.cu); arguments checked by
+// mkcclGemmFp8 (api_fp8.cc).
+#pragma once
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include "mkccl.h"
+
+namespace mkccl {
+
+mkcclResult_t gemmFp8Op(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                        mkcclFp8ScaleKind_t kind, const float* scaleA, const float* scaleW, mkcclDataType_t outType,
+                        cudaStream_t stream);
+
+}  // namespace mkccl

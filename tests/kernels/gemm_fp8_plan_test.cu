@@ -1,0 +1,63 @@
+// CPU checks of the fp8 GEMM's plan (gemm_fp8_plan.h): block scales always get 128-wide tiles (the
+// promotion's two accumulator sets), a 2-CTA cluster by default when there is a second M-block;
+// per-tensor scales get the bf16 planner's choice on K / 2 columns; every plan is launchable.
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <random>
+#include "ops/gemm/gemm_fp8_plan.h"
+
+namespace {
+
+using mkccl::GemmPlan;
+using mkccl::GemmVariant;
+
+constexpr int kSms = 132, kClusters = 66;
+
+void expectLaunchable(const GemmPlan& p, int64_t M, int64_t N) {
+  EXPECT_GE(p.ctas, p.clusterSize);
+  EXPECT_EQ(0, p.ctas % p.clusterSize);
+  EXPECT_LE(p.ctas, kSms);
+  const int64_t tiles = ((M + 127) / 128 + p.clusterSize - 1) / p.clusterSize * p.clusterSize * ((N + p.bn - 1) / p.bn);
+  EXPECT_LE(p.ctas, tiles) << "idle CTAs beyond the tiles";
+}
+
+TEST(GemmFp8Plan, BlockScalesUse128WideTiles) {
+  const GemmVariant all[] = {GemmVariant::Auto, GemmVariant::Simple, GemmVariant::F256C2,
+                             GemmVariant::F256C1, GemmVariant::F128C1, GemmVariant::F128C2};
+  std::mt19937_64 rng(12345);
+  for (int i = 0; i < 500; ++i) {
+    const int64_t M = 1 + rng() % 20000, N = 8 * (1 + rng() % 3000), K = 16 * (1 + rng() % 1000);
+    for (GemmVariant v : all) {
+      SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K << " variant " << static_cast<int>(v));
+      const GemmPlan p = mkccl::gemmFp8PlanModel(mkcclFp8ScaleBlock, M, N, K, v, kSms, kClusters);
+      EXPECT_EQ(128, p.bn);
+      EXPECT_FALSE(p.simple);
+      const bool c2 = v == GemmVariant::F128C2 || v == GemmVariant::F256C2 || (v == GemmVariant::Auto && M > 128);
+      EXPECT_EQ(c2 ? 2 : 1, p.clusterSize);
+      expectLaunchable(p, M, N);
+    }
+  }
+}
+
+TEST(GemmFp8Plan, TensorScalesFollowTheEngine) {
+  std::mt19937_64 rng(6789);
+  for (int i = 0; i < 500; ++i) {
+    const int64_t M = 1 + rng() % 20000, N = 8 * (1 + rng() % 3000), K = 16 * (1 + rng() % 1000);
+    SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K);
+    const GemmPlan p = mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, M, N, K, GemmVariant::Auto, kSms, kClusters);
+    const GemmPlan e = mkccl::gemmPlanModel(M, N, K / 2, GemmVariant::Auto, kSms, kClusters);
+    EXPECT_EQ(e.bn, p.bn);
+    EXPECT_EQ(e.clusterSize, p.clusterSize);
+    EXPECT_EQ(e.ctas, p.ctas);
+    expectLaunchable(p, M, N);
+    // simple has no fp8 kernel: 128x1.
+    const GemmPlan s = mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, M, N, K, GemmVariant::Simple, kSms, kClusters);
+    EXPECT_FALSE(s.simple);
+    EXPECT_EQ(128, s.bn);
+    EXPECT_EQ(1, s.clusterSize);
+  }
+  // Large shapes take 128 x 256 tiles.
+  EXPECT_EQ(256, mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, 8192, 8192, 8192, GemmVariant::Auto, kSms, kClusters).bn);
+}
+
+}  // namespace
