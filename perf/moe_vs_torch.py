@@ -182,6 +182,33 @@ def gemm_row(lib, a, name, H, I, E, k, T, skewed, gen):
     t_plain = median_ms(ours_plain, a.warmup, a.iters, 2)
     t_torch = median_ms(torch_gemms, a.warmup, a.iters, 2)
     t_torch_sw = median_ms(lambda i: torch_gemms(i, True), a.warmup, a.iters, 2)
+
+    # Each GEMM alone, alternating (where a difference comes from: the epilogue, the packed
+    # weights, or the second GEMM's input).
+    def g1_swiglu(i):
+        A, poffs = sets[i][2], sets[i][3]
+        ck(lib, lib.mkcclGroupedGemmSwiglu(A.data_ptr(), w1.data_ptr(), act.data_ptr(), poffs.data_ptr(), E,
+                                           A.shape[0], I, H, BF16, BF16, stream()), "swiglu")
+
+    def g1_plain(i, w):
+        A, poffs = sets[i][2], sets[i][3]
+        ck(lib, lib.mkcclGroupedGemm(A.data_ptr(), w.data_ptr(), h.data_ptr(), poffs.data_ptr(), E, A.shape[0], 2 * I,
+                                     H, BF16, BF16, stream()), "plain")
+
+    def g2(i, src):
+        A, poffs = sets[i][2], sets[i][3]
+        ck(lib, lib.mkcclGroupedGemm(src.data_ptr(), down.data_ptr(), Y.data_ptr(), poffs.data_ptr(), E, A.shape[0], H,
+                                     I, BF16, BF16, stream()), "down")
+
+    parts = {"gemm1_swiglu_us": lambda i: g1_swiglu(i), "gemm1_plain_us": lambda i: g1_plain(i, gate_up),
+             "gemm1_plain_packed_us": lambda i: g1_plain(i, w1), "gemm2_on_act_us": lambda i: g2(i, act),
+             "gemm2_on_h_us": lambda i: g2(i, h),
+             "torch_gemm1_us": lambda i: torch._grouped_mm(sets[i][0], gate_up.transpose(-2, -1), offs=sets[i][1])}
+    brk = {key: [] for key in parts}
+    for rep in range(2):
+        for key, fn in parts.items():
+            brk[key].append(median_ms(fn, 1, max(3, a.iters // 2), 2) * 1e3)
+    brk = {key: min(v) for key, v in brk.items()}
     flop = 6.0 * R * H * I
     tf = lambda ms: flop / (ms * 1e-3) / 1e12
     del gate_up, down, w1, sets, act, h, Y, act_t
@@ -190,7 +217,7 @@ def gemm_row(lib, a, name, H, I, E, k, T, skewed, gen):
             "ours_tflops": tf(t_ours), "ours_plain_us": t_plain * 1e3, "ours_plain_tflops": tf(t_plain),
             "torch_us": t_torch * 1e3, "torch_tflops": tf(t_torch), "torch_swiglu_us": t_torch_sw * 1e3,
             "ratio_vs_torch": t_torch / t_ours, "ratio_vs_torch_swiglu": t_torch_sw / t_ours,
-            "max_rel_err_act": err_act, "max_rel_err_y": err_y}
+            "max_rel_err_act": err_act, "max_rel_err_y": err_y, "breakdown_us": brk}
 
 
 def layer_row(lib, a, name, H, I, E, k, T, skewed, gen):
@@ -288,6 +315,8 @@ def main():
                                                        row["ours_plain_tflops"], row["torch_tflops"], row["torch_us"],
                                                        row["ratio_vs_torch"], row["max_rel_err_act"],
                                                        row["max_rel_err_y"]), flush=True)
+                print("      breakdown us: " + " ".join("%s %.0f" % (key[:-3], v) for key, v in
+                                                        row["breakdown_us"].items()), flush=True)
                 torch.cuda.empty_cache()
             if a.layer:
                 for T in (int(x) for x in a.layer_tokens.split(",")):

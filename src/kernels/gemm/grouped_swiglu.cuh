@@ -19,10 +19,11 @@
 
 namespace mkccl {
 
-// silu(g) * u in fp32.
+// silu(g) * u in fp32. On the device the approximate divide: an IEEE divide (div.rn) carries an
+// out-of-line slow path per call, 64 of them in the consumers' register region.
 __host__ __device__ __forceinline__ float swiglu(float g, float u) {
 #ifdef __CUDA_ARCH__
-  return g / (1.f + __expf(-g)) * u;
+  return __fdividef(g, 1.f + __expf(-g)) * u;
 #else
   return g / (1.f + expf(-g)) * u;
 #endif
@@ -54,12 +55,14 @@ struct SwigluEpilogue {
   __device__ __forceinline__ void afterKBlock(int) {}
   template <class Tile>
   __device__ __forceinline__ void store(const float (&acc)[Cfg::kAcc], const Tile& t) {
-    float out[OutCfg::kAcc];
+    // In place, over the gate half: no second array of 64 live values beside the 128 accumulators
+    // (the kernel's accumulators are a non-const local array; the next tile overwrites them).
+    float* a = const_cast<float*>(acc);
 #pragma unroll
-    for (int i = 0; i < OutCfg::kAcc; ++i) out[i] = swiglu(acc[i], acc[i + OutCfg::kAcc]);
+    for (int i = 0; i < OutCfg::kAcc; ++i) a[i] = swiglu(a[i], a[i + OutCfg::kAcc]);
     ec.row0 = static_cast<int64_t>(t.m) * Cfg::BM + half_ * 64;
     ec.col0 = static_cast<int64_t>(t.n) * 128;
-    EpilogueTmaStore::template store<OutCfg>(out, ec);
+    EpilogueTmaStore::template store<OutCfg>(*reinterpret_cast<const float(*)[OutCfg::kAcc]>(a), ec);
   }
   __device__ __forceinline__ void finish() { EpilogueTmaStore::finish(ec); }
 
