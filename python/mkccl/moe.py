@@ -147,6 +147,7 @@ class Moe:
         self.expert_counts = _view(b.expertCounts, (b.numLocalExperts,), torch.int32, dev)
         self.row_info = _view(b.rowInfo, (b.maxRecvRows, 4), torch.int32, dev)
         self._row_pitch = b.rowPitch
+        self._last_T = None  # T of the last dispatch (combine's default)
 
     def _live(self):
         if self.ptr is None:
@@ -178,6 +179,7 @@ class Moe:
         [maxRecvRows, hidden] laid out like recv_x (recv_x itself is fine). num_tokens: T of the
         last dispatch by default."""
         T = self._last_T if num_tokens is None else int(num_tokens)
+        _check(T is not None, "combine before any dispatch: pass num_tokens")
         _check(y.is_cuda and y.dtype == self.dtype and y.dim() == 2 and y.shape[0] >= self.max_recv_rows and
                y.shape[1] == self.hidden and y.stride(1) == 1 and y.stride(0) == self._row_pitch,
                "y must be [maxRecvRows, hidden] with recv_x's row pitch (%d) and dtype" % self._row_pitch)

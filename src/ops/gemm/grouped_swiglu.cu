@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "runtime/cudriver.h"
 #include "runtime/enqueue.h"
+#include "runtime/ops.h"
 
 namespace mkccl {
 namespace {
@@ -65,7 +66,7 @@ bool overlaps(const void* pa, size_t na, const void* pb, size_t nb) {
 
 }  // namespace
 
-// Loads the SwiGLU kernels on `dev` (not yet called from preload.cu: the first call loads them).
+// Loads the SwiGLU kernels on `dev` (preload.cu, at communicator init).
 mkcclResult_t groupedSwigluPreload(int dev, int smCount) {
   int unused = 0;
   MKCCL_CHECK(SwigluLauncher<dev::Bf16>::prepare(dev, smCount, 1, &unused));
