@@ -222,6 +222,16 @@ mkcclResult_t mkcclGroupedGemm(const void* A, const void* W, void* C, const int*
                                size_t maxRows, size_t N, size_t K, mkcclDataType_t inType,
                                mkcclDataType_t outType, cudaStream_t stream);
 
+/* Grouped GEMM with a SwiGLU epilogue (MoE's first expert GEMM, gate and up in one):
+ * C_g[rows, I] = silu(A_g · Gate_gᵀ) * (A_g · Up_gᵀ), computed in fp32, stored once as outType.
+ * Rows, rowOffsets and A as for mkcclGroupedGemm. W1[groups * 2*Ip, K] with Ip = I rounded up to
+ * 128: group g's part holds, for each 128-column block b, the 128 gate rows of block b then the
+ * 128 up rows of block b ("blocked interleave", docs/MOE.md; rows past I in the last block are
+ * never used). I and K multiples of 8 (16-byte row pitches). C[maxRows, I]. */
+mkcclResult_t mkcclGroupedGemmSwiglu(const void* A, const void* W1, void* C, const int* rowOffsets, int groups,
+                                     size_t maxRows, size_t I, size_t K, mkcclDataType_t inType,
+                                     mkcclDataType_t outType, cudaStream_t stream);
+
 /* AllGather + GEMM (column parallel): each rank holds A_r[M/nranks, K] and W_r[N, K];
  * C[M, N] = AllGather(A) · W_rᵀ. If gatheredA is not NULL it receives AllGather(A) [M, K].
  * M must be divisible by nranks. */

@@ -23,6 +23,7 @@
 #include <vector>
 #include "coll_data.h"
 #include "launch/launch.h"
+#include "moe_routing.h"
 #include "nccl_loader.h"
 #include "op_util.h"
 #include "perf.h"
@@ -33,25 +34,9 @@ namespace {
 
 constexpr const char* kOp = "moe_a2a";
 
-// k distinct experts per token; skewed: half of the slots on rank 0's experts.
 void makeRouting(int T, int E, int k, int ws, bool skewed, uint64_t seed, std::vector<int32_t>* idx,
                  std::vector<float>* w) {
-  std::mt19937_64 g(seed);
-  idx->assign((size_t)T * k, -1);
-  w->assign((size_t)T * k, 0.f);
-  std::uniform_real_distribution<float> wd(0.05f, 0.3f);
-  const int hot = std::max(1, E / ws);
-  for (int t = 0; t < T; ++t) {
-    std::set<int> used;
-    for (int j = 0; j < k && (int)used.size() < E; ++j) {
-      int e;
-      do e = skewed && g() % 2 ? (int)(g() % hot) : (int)(g() % E);
-      while (used.count(e));
-      used.insert(e);
-      (*idx)[(size_t)t * k + j] = e;
-      (*w)[(size_t)t * k + j] = wd(g);
-    }
-  }
+  makeMoeRouting(T, E, k, ws, skewed, seed, idx, w);
 }
 
 // Max of each value over the ranks; sums too (for the byte counts).

@@ -14,6 +14,7 @@ from ._errors import MkcclError, Result
 from ._library import LibraryNotFound, load as load_library
 from ._types import DataType, ReduceOp, TORCH_TO_MKCCL, mkccl_dtype
 from . import ops
+from . import moe
 from .communicator import Communicator, broadcast_unique_id, get_unique_id, init_all, lookup, set_tuning
 from . import _api, _torch_ops
 
@@ -42,4 +43,4 @@ def available(op_name):
 __all__ = ["Communicator", "MkcclError", "Result", "ReduceOp", "DataType", "LibraryNotFound", "ops", "init_all",
            "get_unique_id", "broadcast_unique_id", "lookup", "set_tuning", "library_path", "library_version",
            "available",
-           "mkccl_dtype", "TORCH_TO_MKCCL", "CUSTOM_OPS"]
+           "mkccl_dtype", "TORCH_TO_MKCCL", "CUSTOM_OPS", "moe"]

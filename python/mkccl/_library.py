@@ -97,6 +97,12 @@ PROTOTYPES = {
     "mkcclAllGatherGemm": ([_ptr, _ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
     "mkcclGemmReduceScatter": ([_ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
     "mkcclGemmAllReduce": ([_ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
+    "mkcclGroupedGemmSwiglu": ([_ptr, _ptr, _ptr, _ptr, c_int, _size, _size, _size, _dtype, _dtype, _stream],),
+    "mkcclMoeCreate": ([POINTER(_ptr), _comm, _ptr],),
+    "mkcclMoeDestroy": ([_ptr],),
+    "mkcclMoeGetBuffers": ([_ptr, _ptr],),
+    "mkcclMoeDispatch": ([_ptr, _ptr, _ptr, _ptr, _size, _stream],),
+    "mkcclMoeCombine": ([_ptr, _ptr, _ptr, _size, _stream],),
 }
 
 

@@ -60,6 +60,7 @@ mkcclResult_t preloadKernels(int dev, int smCount) {
   MKCCL_CHECK(plainGemmPreload<dev::Bf16>(dev, smCount));
   MKCCL_CHECK(plainGemmPreload<dev::F16>(dev, smCount));
   MKCCL_CHECK(groupedGemmPreload(dev, smCount));
+  MKCCL_CHECK(groupedSwigluPreload(dev, smCount));
   MKCCL_CHECK(ag::fusedPreload<dev::Bf16>(dev, smCount));
   MKCCL_CHECK(ag::fusedPreload<dev::F16>(dev, smCount));
   MKCCL_CHECK(ag::gatherPreload(dev));

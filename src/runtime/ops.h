@@ -34,6 +34,7 @@ mkcclResult_t gemmOp(const void* A, const void* W, void* C, size_t M, size_t N, 
 mkcclResult_t groupedGemmOp(const void* A, const void* W, void* C, const int* rowOffsets, int groups, size_t maxRows,
                             size_t N, size_t K, mkcclDataType_t inType, mkcclDataType_t outType, cudaStream_t stream);
 mkcclResult_t groupedGemmPreload(int dev, int smCount);
+mkcclResult_t groupedSwigluPreload(int dev, int smCount);  // mkcclGroupedGemmSwiglu (ops/gemm/grouped_swiglu.cu)
 
 // Fused ops (src/kernels/<op> device code, src/ops/<op> host side).
 mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M,

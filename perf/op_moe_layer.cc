@@ -1,0 +1,294 @@
+// mkccl-perf moe: the MoE expert layer, measured in one run as
+//   time        ours: mkcclMoeDispatch, mkcclGroupedGemmSwiglu (gate+up, SwiGLU epilogue),
+//               mkcclGroupedGemm (down), mkcclMoeCombine, one after the other on the stream (the
+//               calls composed; the fused dispatch+GEMM1 / GEMM2+combine kernels are not built yet)
+//   floor       our two grouped GEMMs alone on the dispatched rows (floor_us, floor_ratio)
+//   baseline    "nccl+cublas": NCCL all-to-all(v) of one row per (token, slot) out, one cuBLAS GEMM
+//               per local expert for gate+up and one for down, NCCL all-to-all(v) of the rows back.
+//               Its routing, counts and permutes are on the host and not timed, and it leaves out
+//               SwiGLU and the weighted sum: a lower bound of the unfused pipeline.
+//   extras      dispatch_us, combine_us (ours, each alone), gemms_tflops (floor, routed rows only:
+//               6 * T*k * H * I flops per rank), dispatch_bytes / combine_bytes (what this rank sends
+//               over NVLink, averaged over the ranks), speedup (baseline / time)
+// Shapes: T x H x E (-m T -n H -k E or --shapes TxHxE,...); I from the model the (H, E) pair names
+// (7168/256: 2048, 2048/128: 768, 4096/8: 14336), else H/2 rounded up to 128; top-8 when E >= 64
+// else top-2. Default: the three models at T = 512, 4096, 16384 tokens per rank, uniform and skewed.
+// Checked once per row only for finite outputs (wrong = non-finite elements): the values are
+// checked against fp32 references by tests/moe (moe_test's layer test) and perf/moe_vs_torch.py.
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+#include "coll_data.h"
+#include "launch/launch.h"
+#include "moe_routing.h"
+#include "nccl_loader.h"
+#include "op_util.h"
+#include "perf.h"
+
+namespace mkccl {
+namespace perf {
+namespace {
+
+constexpr const char* kOp = "moe";
+
+size_t interFor(size_t H, int E) {
+  if (H == 7168 && E == 256) return 2048;
+  if (H == 2048 && E == 128) return 768;
+  if (H == 4096 && E == 8) return 14336;
+  return (H / 2 + 127) / 128 * 128;
+}
+
+// Sums (or maxes) of each value over the ranks.
+bool acrossRanks(std::vector<double>* v, bool sum) {
+  const launch::World& w = launch::world();
+  std::vector<double> all(v->size() * w.nranks);
+  std::string err;
+  if (launch::worldAllGather(v->data(), v->size() * sizeof(double), all.data(), &err) != 0) {
+    fprintf(stderr, "moe: combining over ranks: %s\n", err.c_str());
+    return false;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    double x = sum ? 0 : all[i];
+    for (int r = 0; r < w.nranks; ++r) x = sum ? x + all[r * v->size() + i] : std::max(x, all[r * v->size() + i]);
+    (*v)[i] = x;
+  }
+  return true;
+}
+
+int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint64_t seed) {
+  const int ws = env.nranks, me = env.rank, k = E >= 64 ? 8 : 2, El = E / ws;
+  const size_t I = interFor(H, E), Ip = (I + 127) / 128 * 128;
+  if (E % ws != 0 || k > E || H % 8 != 0 || I % 8 != 0) {
+    if (me == 0) fprintf(stderr, "moe: E=%d must be a multiple of %d ranks and >= top-k; H, I multiples of 8\n", E, ws);
+    return 2;
+  }
+  const mkcclDataType_t t = mkcclBfloat16;
+  const size_t es = 2;
+  mkcclMoeConfig_t cfg = MKCCL_MOE_CONFIG_INITIALIZER;
+  cfg.numExperts = E;
+  cfg.topk = k;
+  cfg.hidden = H;
+  cfg.dtype = t;
+  cfg.maxTokensPerRank = std::max<size_t>(T, 1);
+  mkcclMoe_t h = nullptr;
+  if (mkcclMoeCreate(&h, env.comm, &cfg) != mkcclSuccess) {
+    fprintf(stderr, "moe: rank %d: mkcclMoeCreate: %s\n", me, mkcclGetLastError(env.comm));
+    return 1;
+  }
+  struct Destroy {
+    mkcclMoe_t h;
+    ~Destroy() { mkcclMoeDestroy(h); }
+  } destroyH{h};
+  mkcclMoeBuffers buf;
+  mkcclMoeGetBuffers(h, &buf);
+  const size_t P = buf.maxRecvRows;
+
+  const int sets = 2;
+  std::vector<DevBuf> X(sets), Ix(sets), Wt(sets);
+  std::vector<std::vector<int32_t>> idx(sets);
+  std::vector<std::vector<float>> wt(sets);
+  for (int i = 0; i < sets; ++i) {
+    makeMoeRouting((int)T, E, k, ws, skewed, seed * 131 + i * 17 + me, &idx[i], &wt[i]);
+    if (!X[i].alloc(std::max<size_t>(T * H * es, 16), kOp, "X") || !Ix[i].alloc(std::max<size_t>(T * k * 4, 16), kOp, "idx") ||
+        !Wt[i].alloc(std::max<size_t>(T * k * 4, 16), kOp, "w"))
+      return 1;
+    fillInput(X[i].p, T * H, t, seed + i, me, 0, env.stream);
+    cudaMemcpy(Ix[i].p, idx[i].data(), T * k * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(Wt[i].p, wt[i].data(), T * k * 4, cudaMemcpyHostToDevice);
+  }
+  DevBuf W1, W2, act, Y, out;
+  if (!W1.alloc(size_t(El) * 2 * Ip * H * es, kOp, "W1") || !W2.alloc(size_t(El) * H * I * es, kOp, "W2") ||
+      !act.alloc(P * I * es, kOp, "act") || !Y.alloc(P * H * es, kOp, "Y") ||
+      !out.alloc(std::max<size_t>(T * H * es, 16), kOp, "out"))
+    return 1;
+  // Weights drawn in [-1, 1) like X: the sums grow with K but stay far inside bf16's range.
+  fillInput(W1.p, size_t(El) * 2 * Ip * H, t, seed + 7, me, 0, env.stream);
+  fillInput(W2.p, size_t(El) * H * I, t, seed + 8, me, 0, env.stream);
+
+  bool failed = false;
+  auto ck = [&](mkcclResult_t r) {
+    if (r != mkcclSuccess) failed = true;
+  };
+  auto dispatch = [&](int i) {
+    const int s = i % sets;
+    ck(mkcclMoeDispatch(h, X[s].p, (const int32_t*)Ix[s].p, (const float*)Wt[s].p, T, env.stream));
+  };
+  auto gemms = [&](int) {
+    ck(mkcclGroupedGemmSwiglu(buf.recvX, W1.p, act.p, buf.expertOffsets, El, P, I, H, t, t, env.stream));
+    ck(mkcclGroupedGemm(act.p, W2.p, Y.p, buf.expertOffsets, El, P, H, I, t, t, env.stream));
+  };
+  auto combine = [&](int) { ck(mkcclMoeCombine(h, Y.p, out.p, T, env.stream)); };
+  auto layer = [&](int i) {
+    dispatch(i);
+    gemms(i);
+    combine(i);
+  };
+
+  Result r;
+  r.op = kOp;
+  r.worldSize = ws;
+  r.dtype = dtypeName(t);
+  r.hasShape = true;
+  r.shape = Shape{T, H, (size_t)E};
+  r.count = T * H;
+  if (a.check) {  // every output finite (the values themselves: tests/moe)
+    layer(0);
+    std::vector<uint16_t> o(T * H);
+    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
+        !cudaOk(kOp, cudaMemcpy(o.data(), out.p, T * H * es, cudaMemcpyDeviceToHost), "copy")) {
+      fprintf(stderr, "moe: rank %d: the checked run failed: %s\n", me, mkcclGetLastError(env.comm));
+      return 1;
+    }
+    long long bad = 0;
+    for (uint16_t v : o) bad += std::isfinite(halfToDouble(v, t)) ? 0 : 1;
+    r.wrong = bad;
+  }
+  const double layerUs = timeMedianUs(layer, a.warmup, a.iters, env.stream);
+  const double dispUs = timeMedianUs(dispatch, a.warmup, a.iters, env.stream);
+  dispatch(0);
+  const double floorUs = timeMedianUs(gemms, a.warmup, a.iters, env.stream);
+  const double combUs = timeMedianUs(combine, a.warmup, a.iters, env.stream);
+  if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "timing")) {
+    fprintf(stderr, "moe: rank %d: %s\n", me, mkcclGetLastError(env.comm));
+    return 1;
+  }
+
+  // What set 0 sends: rows per (token, rank) pair out, one row (or fp32 row) per pair back; slot
+  // rows per rank and per expert for the baseline.
+  std::vector<size_t> slots(ws, 0), perExpert(E, 0);
+  double ourOut = 0, ourBack = 0;
+  for (size_t tok = 0; tok < T; ++tok) {
+    std::vector<int> m(ws, 0);
+    for (int j = 0; j < k; ++j) {
+      const int e = idx[0][tok * k + j];
+      if (e < 0) continue;
+      m[e / El]++;
+      perExpert[e]++;
+    }
+    for (int q = 0; q < ws; ++q) {
+      slots[q] += m[q];
+      if (m[q] && q != me) ourOut += H * es, ourBack += m[q] == 1 ? H * es : H * 4.0;
+    }
+  }
+  std::vector<size_t> allSlots((size_t)ws * ws), allExpert((size_t)ws * E);
+  std::string err;
+  if (launch::worldAllGather(slots.data(), ws * sizeof(size_t), allSlots.data(), &err) != 0 ||
+      launch::worldAllGather(perExpert.data(), E * sizeof(size_t), allExpert.data(), &err) != 0) {
+    fprintf(stderr, "moe: %s\n", err.c_str());
+    return 1;
+  }
+  double ncUs = -1;
+  const bool base = a.baseline && env.nccl && env.ncclComm && env.cublas;
+  if (base) {
+    std::vector<size_t> sOut(ws), sIn(ws);  // rows this rank sends to q / receives from q
+    size_t sendRows = 0, recvRows = 0;
+    for (int q = 0; q < ws; ++q) {
+      sOut[q] = slots[q], sIn[q] = allSlots[(size_t)q * ws + me];
+      sendRows += sOut[q], recvRows += sIn[q];
+    }
+    std::vector<size_t> cnt(El, 0);  // rows of each local expert from every source
+    for (int q = 0; q < ws; ++q)
+      for (int e = 0; e < El; ++e) cnt[e] += allExpert[(size_t)q * E + me * El + e];
+    DevBuf sb, rb, hb, zb, bb;
+    if (!sb.alloc(std::max<size_t>(sendRows, 1) * H * es, kOp, "nccl") ||
+        !rb.alloc(std::max<size_t>(recvRows, 1) * H * es, kOp, "nccl") ||
+        !hb.alloc(std::max<size_t>(recvRows, 1) * 2 * I * es, kOp, "h") ||
+        !zb.alloc(std::max<size_t>(recvRows, 1) * H * es, kOp, "z") ||
+        !bb.alloc(std::max<size_t>(sendRows, 1) * H * es, kOp, "back"))
+      return 1;
+    // Data like ours (the tensor cores' power depends on it): rows drawn as X is.
+    fillInput(sb.p, sb.bytes / es, t, seed + 3, me, 0, env.stream);
+    fillInput(rb.p, rb.bytes / es, t, seed + 4, me, 0, env.stream);
+    const Nccl& n = *env.nccl;
+    ncclComm_t c = static_cast<ncclComm_t>(env.ncclComm);
+    auto a2av = [&](const void* send, const std::vector<size_t>& sc, void* recv, const std::vector<size_t>& rc) {
+      size_t so = 0, ro = 0;
+      ncclResult_t res = n.groupStart();
+      for (int q = 0; q < ws && res == 0; ++q) {
+        if (sc[q]) res = n.send(static_cast<const char*>(send) + so * H * es, sc[q] * H, ncclType(t), q, c, env.stream);
+        if (res == 0 && rc[q]) res = n.recv(static_cast<char*>(recv) + ro * H * es, rc[q] * H, ncclType(t), q, c, env.stream);
+        so += sc[q], ro += rc[q];
+      }
+      const ncclResult_t e = n.groupEnd();
+      if (res || e) failed = true;
+    };
+    auto baseline = [&](int) {
+      a2av(sb.p, sOut, rb.p, sIn);
+      size_t off = 0;
+      for (int e = 0; e < El; ++e) {
+        if (cnt[e]) {
+          if (cublasGemmRef(env.cublas, rb.c() + off * H * es, W1.c() + size_t(e) * 2 * Ip * H * es,
+                            hb.c() + off * 2 * I * es, cnt[e], 2 * I, H, t) != 0 ||
+              cublasGemmRef(env.cublas, hb.c() + off * 2 * I * es, W2.c() + size_t(e) * H * I * es,
+                            zb.c() + off * H * es, cnt[e], H, I, t) != 0)
+            failed = true;
+        }
+        off += cnt[e];
+      }
+      a2av(zb.p, sIn, bb.p, sOut);
+    };
+    ncUs = timeMedianUs(baseline, a.warmup, a.iters, env.stream);
+    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "baseline")) {
+      fprintf(stderr, "moe: rank %d: the NCCL+cuBLAS baseline failed\n", me);
+      return 1;
+    }
+  }
+
+  std::vector<double> tm = {layerUs, dispUs, floorUs, combUs, ncUs};
+  std::vector<double> by = {ourOut, ourBack};
+  if (!acrossRanks(&tm, false) || !acrossRanks(&by, true)) return 1;
+  for (double& b : by) b /= ws;
+  r.timeUs = tm[0];
+  r.bytes = (size_t)(by[0] + by[1]);
+  r.extra["dispatch_us"] = tm[1];
+  r.extra["floor_us"] = tm[2];
+  r.extra["floor_ratio"] = tm[0] / tm[2];
+  r.extra["combine_us"] = tm[3];
+  r.extra["gemms_tflops"] = 6.0 * double(T) * k * H * I / (tm[2] * 1e-6) / 1e12;
+  r.extra["dispatch_bytes"] = by[0];
+  r.extra["combine_bytes"] = by[1];
+  r.extra["inter"] = double(I);
+  r.extra["top_k"] = k;
+  if (base) {
+    r.baseline = "nccl+cublas";
+    r.baselineTimeUs = tm[4];
+    r.extra["speedup"] = tm[4] / tm[0];
+  }
+  r.note = std::string(skewed ? "skewed" : "uniform") + " routing, top-" + std::to_string(k) + ", I " +
+           std::to_string(I) + ", composed calls (not fused)" + (base ? "" : ", no NCCL+cuBLAS baseline");
+  env.emit(r);
+  return 0;
+}
+
+int runMoeLayer(const Args& a, Env& env, std::vector<Result>*) {
+  if (a.dtype != mkcclBfloat16) {
+    if (env.rank == 0) fprintf(stderr, "moe: -d must be bf16\n");
+    return 2;
+  }
+  std::vector<Shape> shapes = a.shapes;
+  if (shapes.empty())
+    for (size_t T : {512, 4096, 16384})
+      for (const Shape& m : {Shape{0, 7168, 256}, Shape{0, 2048, 128}, Shape{0, 4096, 8}})
+        shapes.push_back(Shape{T, m.n, m.k});
+  uint64_t seed = a.seed;
+  for (const Shape& s : shapes)
+    for (bool skewed : {false, true}) {
+      const int rc = runLayerRow(s.m, s.n, (int)s.k, skewed, a, env, seed += 1000);
+      if (rc) return rc;
+    }
+  return 0;
+}
+
+}  // namespace
+
+MKCCL_PERF_SHAPE_OP("moe", runMoeLayer,
+                    "MoE expert layer: dispatch + SwiGLU grouped GEMM + grouped GEMM + combine (composed calls) "
+                    "against NCCL all-to-all(v) + cuBLAS per expert + NCCL back, and our grouped GEMMs alone (floor). "
+                    "-m T -n H -k E or --shapes TxHxE,...; default: DeepSeek-V3-, Qwen3-30B-A3B- and Mixtral-like "
+                    "shapes at T = 512, 4096, 16384, uniform and skewed routing");
+
+}  // namespace perf
+}  // namespace mkccl

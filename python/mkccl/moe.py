@@ -1,0 +1,230 @@
+"""MoE expert parallelism on torch tensors: the dispatch/combine handle (mkcclMoe*), the SwiGLU
+grouped GEMM, and the expert layer composed from them.
+
+    moe = mkccl.moe.Moe(comm, num_experts=256, topk=8, hidden=7168, max_tokens_per_rank=4096)
+    w1 = mkccl.moe.pack_swiglu_weights(gate, up)      # [E_loc, I, H] x 2 -> the kernel's layout
+    out = moe.layer(x, topk_idx, topk_w, w1, w2)      # dispatch, SwiGLU GEMM, GEMM, combine
+    # or step by step, with your own expert compute on moe.recv_x between the two:
+    moe.dispatch(x, topk_idx, topk_w); y = my_experts(moe.recv_x, moe.expert_offsets); moe.combine(y)
+    moe.close()
+
+Every call is stream-ordered on the current stream of the communicator's device, reads the routing
+on the device and never synchronises with the host (CUDA-graph capturable as the C calls are).
+The layer is the C calls one after the other on the stream, not one fused kernel. docs/MOE.md and
+docs/PYTHON.md say more.
+"""
+import ctypes
+
+import torch
+
+from ._errors import raise_for
+from ._library import load
+from ._types import mkccl_dtype
+
+_MAGIC = 0x6D6B6D65
+_VERSION = 1
+
+
+class MoeConfig(ctypes.Structure):
+    """mkcclMoeConfig_v1 (include/mkccl.h)."""
+
+    _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
+                ("numExperts", ctypes.c_int), ("topk", ctypes.c_int), ("hidden", ctypes.c_size_t),
+                ("dtype", ctypes.c_int), ("maxTokensPerRank", ctypes.c_size_t), ("maxRecvRows", ctypes.c_size_t),
+                ("rowAlign", ctypes.c_int), ("maxCtas", ctypes.c_int)]
+
+
+class MoeBuffers(ctypes.Structure):
+    """mkcclMoeBuffers (include/mkccl.h)."""
+
+    _fields_ = [("recvX", ctypes.c_void_p), ("rowPitch", ctypes.c_size_t), ("maxRecvRows", ctypes.c_size_t),
+                ("rowInfo", ctypes.c_void_p), ("expertOffsets", ctypes.c_void_p), ("expertCounts", ctypes.c_void_p),
+                ("numLocalExperts", ctypes.c_int), ("rowAlign", ctypes.c_int)]
+
+
+class _DeviceMemory:
+    """A view of library-owned device memory for torch.as_tensor (__cuda_array_interface__); the
+    owner (the Moe handle) keeps it alive."""
+
+    _TYPESTR = {torch.bfloat16: "<V2", torch.float16: "<f2", torch.int32: "<i4", torch.float32: "<f4"}
+
+    def __init__(self, ptr, shape, dtype, strides=None):
+        self.__cuda_array_interface__ = {"data": (int(ptr), False), "shape": tuple(int(s) for s in shape),
+                                         "typestr": self._TYPESTR[dtype], "version": 3, "strides": strides}
+
+
+def _view(ptr, shape, dtype, device, row_pitch=None):
+    if dtype == torch.bfloat16:
+        # The interface has no bf16 type: view the memory as int16 and reinterpret.
+        t = torch.as_tensor(_DeviceMemory(ptr, (shape[0], row_pitch), torch.float16), device=device)
+        return t.view(torch.bfloat16)[:, : shape[1]]
+    if row_pitch is not None:
+        t = torch.as_tensor(_DeviceMemory(ptr, (shape[0], row_pitch), dtype), device=device)
+        return t[:, : shape[1]]
+    return torch.as_tensor(_DeviceMemory(ptr, shape, dtype), device=device)
+
+
+def _stream(device):
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def _check(cond, msg):
+    if not cond:
+        raise ValueError("mkccl.moe: " + msg)
+
+
+def pack_swiglu_weights(gate, up):
+    """gate, up [E, I, H] (or [I, H]) -> W1 [E, 2*Ip, H] in the blocked interleave that
+    grouped_gemm_swiglu reads (Ip = I rounded up to 128): per 128-row block b of I, the gate rows
+    of block b, then the up rows of block b; rows past I are zero. Done once, at load time."""
+    _check(gate.shape == up.shape and gate.dim() in (2, 3), "gate and up must both be [E, I, H] or [I, H]")
+    squeeze = gate.dim() == 2
+    if squeeze:
+        gate, up = gate.unsqueeze(0), up.unsqueeze(0)
+    E, I, H = gate.shape
+    Ip = (I + 127) // 128 * 128
+    w = torch.zeros(E, Ip // 128, 2, 128, H, dtype=gate.dtype, device=gate.device)
+    for half, src in ((0, gate), (1, up)):
+        padded = torch.zeros(E, Ip, H, dtype=gate.dtype, device=gate.device)
+        padded[:, :I] = src
+        w[:, :, half] = padded.view(E, Ip // 128, 128, H)
+    w = w.view(E, 2 * Ip, H)
+    return w[0] if squeeze else w
+
+
+def grouped_gemm_swiglu(a, w1, row_offsets, inter, out=None):
+    """out[rows, inter] = silu(a_g . gate_g^T) * (a_g . up_g^T) per group g (mkcclGroupedGemmSwiglu).
+    a [maxRows, K]; w1 [G, 2*Ip, K] from pack_swiglu_weights; row_offsets: int32 [G + 1] on the
+    device (multiples of 128); inter: I. Rows of padding get their rows' products."""
+    _check(a.is_cuda and w1.is_cuda and row_offsets.is_cuda, "a, w1 and row_offsets must be CUDA tensors")
+    _check(a.dim() == 2 and a.stride(1) == 1 and a.stride(0) == a.shape[1], "a must be a contiguous [rows, K]")
+    _check(w1.dim() == 3 and w1.is_contiguous(), "w1 must be a contiguous [G, 2*Ip, K] (pack_swiglu_weights)")
+    _check(row_offsets.dtype == torch.int32 and row_offsets.numel() == w1.shape[0] + 1,
+           "row_offsets must be int32 [G + 1]")
+    G, Np, K = w1.shape
+    _check(K == a.shape[1] and Np == 2 * ((inter + 127) // 128 * 128), "w1's shape does not match a and inter")
+    _check(a.dtype == w1.dtype and a.dtype in (torch.bfloat16, torch.float16), "a and w1: both bf16 or both fp16")
+    if out is None:
+        out = torch.empty(a.shape[0], inter, dtype=a.dtype, device=a.device)
+    lib = load()
+    dt = int(mkccl_dtype(a.dtype))
+    raise_for(lib, lib.function("mkcclGroupedGemmSwiglu")(a.data_ptr(), w1.data_ptr(), out.data_ptr(),
+                                                          row_offsets.data_ptr(), G, a.shape[0], inter, K, dt, dt,
+                                                          _stream(a.device)), "mkcclGroupedGemmSwiglu")
+    return out
+
+
+class Moe:
+    """The MoE handle of a communicator (mkcclMoeCreate: collective, every rank alike). Rank r owns
+    experts [r*E/n, (r+1)*E/n). The receive side lives in the handle: recv_x [maxRecvRows, H]
+    (expert-major rows), expert_offsets int32 [E_loc + 1], expert_counts int32 [E_loc],
+    row_info int32 [maxRecvRows, 4] (token, srcRank | slot << 16, weight bits, local expert)."""
+
+    def __init__(self, comm, num_experts, topk, hidden, max_tokens_per_rank, dtype=torch.bfloat16, max_recv_rows=0,
+                 row_align=0, max_ctas=0):
+        _check(dtype in (torch.bfloat16, torch.float16), "dtype must be torch.bfloat16 or torch.float16")
+        self.comm = comm
+        self.lib = load()
+        self.dtype = dtype
+        self.hidden = int(hidden)
+        self.topk = int(topk)
+        self.max_tokens = int(max_tokens_per_rank)
+        cfg = MoeConfig(ctypes.sizeof(MoeConfig), _MAGIC, _VERSION, int(num_experts), self.topk, self.hidden,
+                        int(mkccl_dtype(dtype)), self.max_tokens, int(max_recv_rows), int(row_align), int(max_ctas))
+        h = ctypes.c_void_p()
+        with torch.cuda.device(comm.device):
+            raise_for(self.lib, self.lib.function("mkcclMoeCreate")(ctypes.byref(h), comm._live(), ctypes.byref(cfg)),
+                      "mkcclMoeCreate", comm.ptr)
+        self.ptr = h.value
+        b = MoeBuffers()
+        raise_for(self.lib, self.lib.function("mkcclMoeGetBuffers")(self.ptr, ctypes.byref(b)), "mkcclMoeGetBuffers")
+        dev = comm.device
+        self.num_local_experts = b.numLocalExperts
+        self.max_recv_rows = b.maxRecvRows
+        self.row_align = b.rowAlign
+        self.recv_x = _view(b.recvX, (b.maxRecvRows, self.hidden), dtype, dev, b.rowPitch)
+        self.expert_offsets = _view(b.expertOffsets, (b.numLocalExperts + 1,), torch.int32, dev)
+        self.expert_counts = _view(b.expertCounts, (b.numLocalExperts,), torch.int32, dev)
+        self.row_info = _view(b.rowInfo, (b.maxRecvRows, 4), torch.int32, dev)
+        self._row_pitch = b.rowPitch
+        self._last_T = None  # T of the last dispatch (combine's default)
+
+    def _live(self):
+        if self.ptr is None:
+            raise ValueError("mkccl.moe: the handle is closed")
+        return self.ptr
+
+    def _tokens(self, x, topk_idx, topk_w):
+        _check(x.is_cuda and topk_idx.is_cuda and topk_w.is_cuda, "x, topk_idx and topk_w must be CUDA tensors")
+        _check(x.dim() == 2 and x.shape[1] == self.hidden and x.is_contiguous(), "x must be a contiguous [T, hidden]")
+        T = x.shape[0]
+        _check(x.dtype == self.dtype, "x must be of the handle's dtype")
+        _check(topk_idx.dtype == torch.int32 and topk_idx.shape == (T, self.topk) and topk_idx.is_contiguous(),
+               "topk_idx must be a contiguous int32 [T, topk]")
+        _check(topk_w.dtype == torch.float32 and topk_w.shape == (T, self.topk) and topk_w.is_contiguous(),
+               "topk_w must be a contiguous float32 [T, topk]")
+        return T
+
+    def dispatch(self, x, topk_idx, topk_w):
+        """Sends every token row to the ranks of its experts (mkcclMoeDispatch); afterwards recv_x,
+        expert_offsets, expert_counts and row_info hold this rank's expert-major rows."""
+        T = self._tokens(x, topk_idx, topk_w)
+        self._last_T = T
+        raise_for(self.lib, self.lib.function("mkcclMoeDispatch")(self._live(), x.data_ptr(), topk_idx.data_ptr(),
+                                                                  topk_w.data_ptr(), T, _stream(x.device)),
+                  "mkcclMoeDispatch", self.comm.ptr)
+
+    def combine(self, y, out=None, num_tokens=None):
+        """out[t] = sum_j topk_w[t, j] * y(row of (t, j)) (mkcclMoeCombine), summed in fp32; y is
+        [maxRecvRows, hidden] laid out like recv_x (recv_x itself is fine). num_tokens: T of the
+        last dispatch by default."""
+        T = self._last_T if num_tokens is None else int(num_tokens)
+        _check(T is not None, "combine before any dispatch: pass num_tokens")
+        _check(y.is_cuda and y.dtype == self.dtype and y.dim() == 2 and y.shape[0] >= self.max_recv_rows and
+               y.shape[1] == self.hidden and y.stride(1) == 1 and y.stride(0) == self._row_pitch,
+               "y must be [maxRecvRows, hidden] with recv_x's row pitch (%d) and dtype" % self._row_pitch)
+        if out is None:
+            out = torch.empty(T, self.hidden, dtype=self.dtype, device=y.device)
+        _check(out.shape == (T, self.hidden) and out.is_contiguous() and out.dtype == self.dtype,
+               "out must be a contiguous [T, hidden] of the handle's dtype")
+        raise_for(self.lib, self.lib.function("mkcclMoeCombine")(self._live(), y.data_ptr(), out.data_ptr(), T,
+                                                                 _stream(y.device)), "mkcclMoeCombine", self.comm.ptr)
+        return out
+
+    def experts(self, w1, w2, inter, act=None, y=None):
+        """The local experts on the dispatched rows: act = SwiGLU(recv_x . W1_e^T), y = act . W2_e^T
+        (two grouped GEMMs; w1 from pack_swiglu_weights [E_loc, 2*Ip, H], w2 [E_loc, H, inter])."""
+        _check(self._row_pitch == self.hidden, "experts() needs hidden to be a multiple of 8")
+        _check(w2.dim() == 3 and w2.shape == (self.num_local_experts, self.hidden, inter) and w2.is_contiguous(),
+               "w2 must be a contiguous [E_loc, hidden, inter]")
+        rows = self.max_recv_rows
+        a = self.recv_x  # [rows, hidden], contiguous when the row pitch is hidden
+        act = grouped_gemm_swiglu(a, w1, self.expert_offsets, inter, act)
+        if y is None:
+            y = torch.empty(rows, self.hidden, dtype=self.dtype, device=a.device)
+        dt = int(mkccl_dtype(self.dtype))
+        raise_for(self.lib, self.lib.function("mkcclGroupedGemm")(act.data_ptr(), w2.data_ptr(), y.data_ptr(),
+                                                                  self.expert_offsets.data_ptr(),
+                                                                  self.num_local_experts, rows, self.hidden, inter,
+                                                                  dt, dt, _stream(a.device)), "mkcclGroupedGemm")
+        return y
+
+    def layer(self, x, topk_idx, topk_w, w1, w2, out=None):
+        """The expert layer: dispatch, SwiGLU grouped GEMM, grouped GEMM, combine, one after the other
+        on the stream (not fused). Returns out [T, hidden]."""
+        self.dispatch(x, topk_idx, topk_w)
+        y = self.experts(w1, w2, w2.shape[2])
+        return self.combine(y, out)
+
+    def close(self):
+        """Frees the handle (waits for its calls on this rank). Tensors from it must not be used after."""
+        if self.ptr is not None:
+            with torch.cuda.device(self.comm.device):
+                raise_for(self.lib, self.lib.function("mkcclMoeDestroy")(self.ptr), "mkcclMoeDestroy")
+            self.ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
