@@ -36,7 +36,9 @@ __device__ __forceinline__ void consumerRole(const GemmArgs& g, const typename O
   typename Op::Scheduler::Tile t;
   while (sched.next(t)) {
     epi.begin(t);
-    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, lane, ctaRank, [&](int kb) { epi.afterKBlock(kb); }))
+    const KRange kr = tileKRange(g, t);
+    if (!consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, lane, ctaRank, [&](int kb) { epi.afterKBlock(kb); },
+                               kr.end - kr.begin))
       break;
     epi.store(acc, t);
   }

@@ -5,6 +5,9 @@
 #include "ops/gemm/gemm_launch.cuh"
 #include "kernels/gemm/gemm_op.cuh"
 #include "ops/gemm/gemm_plain.cuh"
+#include "ops/gemm/split_k_model.h"
+#include "ops/gemm/split_k_workspace.h"
+#include "kernels/gemm/split_k.cuh"
 #include "base/log.h"
 
 namespace mkccl {
@@ -15,10 +18,17 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   using Fast256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>;
   using Fast128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>;
   using Simple = GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>;
+  using SplitK = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>;
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
-  const GemmPlan plan = gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2);
+  GemmPlan plan = gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2);
+  SplitKWorkspace ws;
+  if (p.splitK != 1 && !plan.simple) {
+    // The workspace exists from the stream's first call outside capture (split_k_workspace.h).
+    MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
+    plan = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, ws.maxUnits);
+  }
 
   GemmArgs g;
   memset(&g, 0, sizeof(g));
@@ -35,13 +45,18 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   MKCCL_CHECK(encodeTileMap(&mapB, p.W, p.inType, p.N, p.K, p.K, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
   if (!plan.simple) MKCCL_CHECK(encodeTileMap(&mapC, p.C, p.outType, p.M, p.N, p.N, 64));
 
-  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks", (long long)p.M,
-              (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn, plan.clusterSize, plan.ctas,
-              g.kBlocks);
+  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d",
+              (long long)p.M, (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn,
+              plan.clusterSize, plan.ctas, g.kBlocks, plan.splits);
   int unused = 0;
   if (plan.simple) {
     MKCCL_CHECK(Simple::prepare(dev, info.smCount, 1, &unused));
     return Simple::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
+  }
+  if (plan.splits > 1) {
+    MKCCL_CHECK(SplitK::prepare(dev, info.smCount, 1, &unused));
+    const SplitKParams sp{ws.partials, ws.counters, plan.splits};
+    return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
   }
   if (plan.bn == 256) return Fast256::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
   MKCCL_CHECK(Fast128::prepare(dev, info.smCount, plan.clusterSize, &unused));
@@ -54,6 +69,7 @@ mkcclResult_t plainGemmPreload(int dev, int smCount) {
   int unused = 0;
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 2, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);
 }
 

@@ -17,6 +17,7 @@ namespace mkccl {
 struct Tuning {
   struct Gemm {
     GemmVariant variant = GemmVariant::Auto;  // gemm.variant: the engine's tile configuration
+    int splitK = 0;  // gemm.split_k: 0 the model's, 1 never, s > 1 parts of K (plain GEMM: split_k_model.h)
   } gemm;
 
   struct AgGemm {
