@@ -114,6 +114,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
         return 1;
       }
       ref.resize(M * N);
+      // The stream is non-blocking: cudaMemcpy (legacy stream) would not wait for cuBLAS.
+      if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "reference")) return 1;
       if (!cudaOk(kOp, cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
     }
     double baseUs = -1;

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 #include "kernels/gemm/split_k.cuh"
+#include "ops/gemm/gemm_pack.h"
 #include "ops/gemm/split_k_model.h"
 
 namespace {
@@ -118,6 +119,24 @@ TEST(GemmSplitK, ForcedValues) {
   EXPECT_EQ(p.splits, 5);
   EXPECT_EQ(p.ctas, 120);
   EXPECT_EQ(planFor(16, 8192, 8192, 0, GemmVariant::Auto, 10).ctas, 10);  // a budget is respected
+}
+
+}  // namespace
+
+namespace {
+
+// The packing rule (gemm_pack.h): only K off a 64-element multiple, only compute-bound shapes,
+// within the workspace bound, never for the debug kernel or with gemm.pack_k=off.
+TEST(GemmPack, Rule) {
+  EXPECT_TRUE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 0));
+  EXPECT_TRUE(mkccl::gemmShouldPack(256, 256, 72, false, 0));
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4096, false, 0));  // aligned already
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 1));  // gemm.pack_k=off
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, true, 0));   // simple
+  EXPECT_FALSE(mkccl::gemmShouldPack(128, 8192, 8200, false, 0));   // decode: one pass over W
+  EXPECT_FALSE(mkccl::gemmShouldPack(300000, 8192, 4104, false, 0));  // over the workspace bound
+  EXPECT_EQ(mkccl::gemmPackedPitch(4104), 4160);
+  EXPECT_EQ(mkccl::gemmPackedPitch(64), 64);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -285,4 +286,49 @@ TEST(Gemm, SplitKBackToBackAndGraph) {
   ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, 8, 8, 8, mkcclBfloat16, mkcclBfloat16, 0))
       << mkcclGetLastError(nullptr);
   CUDA_OK(cudaDeviceSynchronize());
+}
+
+// K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch when
+// M, N >= 256 (gemm_pack.h); every configuration, and the unpacked path forced, on such shapes.
+TEST(Gemm, OddKPacked) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{256, 256, 72}, {300, 520, 1000}, {1000, 1032, 4104}, {4097, 264, 328}, {2000, 2056, 4104}};
+  for (const char* v : {"auto", "auto;gemm.pack_k=off", "256x2", "128x1", "simple"})
+    for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
+  checkGemm(333, 520, 392, mkcclFloat16, mkcclFloat32, "auto");
+}
+
+// A capture on a stream that has never run a split-K or packed GEMM: no workspace may be made
+// inside the capture, so the call runs unsplit / unpacked, and is still right when replayed.
+TEST(Gemm, CaptureOnFreshStream) {
+  MKCCL_REQUIRE_GPUS(1);
+  for (const auto& s : {std::array<size_t, 3>{32, 4096, 4096}, std::array<size_t, 3>{512, 520, 1000}}) {
+    const size_t M = s[0], N = s[1], K = s[2];
+    DevBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(M * N * 2);
+    ASSERT_TRUE(A.p && W.p && R.p && C.p);
+    const uint64_t seed = mkccl::test::freshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + " M " + std::to_string(M));
+    mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
+    mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+    mkccl::test::poison(C.p, C.bytes);
+    CUDA_OK(cudaDeviceSynchronize());
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    const mkcclResult_t r = mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, st);
+    CUDA_OK(cudaStreamEndCapture(st, &graph));
+    ASSERT_EQ(mkcclSuccess, r) << mkcclGetLastError(nullptr);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    mkccl::test::cublasGemmRef(A.p, W.p, R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, st);
+    CUDA_OK(cudaStreamSynchronize(st));
+    const ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclBfloat16),
+                               mkccl::test::toHostDouble(R.p, M * N, mkcclBfloat16), kTol);
+    EXPECT_EQ(e.wrong, 0u);
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(st));
+  }
 }

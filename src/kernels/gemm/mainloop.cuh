@@ -44,6 +44,9 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
   const uint32_t bOffset = ctaRank * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
   const uint16_t mask = static_cast<uint16_t>((1u << cs) - 1u);
   bool drain = false;
+  // TMA counts the bytes of the box it writes (zero fill included): a short A box counts less.
+  const uint32_t stageBytes =
+      g.aBoxRows > 0 ? Cfg::kStageBytesB + static_cast<uint32_t>(g.aBoxRows) * (Cfg::BK * 2) : Cfg::kStageBytes;
   typename Sched::Tile t;
   while (sched.next(t)) {
     const TileA a = loads.a(t);
@@ -62,7 +65,7 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
         flags[1] = 1;
       }
       // Full stage bytes even for boxes that reach past the matrix: TMA counts the zero fill.
-      dev::mbarArriveExpectTx(sm.full(s), Cfg::kStageBytes);
+      dev::mbarArriveExpectTx(sm.full(s), stageBytes);
       const int32_t k0 = kb * Cfg::BK;
       dev::tmaLoad2d(sm.a(s), a.map, sm.full(s), k0, a.row);
       if (cs == 1)

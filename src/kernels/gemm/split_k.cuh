@@ -83,7 +83,8 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
 
   __device__ __forceinline__ void store(const float (&acc)[Cfg::kAcc], const SplitKTile& t) {
     const SplitKParams& p = this->op;
-    if (p.splits == 1) {
+    // A half tile wholly past M (M <= 64) is clipped by the store: no partials to add.
+    if (p.splits == 1 || static_cast<int64_t>(t.m) * Cfg::BM + this->half * 64 >= this->g.M) {
       Base::store(acc, t);
       return;
     }
@@ -106,13 +107,20 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // own part is read back from its slot too, so the order of the sum is the split order whichever
     // part is last.
     float(&sum)[Cfg::kAcc] = const_cast<float(&)[Cfg::kAcc]>(acc);
-    const float* src = p.partials + (tileSlots * 2 + this->half) * kSlot + tid;
+    if (p.splits == 2) {
+      // Two parts: a + b == b + a exactly, so our own part stays in registers.
+      const float* other = p.partials + ((tileSlots + (1 - t.split)) * 2 + this->half) * kSlot + tid;
 #pragma unroll
-    for (int i = 0; i < Cfg::kAcc; ++i) sum[i] = __ldcg(src + i * 128);
-    for (int s = 1; s < p.splits; ++s) {
-      src += 2 * kSlot;
+      for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(other + i * 128);
+    } else {
+      const float* src = p.partials + (tileSlots * 2 + this->half) * kSlot + tid;
 #pragma unroll
-      for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(src + i * 128);
+      for (int i = 0; i < Cfg::kAcc; ++i) sum[i] = __ldcg(src + i * 128);
+      for (int s = 1; s < p.splits; ++s) {
+        src += 2 * kSlot;
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(src + i * 128);
+      }
     }
     if (tid == 0) *counter = 0;  // every part has counted: zero for the next call
     Base::store(sum, t);

@@ -15,6 +15,7 @@ struct GemmProblem {
   int64_t M, N, K;
   mkcclDataType_t inType, outType;
   int splitK = 0;  // the tuner's gemm.split_k
+  int packK = 0;   // the tuner's gemm.pack_k
 };
 
 // Plans and launches C = A . W^T with In = dev::Bf16 or dev::F16 (instantiated in gemm_bf16.cu

@@ -1,10 +1,12 @@
 // Body of plainGemm<In> (gemm_plain.cuh), included by the per-type instantiation files.
 #pragma once
+#include <stdint.h>
 #include <string.h>
 #include "kernels/gemm/gemm_config.cuh"
 #include "ops/gemm/gemm_launch.cuh"
 #include "kernels/gemm/gemm_op.cuh"
 #include "ops/gemm/gemm_plain.cuh"
+#include "ops/gemm/gemm_pack.h"
 #include "ops/gemm/split_k_model.h"
 #include "ops/gemm/split_k_workspace.h"
 #include "kernels/gemm/split_k.cuh"
@@ -24,10 +26,12 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
   GemmPlan plan = gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2);
   SplitKWorkspace ws;
-  if (p.splitK != 1 && !plan.simple) {
-    // The workspace exists from the stream's first call outside capture (split_k_workspace.h).
+  const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount));
+  if (split.splits > 1) {
+    // The workspace exists from the stream's first split-K call outside capture; without it (a
+    // capture) the unsplit plan runs (split_k_workspace.h).
     MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
-    plan = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, ws.maxUnits);
+    if (ws.maxUnits > 0) plan = split;
   }
 
   GemmArgs g;
@@ -39,15 +43,37 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   g.waitTimeoutNs = kGemmWaitTimeoutNs;
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 
+  // A row pitch that is not a multiple of 128 bytes: copy A and W to one that is (gemm_pack.h).
+  const void* opA = p.A;
+  const void* opW = p.W;
+  int64_t ldk = p.K;
+  const bool aligned16 = ((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) == 0;
+  if (aligned16 && gemmShouldPack(p.M, p.N, p.K, plan.simple, p.packK)) {
+    const void* Ap = nullptr;
+    const void* Wp = nullptr;
+    MKCCL_CHECK(gemmPackOperands(p.A, p.W, p.M, p.N, p.K, dev, stream, &Ap, &Wp));
+    if (Ap != nullptr) {
+      opA = Ap;
+      opW = Wp;
+      ldk = gemmPackedPitch(p.K);
+    }
+  }
+
   alignas(64) CUtensorMap mapA, mapB, mapC;
   memset(&mapC, 0, sizeof(mapC));
-  MKCCL_CHECK(encodeTileMap(&mapA, p.A, p.inType, p.M, p.K, p.K, 128));
-  MKCCL_CHECK(encodeTileMap(&mapB, p.W, p.inType, p.N, p.K, p.K, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
+  // M < 128: an A box of M rows (rounded up to the 8-row swizzle atom) instead of 128 rows mostly
+  // zero-filled; TMA's zero fill of rows past M measured slow (M = 16 took 1.34x the time of M = 128
+  // on the same 64 tiles of 8192 x 8192, H100).
+  const int aRows = p.M < 128 ? static_cast<int>((p.M + 7) / 8 * 8) : 128;
+  g.aBoxRows = aRows < 128 ? aRows : 0;
+  MKCCL_CHECK(encodeTileMap(&mapA, opA, p.inType, p.M, p.K, ldk, static_cast<uint32_t>(aRows)));
+  MKCCL_CHECK(encodeTileMap(&mapB, opW, p.inType, p.N, p.K, ldk, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
   if (!plan.simple) MKCCL_CHECK(encodeTileMap(&mapC, p.C, p.outType, p.M, p.N, p.N, 64));
 
   MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d",
               (long long)p.M, (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn,
               plan.clusterSize, plan.ctas, g.kBlocks, plan.splits);
+  if (ldk != p.K) MKCCL_TRACE("mkcclGemm: A and W packed to a pitch of %lld elements", (long long)ldk);
   int unused = 0;
   if (plan.simple) {
     MKCCL_CHECK(Simple::prepare(dev, info.smCount, 1, &unused));
