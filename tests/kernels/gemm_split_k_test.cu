@@ -125,11 +125,15 @@ TEST(GemmSplitK, ForcedValues) {
 
 namespace {
 
-// The packing rule (gemm_pack.h): only K off a 64-element multiple, only compute-bound shapes,
-// within the workspace bound, never for the debug kernel or with gemm.pack_k=off.
+// The packing rule (gemm_pack.h): only K off a 64-element multiple, only large compute-bound
+// shapes (the measured crossover), within the workspace bound, never for the debug kernel or with
+// gemm.pack_k=off; gemm.pack_k=on packs any such K.
 TEST(GemmPack, Rule) {
   EXPECT_TRUE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 0));
-  EXPECT_TRUE(mkccl::gemmShouldPack(256, 256, 72, false, 0));
+  EXPECT_TRUE(mkccl::gemmShouldPack(4097, 4104, 4104, false, 0));
+  EXPECT_FALSE(mkccl::gemmShouldPack(1000, 1032, 4104, false, 0));  // measured slower packed
+  EXPECT_TRUE(mkccl::gemmShouldPack(1000, 1032, 4104, false, 2));   // gemm.pack_k=on
+  EXPECT_TRUE(mkccl::gemmShouldPack(8, 8, 72, false, 2));
   EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4096, false, 0));  // aligned already
   EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 1));  // gemm.pack_k=off
   EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, true, 0));   // simple

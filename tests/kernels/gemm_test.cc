@@ -288,14 +288,17 @@ TEST(Gemm, SplitKBackToBackAndGraph) {
   CUDA_OK(cudaDeviceSynchronize());
 }
 
-// K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch when
-// M, N >= 256 (gemm_pack.h); every configuration, and the unpacked path forced, on such shapes.
+// K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch
+// (gemm_pack.h; gemm.pack_k=on packs whatever the size); every configuration, and the unpacked
+// path forced, on such shapes.
 TEST(Gemm, OddKPacked) {
   MKCCL_REQUIRE_GPUS(1);
   const size_t shapes[][3] = {{256, 256, 72}, {300, 520, 1000}, {1000, 1032, 4104}, {4097, 264, 328}, {2000, 2056, 4104}};
-  for (const char* v : {"auto", "auto;gemm.pack_k=off", "256x2", "128x1", "simple"})
+  for (const char* v : {"auto;gemm.pack_k=on", "auto;gemm.pack_k=off", "256x2;gemm.pack_k=on", "128x1;gemm.pack_k=on",
+                        "simple", "auto"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
-  checkGemm(333, 520, 392, mkcclFloat16, mkcclFloat32, "auto");
+  checkGemm(333, 520, 392, mkcclFloat16, mkcclFloat32, "auto;gemm.pack_k=on");
+  checkGemm(4097, 4104, 4104, mkcclBfloat16, mkcclBfloat16, "auto");  // packed by the rule
 }
 
 // A capture on a stream that has never run a split-K or packed GEMM: no workspace may be made

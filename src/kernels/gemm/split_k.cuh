@@ -6,8 +6,9 @@
 //
 // Reduction without waits: every part writes its 64 x BN fp32 accumulators (per consumer
 // warpgroup) to its own slot of a workspace, then counts itself in on the tile half's counter. The
-// part that arrives last adds the slots in split order (the sum does not depend on which part came
-// last, so results are deterministic), stores the tile through the
+// part that arrives last adds the slots in split order (with two parts its own from registers:
+// a + b == b + a; either way the sum does not depend on which part came last, so results are
+// deterministic), stores the tile through the
 // normal epilogue and resets the counter to zero, so the next call on the stream (or the next
 // replay of a captured graph) finds it zeroed. Nobody spins: a part that is not last just moves on.
 //

@@ -14,13 +14,20 @@ inline int64_t gemmPackedPitch(int64_t K) { return (K + 63) / 64 * 64; }
 // Workspace bound: above it the GEMM runs on the unpacked operands.
 constexpr int64_t kGemmPackMaxBytes = 2ll << 30;
 
-// The rule: pack when K * 2 is not a multiple of 128 bytes and the GEMM is compute-bound (M and N
-// at least 256: the copy reads and writes A and W once, a few percent of a compute-bound GEMM's
-// time; at decode M the GEMM is one pass over W, and a copy would triple its traffic), within the
-// workspace bound. packTuning: the tuner's gemm.pack_k (0 auto, 1 off).
+// Outputs smaller than this (elements) are not packed by the rule: measured on an H100, packing
+// made 1000 x 1032 x 4104 slower (62 against 50 us: the copy costs more than the misaligned loads
+// there) and 4097 x 4104 x 4104 and larger faster (300 against 379 us; 835 against 1307 us at
+// 8000 x 8184 x 4104).
+constexpr int64_t kGemmPackMinOutput = 4ll << 20;
+
+// The rule: pack when K * 2 is not a multiple of 128 bytes and the GEMM is large and compute-bound
+// (M and N at least 256 and M * N at least kGemmPackMinOutput: the copy reads and writes A and W
+// once, ~15% of such a GEMM's time; at decode M the GEMM is one pass over W, and a copy would
+// triple its traffic), within the workspace bound. packTuning: the tuner's gemm.pack_k (0 auto,
+// 1 off, 2 on: whenever K is off 64, for tests).
 inline bool gemmShouldPack(int64_t M, int64_t N, int64_t K, bool simple, int packTuning) {
   if (packTuning == 1 || simple || K % 64 == 0) return false;
-  if (M < 256 || N < 256) return false;
+  if (packTuning != 2 && (M < 256 || N < 256 || M * N < kGemmPackMinOutput)) return false;
   return (M + N) * gemmPackedPitch(K) * 2 <= kGemmPackMaxBytes;
 }
 
