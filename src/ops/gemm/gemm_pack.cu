@@ -1,6 +1,7 @@
 // gemmPackOperands (gemm_pack.h): the per-(device, stream) workspace and the packing launch.
 #include "ops/gemm/gemm_pack.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "kernels/gemm/pack_rows.cuh"
+#include "ops/gemm/stream_key.h"
 
 namespace mkccl {
 
@@ -17,7 +19,7 @@ struct PackSpace {
   size_t bytes = 0;
 };
 std::mutex gMu;
-std::map<std::pair<int, cudaStream_t>, PackSpace> gSpaces;
+std::map<StreamKey, PackSpace> gSpaces;
 // Outgrown workspaces are kept, never freed: a captured graph may still use one.
 std::vector<void*> gRetired;
 }  // namespace
@@ -30,7 +32,7 @@ mkcclResult_t gemmPackOperands(const void* A, const void* W, int64_t M, int64_t 
   void* base = nullptr;
   {
     std::lock_guard<std::mutex> lock(gMu);
-    PackSpace& s = gSpaces[std::make_pair(dev, stream)];
+    PackSpace& s = gSpaces[streamKey(dev, stream)];
     if (s.bytes < need) {
       cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
       CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));

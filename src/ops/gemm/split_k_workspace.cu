@@ -6,18 +6,19 @@
 #include <utility>
 #include "base/check.h"
 #include "base/log.h"
+#include "ops/gemm/stream_key.h"
 
 namespace mkccl {
 
 namespace {
 std::mutex gMu;
-std::map<std::pair<int, cudaStream_t>, SplitKWorkspace> gSpaces;
+std::map<StreamKey, SplitKWorkspace> gSpaces;
 constexpr size_t kUnitBytes = 128 * 128 * sizeof(float);
 }  // namespace
 
 mkcclResult_t splitKWorkspace(int dev, int smCount, cudaStream_t stream, SplitKWorkspace* out) {
   std::lock_guard<std::mutex> lock(gMu);
-  const auto key = std::make_pair(dev, stream);
+  const StreamKey key = streamKey(dev, stream);
   auto it = gSpaces.find(key);
   if (it != gSpaces.end()) {
     *out = it->second;

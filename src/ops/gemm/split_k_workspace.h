@@ -1,5 +1,7 @@
 // The split-K GEMM's workspace (split_k.cuh): fp32 partial tiles and per-tile counters, one per
-// (device, stream) so that GEMMs on different streams never share slots. Made on the stream's
+// (device, stream) so that GEMMs on different streams never share slots (cudaStreamPerThread: one
+// per calling thread; a graph replayed on another stream than it was captured on must not run
+// beside calls on the capture stream). Made on the stream's
 // first split-K call outside a CUDA-graph capture (cudaMalloc, and a stream-ordered memset of the
 // counters); after that a call, captured or not, only reads the pointers: the kernel leaves the
 // counters zeroed. Kept until the process exits (a captured graph may still use it).
