@@ -69,8 +69,14 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     return 1;
   }
   std::vector<Shape> shapes = args.shapes;
+  // Default: the issue-5 figure shapes, then issue 26's regimes: decode M (1..256 rows against
+  // the weight shapes of 7B..70B models, memory-bound: the JSON's hbm_gbps is the bytes of A, W and
+  // C over the time) and shapes that are not multiples of the tile.
   if (shapes.empty())
-    shapes = {{8192, 8192, 8192}, {8192, 2048, 8192}, {4096, 4096, 8192}, {16384, 8192, 2048}, {2048, 8192, 8192}};
+    shapes = {{8192, 8192, 8192}, {8192, 2048, 8192}, {4096, 4096, 8192}, {16384, 8192, 2048}, {2048, 8192, 8192},
+              {1, 8192, 8192},    {16, 8192, 8192},   {64, 8192, 8192},   {128, 8192, 8192},   {256, 8192, 8192},
+              {1, 4096, 4096},    {32, 14336, 4096},  {32, 4096, 14336},  {64, 28672, 8192},   {128, 8192, 28672},
+              {8000, 8184, 4104}, {4097, 4104, 4104}, {1000, 1032, 4104}};
   if (env.cublas && cublasSetStream(env.cublas, env.stream) != CUBLAS_STATUS_SUCCESS) {
     fprintf(stderr, "gemm: cublasSetStream failed\n");
     return 1;
@@ -108,6 +114,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
         return 1;
       }
       ref.resize(M * N);
+      // The stream is non-blocking: cudaMemcpy (legacy stream) would not wait for cuBLAS.
+      if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "reference")) return 1;
       if (!cudaOk(kOp, cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
     }
     double baseUs = -1;
@@ -162,10 +170,13 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
         return 1;
       }
       r.extra["tflops"] = flop / (r.timeUs * 1e-6) / 1e12;
+      const double ioBytes = 2.0 * (M * K + N * K + M * N);
+      r.extra["hbm_gbps"] = ioBytes / (r.timeUs * 1e-6) / 1e9;
       if (baseUs > 0) {
         r.baseline = "cublas";
         r.baselineTimeUs = baseUs;
         r.extra["baseline_tflops"] = flop / (baseUs * 1e-6) / 1e12;
+        r.extra["baseline_hbm_gbps"] = ioBytes / (baseUs * 1e-6) / 1e9;
         r.extra["speedup"] = baseUs / r.timeUs;
       }
       const std::string tuning = userTuning();
@@ -182,7 +193,7 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
 
 MKCCL_PERF_OP("gemm", runGemm,
               "C[M,N] = A[M,K] . W[N,K]^T on one GPU, against cuBLAS. -m M -n N -k K or --shapes MxNxK,... "
-              "(default: the issue-5 figure shapes and 2048x8192x8192); -d bf16|fp16; "
+              "(default: the issue-5 figure shapes, 2048x8192x8192, decode M and odd shapes); -d bf16|fp16; "
               "MKCCL_PERF_GEMM_VARIANTS=auto,256x2,... times each engine configuration (the tuner's gemm.variant)");
 
 }  // namespace perf

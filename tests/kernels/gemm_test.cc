@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -199,3 +200,138 @@ TEST(Gemm, ArgumentErrors) {
 }
 
 }  // namespace
+
+// The decode regime (issue 26): M = 1..256 against N, K of a few thousand, where the planner splits
+// K (split_k_model.h); auto and forced part counts, tails in every dimension (N not a multiple of
+// 128, K not a multiple of 64, parts of uneven length).
+TEST(Gemm, DecodeShapes) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t Ms[] = {1, 2, 7, 16, 33, 64, 100, 128, 129, 200, 256};
+  for (size_t M : Ms) {
+    checkGemm(M, 2048, 2048, mkcclBfloat16, mkcclBfloat16, "auto");
+    checkGemm(M, 4104, 4104, mkcclBfloat16, mkcclBfloat16, "auto");
+  }
+  checkGemm(16, 8192, 8192, mkcclBfloat16, mkcclBfloat16, "auto");
+  checkGemm(128, 8192, 8192, mkcclBfloat16, mkcclBfloat16, "auto");
+}
+
+TEST(Gemm, SplitKForced) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{1, 8, 8}, {37, 1000, 1000}, {130, 264, 4104}, {255, 2056, 2048}, {64, 4096, 520}};
+  for (const char* v : {"auto;gemm.split_k=2", "auto;gemm.split_k=3", "128x1;gemm.split_k=5", "auto;gemm.split_k=16"})
+    for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
+  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
+    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
+      checkGemm(33, 1032, 1096, in, out, "auto;gemm.split_k=4");
+  // Out of range is refused where it is set.
+  EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.split_k=17"));
+  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.split_k"));
+}
+
+// Split K back to back (the kernel itself re-zeroes its tile counters, so every launch must find
+// them zeroed) and the sum is deterministic (split order, whichever part is last): 50 launches
+// bit-identical. Then the same call captured in a CUDA graph (workspace made by the earlier call)
+// and replayed on fresh inputs.
+TEST(Gemm, SplitKBackToBackAndGraph) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t M = 48, N = 4096, K = 4096, kRuns = 50;
+  DevBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(kRuns * M * N * 2);
+  ASSERT_TRUE(A.p && W.p && R.p && C.p);
+  const uint64_t seed = mkccl::test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
+  mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+  mkccl::test::poison(C.p, C.bytes);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreate(&s));
+  CUDA_OK(cudaDeviceSynchronize());
+  for (size_t i = 0; i < kRuns; ++i) {
+    char* out = static_cast<char*>(C.p) + i * M * N * 2;
+    ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, out, M, N, K, mkcclBfloat16, mkcclBfloat16, s))
+        << mkcclGetLastError(nullptr);
+  }
+  mkccl::test::cublasGemmRef(A.p, W.p, R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  std::vector<uint16_t> first(M * N), other(M * N);
+  CUDA_OK(cudaMemcpy(first.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost));
+  ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclBfloat16),
+                       mkccl::test::toHostDouble(R.p, M * N, mkcclBfloat16), kTol);
+  EXPECT_EQ(e.wrong, 0u);
+  for (size_t i = 1; i < kRuns; ++i) {
+    CUDA_OK(cudaMemcpy(other.data(), static_cast<char*>(C.p) + i * M * N * 2, M * N * 2, cudaMemcpyDeviceToHost));
+    ASSERT_EQ(0, memcmp(first.data(), other.data(), M * N * 2)) << "launch " << i << " differs from launch 0";
+  }
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  const mkcclResult_t r = mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, s);
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  ASSERT_EQ(mkcclSuccess, r) << mkcclGetLastError(nullptr);
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 3; ++rep) {
+    mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed + 2 + rep);
+    mkccl::test::poison(C.p, M * N * 2);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    mkccl::test::cublasGemmRef(A.p, W.p, R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, s);
+    CUDA_OK(cudaStreamSynchronize(s));
+    e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclBfloat16),
+                mkccl::test::toHostDouble(R.p, M * N, mkcclBfloat16), kTol);
+    EXPECT_EQ(e.wrong, 0u) << "replay " << rep;
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(s));
+  ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, 8, 8, 8, mkcclBfloat16, mkcclBfloat16, 0))
+      << mkcclGetLastError(nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+// K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch
+// (gemm_pack.h; gemm.pack_k=on packs whatever the size); every configuration, and the unpacked
+// path forced, on such shapes.
+TEST(Gemm, OddKPacked) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{256, 256, 72}, {300, 520, 1000}, {1000, 1032, 4104}, {4097, 264, 328}, {2000, 2056, 4104}};
+  for (const char* v : {"auto;gemm.pack_k=on", "auto;gemm.pack_k=off", "256x2;gemm.pack_k=on", "128x1;gemm.pack_k=on",
+                        "simple", "auto"})
+    for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
+  checkGemm(333, 520, 392, mkcclFloat16, mkcclFloat32, "auto;gemm.pack_k=on");
+  checkGemm(4097, 4104, 4104, mkcclBfloat16, mkcclBfloat16, "auto");  // packed by the rule
+}
+
+// A capture on a stream that has never run a split-K or packed GEMM: no workspace may be made
+// inside the capture, so the call runs unsplit / unpacked, and is still right when replayed.
+TEST(Gemm, CaptureOnFreshStream) {
+  MKCCL_REQUIRE_GPUS(1);
+  for (const auto& s : {std::array<size_t, 3>{32, 4096, 4096}, std::array<size_t, 3>{512, 520, 1000}}) {
+    const size_t M = s[0], N = s[1], K = s[2];
+    DevBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(M * N * 2);
+    ASSERT_TRUE(A.p && W.p && R.p && C.p);
+    const uint64_t seed = mkccl::test::freshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + " M " + std::to_string(M));
+    mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
+    mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+    mkccl::test::poison(C.p, C.bytes);
+    CUDA_OK(cudaDeviceSynchronize());
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    const mkcclResult_t r = mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, st);
+    CUDA_OK(cudaStreamEndCapture(st, &graph));
+    ASSERT_EQ(mkcclSuccess, r) << mkcclGetLastError(nullptr);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    mkccl::test::cublasGemmRef(A.p, W.p, R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, st);
+    CUDA_OK(cudaStreamSynchronize(st));
+    const ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclBfloat16),
+                               mkccl::test::toHostDouble(R.p, M * N, mkcclBfloat16), kTol);
+    EXPECT_EQ(e.wrong, 0u);
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(st));
+  }
+}

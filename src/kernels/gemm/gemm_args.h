@@ -18,6 +18,9 @@ struct GemmArgs {
   int64_t ldc;                   // ... and its row pitch in elements (even)
   uint64_t waitTimeoutNs;        // bound on every intra-CTA mbarrier wait (longer than any hook wait)
   int* fault;                    // host-mapped word; an intra-CTA wait that timed out writes its code
+  int aBoxRows;                  // rows of mapA's box when fewer than BM (M < BM: no zero fill of
+                                 // rows past M; the rest of the A tile is stale, and only feeds
+                                 // output rows the store clips); 0: BM
 };
 
 // Fault word codes: (block + 1) << 8 | site.

@@ -40,8 +40,11 @@ __device__ __forceinline__ void consumerRole(const GemmArgs& g, const typename O
     if constexpr (Op::kMainloop)  // the op's own accumulation (e.g. fp8 block-scale promotion)
       ok = Op::template mainloop<Cfg>(acc, pipe, g, op, sm, consumer, lane, ctaRank, t,
                                       [&](int kb) { epi.afterKBlock(kb); });
-    else
-      ok = consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, lane, ctaRank, [&](int kb) { epi.afterKBlock(kb); });
+    else {
+      const KRange kr = tileKRange(g, t);
+      ok = consumerMainloop<Cfg>(acc, pipe, g, sm, consumer, lane, ctaRank, [&](int kb) { epi.afterKBlock(kb); },
+                                 kr.end - kr.begin);
+    }
     if (!ok) break;
     epi.store(acc, t);
   }

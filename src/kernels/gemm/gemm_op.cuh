@@ -23,6 +23,8 @@
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
+#include <type_traits>
+#include <utility>
 #include "kernels/device/tile_scheduler.cuh"
 #include "kernels/device/tma.cuh"
 #include "kernels/gemm/epilogue.cuh"
@@ -36,6 +38,21 @@ struct TileA {
   const CUtensorMap* map;
   int32_t row;
 };
+
+// The k-blocks [begin, end) a tile covers: all of K, unless the scheduler's Tile carries its own
+// range (kBegin, kEnd: split K, split_k.cuh).
+struct KRange {
+  int begin, end;
+};
+template <class Tile, class = void>
+struct TileHasKRange : std::false_type {};
+template <class Tile>
+struct TileHasKRange<Tile, std::void_t<decltype(std::declval<Tile>().kBegin)>> : std::true_type {};
+template <class Tile>
+__device__ __forceinline__ KRange tileKRange(const GemmArgs& g, const Tile& t) {
+  if constexpr (TileHasKRange<Tile>::value) return {t.kBegin, t.kEnd};
+  return {0, g.kBlocks};
+}
 
 // The default producer side: A from the kernel's mapA at the tile's M-block, and the op's
 // beforeLoadA hook if it has one (kLoadHook).

@@ -44,11 +44,15 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
   const uint32_t bOffset = ctaRank * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
   const uint16_t mask = static_cast<uint16_t>((1u << cs) - 1u);
   bool drain = false;
+  // TMA counts the bytes of the box it writes (zero fill included): a short A box counts less.
+  const uint32_t stageBytes =
+      g.aBoxRows > 0 ? Cfg::kStageBytesB + static_cast<uint32_t>(g.aBoxRows) * (Cfg::BK * 2) : Cfg::kStageBytes;
   typename Sched::Tile t;
   while (sched.next(t)) {
     const TileA a = loads.a(t);
     const int32_t rowB = loads.bRow(t) + static_cast<int32_t>(ctaRank) * bRows;
-    for (int kb = 0; kb < g.kBlocks; ++kb) {
+    const KRange kr = tileKRange(g, t);
+    for (int kb = kr.begin; kb < kr.end; ++kb) {
       const uint32_t s = pipe.stage;
       // CTA-scope wait even with remote arrivals: only TMA follows (mbarrier.cuh).
       if (!dev::mbarWait(sm.empty(s), pipe.phase ^ 1u, g.waitTimeoutNs, flags)) {
@@ -61,7 +65,7 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
         flags[1] = 1;
       }
       // Full stage bytes even for boxes that reach past the matrix: TMA counts the zero fill.
-      dev::mbarArriveExpectTx(sm.full(s), Cfg::kStageBytes);
+      dev::mbarArriveExpectTx(sm.full(s), stageBytes);
       const int32_t k0 = kb * Cfg::BK;
       dev::tmaLoad2d(sm.a(s), a.map, sm.full(s), k0, a.row);
       if (cs == 1)
@@ -96,17 +100,19 @@ struct NoKBlockHook {
 // Keeps one wgmma group in flight: the stage of k-block kb-1 is released once k-block kb is
 // issued and kb-1 retired. hook(kb) runs once k-block kb's wgmma group is issued (work that should
 // overlap the tensor cores, e.g. publishing the previous tile's stores). Returns false if it gave
-// up (fault recorded).
+// up (fault recorded). kBlocks: the tile's k-blocks (its KRange's length; -1: all of K).
 template <class Cfg, class Hook = NoKBlockHook>
 __device__ __forceinline__ bool consumerMainloop(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>& pipe,
                                                  const GemmArgs& g, const SmemLayout<Cfg>& sm, int consumer,
-                                                 uint32_t lane, uint32_t ctaRank, Hook hook = Hook()) {
+                                                 uint32_t lane, uint32_t ctaRank, Hook hook = Hook(),
+                                                 int kBlocks = -1) {
   using Mma = dev::Wgmma<Cfg::BN, typename Cfg::In>;
   const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
   const uint32_t aOffset = static_cast<uint32_t>(consumer) * 64u * (Cfg::BK * 2);
   uint32_t prev = 0;
+  const int nk = kBlocks < 0 ? g.kBlocks : kBlocks;
   dev::fenceAccumulators(acc);
-  for (int kb = 0; kb < g.kBlocks; ++kb) {
+  for (int kb = 0; kb < nk; ++kb) {
     const uint32_t s = pipe.stage;
     if (!dev::mbarWait(sm.full(s), pipe.phase, g.waitTimeoutNs, abortFlag)) {
       dev::wgmmaWait<0>();  // leave no wgmma in flight on the way out

@@ -18,7 +18,7 @@ static size_t gemmTypeBytes(mkcclDataType_t t) {
 }
 
 mkcclResult_t gemmRun(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
-                      mkcclDataType_t outType, GemmVariant v, cudaStream_t stream) {
+                      mkcclDataType_t outType, GemmVariant v, cudaStream_t stream, int splitK, int packK) {
   ARG_CHECK(inType == mkcclBfloat16 || inType == mkcclFloat16, "mkcclGemm: input type %d is not bf16 or fp16",
             static_cast<int>(inType));
   ARG_CHECK(gemmTypeBytes(outType) != 0, "mkcclGemm: output type %d is not bf16, fp16 or fp32",
@@ -40,7 +40,7 @@ mkcclResult_t gemmRun(const void* A, const void* W, void* C, size_t M, size_t N,
   MKCCL_CHECK(gemmCheckFault());
 
   const GemmProblem p{A, W, C, static_cast<int64_t>(M), static_cast<int64_t>(N), static_cast<int64_t>(K),
-                      inType, outType};
+                      inType, outType, splitK, packK};
   if (inType == mkcclBfloat16) return plainGemm<dev::Bf16>(p, v, dev, info, stream);
   return plainGemm<dev::F16>(p, v, dev, info, stream);
 }
@@ -49,7 +49,7 @@ mkcclResult_t gemmOp(const void* A, const void* W, void* C, size_t M, size_t N, 
                      mkcclDataType_t outType, cudaStream_t stream) {
   Tuning t;
   MKCCL_CHECK(processTuning(&t));
-  return gemmRun(A, W, C, M, N, K, inType, outType, t.gemm.variant, stream);
+  return gemmRun(A, W, C, M, N, K, inType, outType, t.gemm.variant, stream, t.gemm.splitK, t.gemm.packK);
 }
 
 }  // namespace mkccl

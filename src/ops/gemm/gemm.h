@@ -8,7 +8,9 @@
 
 namespace mkccl {
 
+// splitK: the tuner's gemm.split_k (0: the model's choice; split_k_model.h); packK: gemm.pack_k
+// (0 auto, 1 off; gemm_pack.h).
 mkcclResult_t gemmRun(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
-                      mkcclDataType_t outType, GemmVariant v, cudaStream_t stream);
+                      mkcclDataType_t outType, GemmVariant v, cudaStream_t stream, int splitK = 0, int packK = 0);
 
 }  // namespace mkccl

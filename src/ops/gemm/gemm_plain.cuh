@@ -1,4 +1,5 @@
-// The plain GEMM (mkcclGemm): three kernel configurations per input type, chosen per shape.
+// The plain GEMM (mkcclGemm): three kernel configurations per input type, chosen per shape, and
+// split K (128 x 128 tiles) for shapes with fewer tiles than SMs.
 #pragma once
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -13,6 +14,8 @@ struct GemmProblem {
   void* C;
   int64_t M, N, K;
   mkcclDataType_t inType, outType;
+  int splitK = 0;  // the tuner's gemm.split_k
+  int packK = 0;   // the tuner's gemm.pack_k
 };
 
 // Plans and launches C = A . W^T with In = dev::Bf16 or dev::F16 (instantiated in gemm_bf16.cu

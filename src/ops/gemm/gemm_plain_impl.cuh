@@ -1,10 +1,15 @@
 // Body of plainGemm<In> (gemm_plain.cuh), included by the per-type instantiation files.
 #pragma once
+#include <stdint.h>
 #include <string.h>
 #include "kernels/gemm/gemm_config.cuh"
 #include "ops/gemm/gemm_launch.cuh"
 #include "kernels/gemm/gemm_op.cuh"
 #include "ops/gemm/gemm_plain.cuh"
+#include "ops/gemm/gemm_pack.h"
+#include "ops/gemm/split_k_model.h"
+#include "ops/gemm/split_k_workspace.h"
+#include "kernels/gemm/split_k.cuh"
 #include "base/log.h"
 
 namespace mkccl {
@@ -15,10 +20,19 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   using Fast256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>;
   using Fast128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>;
   using Simple = GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>;
+  using SplitK = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>;
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
-  const GemmPlan plan = gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2);
+  GemmPlan plan = gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2);
+  SplitKWorkspace ws;
+  const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount));
+  if (split.splits > 1) {
+    // The workspace exists from the stream's first split-K call outside capture; without it (a
+    // capture) the unsplit plan runs (split_k_workspace.h).
+    MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
+    if (ws.maxUnits > 0) plan = split;
+  }
 
   GemmArgs g;
   memset(&g, 0, sizeof(g));
@@ -29,19 +43,46 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   g.waitTimeoutNs = kGemmWaitTimeoutNs;
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 
+  // A row pitch that is not a multiple of 128 bytes: copy A and W to one that is (gemm_pack.h).
+  const void* opA = p.A;
+  const void* opW = p.W;
+  int64_t ldk = p.K;
+  const bool aligned16 = ((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) == 0;
+  if (aligned16 && gemmShouldPack(p.M, p.N, p.K, plan.simple, p.packK)) {
+    const void* Ap = nullptr;
+    const void* Wp = nullptr;
+    MKCCL_CHECK(gemmPackOperands(p.A, p.W, p.M, p.N, p.K, dev, stream, &Ap, &Wp));
+    if (Ap != nullptr) {
+      opA = Ap;
+      opW = Wp;
+      ldk = gemmPackedPitch(p.K);
+    }
+  }
+
   alignas(64) CUtensorMap mapA, mapB, mapC;
   memset(&mapC, 0, sizeof(mapC));
-  MKCCL_CHECK(encodeTileMap(&mapA, p.A, p.inType, p.M, p.K, p.K, 128));
-  MKCCL_CHECK(encodeTileMap(&mapB, p.W, p.inType, p.N, p.K, p.K, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
+  // M < 128: an A box of M rows (rounded up to the 8-row swizzle atom) instead of 128 rows mostly
+  // zero-filled; TMA's zero fill of rows past M measured slow (M = 16 took 1.34x the time of M = 128
+  // on the same 64 tiles of 8192 x 8192, H100).
+  const int aRows = p.M < 128 ? static_cast<int>((p.M + 7) / 8 * 8) : 128;
+  g.aBoxRows = aRows < 128 ? aRows : 0;
+  MKCCL_CHECK(encodeTileMap(&mapA, opA, p.inType, p.M, p.K, ldk, static_cast<uint32_t>(aRows)));
+  MKCCL_CHECK(encodeTileMap(&mapB, opW, p.inType, p.N, p.K, ldk, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
   if (!plan.simple) MKCCL_CHECK(encodeTileMap(&mapC, p.C, p.outType, p.M, p.N, p.N, 64));
 
-  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks", (long long)p.M,
-              (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn, plan.clusterSize, plan.ctas,
-              g.kBlocks);
+  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d",
+              (long long)p.M, (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn,
+              plan.clusterSize, plan.ctas, g.kBlocks, plan.splits);
+  if (ldk != p.K) MKCCL_TRACE("mkcclGemm: A and W packed to a pitch of %lld elements", (long long)ldk);
   int unused = 0;
   if (plan.simple) {
     MKCCL_CHECK(Simple::prepare(dev, info.smCount, 1, &unused));
     return Simple::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
+  }
+  if (plan.splits > 1) {
+    MKCCL_CHECK(SplitK::prepare(dev, info.smCount, 1, &unused));
+    const SplitKParams sp{ws.partials, ws.counters, plan.splits};
+    return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
   }
   if (plan.bn == 256) return Fast256::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
   MKCCL_CHECK(Fast128::prepare(dev, info.smCount, plan.clusterSize, &unused));
@@ -54,6 +95,7 @@ mkcclResult_t plainGemmPreload(int dev, int smCount) {
   int unused = 0;
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 2, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);
 }
 

@@ -19,6 +19,7 @@ struct GemmPlan {
   bool simple = false;  // debug variant: 128 x 128, no cluster, register epilogue
   int ctas = 0;         // compute CTAs (a multiple of clusterSize)
   int groupM = 16;      // raster band height in M-blocks
+  int splits = 1;       // K split into this many parts (plain GEMM only: split_k_model.h)
 };
 
 struct GemmDeviceInfo {

@@ -48,6 +48,10 @@ const std::vector<Key>& keys() {
     v.push_back({"gemm.variant", {"auto", "simple", "256x2", "256x1", "128x1", "128x2"}, 0, 0,
                  [](Tuning& t, long long x) { t.gemm.variant = static_cast<GemmVariant>(x); },
                  [](const Tuning& t) { return (long long)t.gemm.variant; }});
+    v.push_back({"gemm.split_k", {}, 0, 16, [](Tuning& t, long long x) { t.gemm.splitK = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemm.splitK; }});
+    v.push_back({"gemm.pack_k", {"auto", "off", "on"}, 0, 0, [](Tuning& t, long long x) { t.gemm.packK = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemm.packK; }});
     v.push_back({"ag_gemm.plan", {"auto", "fused", "sequential", "ce"}, 0, 0,
                  [](Tuning& t, long long x) { t.agGemm.plan = int(x); },
                  [](const Tuning& t) { return (long long)t.agGemm.plan; }});

@@ -1,0 +1,146 @@
+// CPU checks of split K (split_k_model.h, split_k.cuh): the scheduler hands out every (tile, part)
+// unit exactly once and the parts of a tile cover its k-blocks exactly; the model splits the
+// decode shapes the issue names (fewer tiles than SMs) and leaves large shapes alone; forced
+// values are honoured within the k-blocks and the workspace.
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <random>
+#include <vector>
+#include "kernels/gemm/split_k.cuh"
+#include "ops/gemm/gemm_pack.h"
+#include "ops/gemm/split_k_model.h"
+
+namespace {
+
+using mkccl::GemmPlan;
+using mkccl::GemmVariant;
+
+constexpr int kSms = 132, kClusters = 66, kUnits = 2 * kSms;
+
+GemmPlan planFor(int64_t M, int64_t N, int64_t K, int forced = 0, GemmVariant v = GemmVariant::Auto,
+                 int budget = kSms) {
+  const GemmPlan plain = mkccl::gemmPlanModel(M, N, K, v, budget, kClusters);
+  return mkccl::gemmSplitKPlan(plain, M, N, K, v, forced, budget, kUnits);
+}
+
+// Walks every CTA's schedule: each unit once, each tile's parts cover [0, kBlocks) without overlap.
+void checkSchedule(int mBlocks, int nBlocks, int kBlocks, int splits, int ctas) {
+  SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, " << splits
+                                  << " parts, " << ctas << " CTAs");
+  mkccl::GemmArgs g{};
+  g.kBlocks = kBlocks;
+  g.sched.mBlocks = mBlocks;
+  g.sched.nBlocks = nBlocks;
+  mkccl::SplitKParams p{nullptr, nullptr, splits};
+  std::vector<int> covered(static_cast<size_t>(mBlocks) * nBlocks * kBlocks, 0);
+  std::vector<int> parts(static_cast<size_t>(mBlocks) * nBlocks * splits, 0);
+  for (int c = 0; c < ctas; ++c) {
+    mkccl::SplitKScheduler s(g, p, c, ctas, 0);
+    mkccl::SplitKTile t;
+    while (s.next(t)) {
+      ASSERT_GE(t.m, 0);
+      ASSERT_LT(t.m, mBlocks);
+      ASSERT_GE(t.n, 0);
+      ASSERT_LT(t.n, nBlocks);
+      ASSERT_EQ(t.tile, t.n * mBlocks + t.m);
+      ASSERT_LT(t.kBegin, t.kEnd) << "an empty part";
+      ++parts[static_cast<size_t>(t.tile) * splits + t.split];
+      for (int kb = t.kBegin; kb < t.kEnd; ++kb) ++covered[static_cast<size_t>(t.tile) * kBlocks + kb];
+    }
+  }
+  for (int v : parts) ASSERT_EQ(v, 1);
+  for (int v : covered) ASSERT_EQ(v, 1);
+}
+
+TEST(GemmSplitK, ScheduleCoversEveryKBlockOnce) {
+  checkSchedule(1, 64, 128, 2, 128);
+  checkSchedule(1, 16, 32, 8, 128);
+  checkSchedule(2, 3, 7, 7, 5);    // one k-block per part
+  checkSchedule(1, 1, 65, 16, 3);  // uneven parts, fewer CTAs than units
+  std::mt19937 rng(12345);
+  for (int i = 0; i < 50; ++i) {
+    const int kb = 1 + static_cast<int>(rng() % 200);
+    checkSchedule(1 + static_cast<int>(rng() % 3), 1 + static_cast<int>(rng() % 40), kb,
+                  1 + static_cast<int>(rng() % std::min(kb, 16)), 1 + static_cast<int>(rng() % 140));
+  }
+}
+
+// The decode regime: M <= 128 with N, K in 2048..28672 leaves fewer 128-row tiles than SMs; the
+// model splits K so that (nearly) every SM pulls W, and no plan has more units than the workspace.
+TEST(GemmSplitK, DecodeShapesSplit) {
+  const int64_t Ms[] = {1, 8, 16, 32, 64, 128};
+  const int64_t NKs[][2] = {{2048, 2048}, {4096, 4096}, {8192, 8192}, {4096, 14336}, {8192, 28672}};
+  for (int64_t M : Ms)
+    for (const auto& nk : NKs) {
+      const GemmPlan p = planFor(M, nk[0], nk[1]);
+      const int64_t tiles = (M + 127) / 128 * ((nk[0] + 127) / 128);
+      printf("plan %lldx%lldx%lld: 128x%d, %d parts on %d CTAs\n", (long long)M, (long long)nk[0], (long long)nk[1],
+             p.bn, p.splits, p.ctas);
+      EXPECT_GT(p.splits, 1) << M << "x" << nk[0] << "x" << nk[1];
+      EXPECT_EQ(p.bn, 128);
+      EXPECT_EQ(p.clusterSize, 1);
+      EXPECT_LE(tiles * p.splits, kUnits);
+      EXPECT_GE(tiles * p.splits, kSms * 3 / 4) << "most SMs should pull W";
+      EXPECT_LE(p.ctas, kSms);
+      EXPECT_GE((nk[1] / 64) / p.splits, mkccl::kSplitKMinKBlocks);
+    }
+  // 128 x 8192 x 8192 (the issue's 0.80x shape): 64 tiles of 128 x 128, two parts of 64 k-blocks.
+  const GemmPlan p = planFor(128, 8192, 8192);
+  EXPECT_EQ(p.splits, 2);
+  EXPECT_EQ(p.ctas, 128);
+}
+
+// Shapes that already fill the GPU, and K too short to split, stay as they were.
+TEST(GemmSplitK, LargeAndShortShapesDoNotSplit) {
+  const int64_t shapes[][3] = {{8192, 8192, 8192}, {8000, 8184, 4104}, {2048, 8192, 8192}, {256, 8192, 8192},
+                               {64, 28672, 4096},  {16, 4096, 256},    {1, 8, 8},           {4096, 128, 64}};
+  for (const auto& s : shapes) {
+    const GemmPlan plain = mkccl::gemmPlanModel(s[0], s[1], s[2], GemmVariant::Auto, kSms, kClusters);
+    const GemmPlan p = planFor(s[0], s[1], s[2]);
+    EXPECT_EQ(p.splits, 1) << s[0] << "x" << s[1] << "x" << s[2];
+    EXPECT_EQ(p.bn, plain.bn);
+    EXPECT_EQ(p.ctas, plain.ctas);
+  }
+}
+
+// gemm.split_k: 1 never splits; s > 1 is honoured, capped by the k-blocks and the workspace; a
+// forced tile other than 128x1, or the debug kernel, is not split.
+TEST(GemmSplitK, ForcedValues) {
+  EXPECT_EQ(planFor(16, 8192, 8192, 1).splits, 1);
+  EXPECT_EQ(planFor(16, 8192, 8192, 3).splits, 3);
+  EXPECT_EQ(planFor(16, 8192, 8192, 16).splits, 4);  // 64 tiles: 4 parts fill the 264-unit workspace
+  EXPECT_EQ(planFor(16, 256, 128, 16).splits, 2);    // 2 k-blocks
+  EXPECT_EQ(planFor(8192, 8192, 8192, 16).splits, 1);  // 4096 tiles: no room
+  EXPECT_EQ(planFor(16, 8192, 8192, 4, GemmVariant::F128C1).splits, 4);
+  EXPECT_EQ(planFor(16, 8192, 8192, 4, GemmVariant::F256C1).splits, 1);
+  EXPECT_EQ(planFor(16, 8192, 8192, 4, GemmVariant::Simple).splits, 1);
+  const GemmPlan p = planFor(300, 1000, 1000, 5);  // 3 x 8 tiles x 5 parts = 120 units
+  EXPECT_EQ(p.splits, 5);
+  EXPECT_EQ(p.ctas, 120);
+  EXPECT_EQ(planFor(16, 8192, 8192, 0, GemmVariant::Auto, 10).ctas, 10);  // a budget is respected
+}
+
+}  // namespace
+
+namespace {
+
+// The packing rule (gemm_pack.h): only K off a 64-element multiple, only large compute-bound
+// shapes (the measured crossover), within the workspace bound, never for the debug kernel or with
+// gemm.pack_k=off; gemm.pack_k=on packs any such K.
+TEST(GemmPack, Rule) {
+  EXPECT_TRUE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 0));
+  EXPECT_TRUE(mkccl::gemmShouldPack(4097, 4104, 4104, false, 0));
+  EXPECT_FALSE(mkccl::gemmShouldPack(1000, 1032, 4104, false, 0));  // measured slower packed
+  EXPECT_TRUE(mkccl::gemmShouldPack(1000, 1032, 4104, false, 2));   // gemm.pack_k=on
+  EXPECT_TRUE(mkccl::gemmShouldPack(8, 8, 72, false, 2));
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4096, false, 0));  // aligned already
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 1));  // gemm.pack_k=off
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, true, 0));   // simple
+  EXPECT_FALSE(mkccl::gemmShouldPack(128, 8192, 8200, false, 0));   // decode: one pass over W
+  EXPECT_FALSE(mkccl::gemmShouldPack(300000, 8192, 4104, false, 0));  // over the workspace bound
+  EXPECT_EQ(mkccl::gemmPackedPitch(4104), 4160);
+  EXPECT_EQ(mkccl::gemmPackedPitch(64), 64);
+}
+
+}  // namespace
