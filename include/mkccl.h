@@ -374,7 +374,8 @@ mkcclResult_t mkcclRingAttention(const void* Q, const void* K, const void* V, vo
 
 /* Device memory of the current device that every local peer of a communicator can map
  * (CUDA VMM, shareable by file descriptor); size is rounded up to the allocation granularity.
- * Free it with mkcclMemFree once no communicator has it registered. */
+ * Free it with mkcclMemFree once no communicator has it registered and no work on any stream still
+ * uses it (mkcclMemFree does not synchronise). */
 mkcclResult_t mkcclMemAlloc(void** ptr, size_t size);
 mkcclResult_t mkcclMemFree(void* ptr);
 

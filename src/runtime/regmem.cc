@@ -196,8 +196,9 @@ mkcclResult_t mkcclMemFree(void* ptr) {
   if (it->second.registered > 0)
     return setError(mkcclInvalidUsage, "mkcclMemFree: %p is still registered with a communicator (%d registrations): "
                     "mkcclCommDeregister first", ptr, it->second.registered);
-  // Work that may still use the memory: the caller's to finish (as with cudaFree, which synchronises).
-  cudaDeviceSynchronize();
+  // No device-wide synchronisation here: with ranks of one process on one GPU it would wait for a
+  // peer's kernel that waits for this thread. As with cuMemUnmap, work that still uses the memory
+  // must have finished (the header says so).
   cu().memUnmap(it->first, it->second.bytes);
   cu().memAddressFree(it->first, it->second.bytes);
   cu().memRelease(it->second.handle);

@@ -249,12 +249,12 @@ TEST(Graphs, AllReduceLL) {
 
 TEST(Graphs, AllReduceSimpleOneShot) {
   MKCCL_REQUIRE_GPUS(1);
-  expectCase(allReduceCase("allreduce simple oneshot", "coll.proto=simple,allreduce.algo=oneshot", 70001));
+  expectCase(allReduceCase("allreduce simple oneshot", "coll.proto=simple;allreduce.algo=oneshot", 70001));
 }
 
 TEST(Graphs, AllReduceSimpleTwoShot) {
   MKCCL_REQUIRE_GPUS(1);
-  expectCase(allReduceCase("allreduce simple twoshot", "coll.proto=simple,allreduce.algo=twoshot", 70002));
+  expectCase(allReduceCase("allreduce simple twoshot", "coll.proto=simple;allreduce.algo=twoshot", 70002));
 }
 
 TEST(Graphs, AllGatherAndReduceScatter) {
@@ -329,7 +329,7 @@ TEST(Graphs, GemmReduceScatter) {
   MKCCL_REQUIRE_GPUS(1);
   const int n = worldSize();
   const size_t M = 256, N = 512, K = 768;
-  for (const char* tuning : {"gemm_rs.plan=fused", "gemm_rs.plan=sequential", "gemm_rs.plan=fused,gemm_rs.push=ce"}) {
+  for (const char* tuning : {"gemm_rs.plan=fused", "gemm_rs.plan=sequential", "gemm_rs.plan=fused;gemm_rs.push=ce"}) {
     expectCase(gemmCase((std::string("gemm+rs ") + tuning).c_str(), tuning, M, M / n, N, K,
                         [=](const void* A, const void* W, void* C, mkcclComm_t c, cudaStream_t s) {
                           return mkcclGemmReduceScatter(A, W, C, M, N, K, mkcclBfloat16, c, s);
@@ -440,6 +440,9 @@ TEST(Graphs, RegistrationErrors) {
     cudaMalloc(&out, bytes);
     expect(mkcclAllGather(send, out, cnt, mkcclFloat32, c, s), mkcclSuccess, "AllGather after the errors");
     if (cudaStreamSynchronize(s) != cudaSuccess && fails[r].empty()) fails[r] = "stream after the errors";
+    mkcclResult_t async = mkcclSuccess;
+    mkcclCommGetAsyncError(c, &async);
+    if (async != mkcclSuccess && fails[r].empty()) fails[r] = std::string("async error: ") + mkcclGetLastError(c);
     cudaFree(out);
     cudaFree(send);
     cudaFree(foreign);
