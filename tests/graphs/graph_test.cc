@@ -273,9 +273,19 @@ TEST(Graphs, AllGatherAndReduceScatter) {
       return mkcclAllGather(in, out, cnt, mkcclBfloat16, c, s);
     };
     expectCase(ag);
-    ag.name += " registered";
-    ag.registeredOut = true;  // the replays store straight into the peers' registered outputs
-    expectCase(ag);
+    // Registered: the replays store straight into the peers' outputs from a block of 1 MiB
+    // (kDirectMinBlockBytes), below it they take the staged path.
+    for (size_t c : {cnt, size_t(600000)}) {
+      Case reg = ag;
+      reg.name += " registered, " + std::to_string(c) + " elements";
+      reg.registeredOut = true;
+      reg.inElems = c;
+      reg.outElems = c * n;
+      reg.op = [c](const void* in, const void*, void* out, mkcclComm_t cm, cudaStream_t s) {
+        return mkcclAllGather(in, out, c, mkcclBfloat16, cm, s);
+      };
+      expectCase(reg);
+    }
     Case rs;
     rs.name = std::string("reducescatter ") + tuning;
     rs.tuning = tuning;

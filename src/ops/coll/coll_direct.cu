@@ -31,7 +31,6 @@ mkcclResult_t directAllGather(OpCtx& ctx, Registration* g, const void* send, voi
   const size_t perCta = 64 << 10;
   int grid = static_cast<int>(std::min<size_t>((bytes + perCta - 1) / perCta, kDirectMaxCtas));
   grid = std::max(1, std::min(grid, opMaxCtas(ctx.comm)));
-  MKCCL_CHECK(regNoteUse(g, ctx.stream, ctx.capturing));
   directAllGatherKernel<<<grid, kDirectThreads, 0, ctx.stream>>>(a);
   CUDA_CHECK(cudaGetLastError());
   return mkcclSuccess;

@@ -63,7 +63,9 @@ mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendc
   if (n == 1) return localCopy(ctx, mine, send, B);
   if (!ctx.comm->regs.empty()) {  // a registered receive buffer: stored into in place
     Registration* g = regFind(ctx.comm, recv, B * (size_t)ctx.dev.nranks);
-    if (directAllGatherFits(ctx, g, send, recv, B)) return directAllGather(ctx, g, send, recv, B);
+    if (g) MKCCL_CHECK(regNoteUse(g, ctx.stream, ctx.capturing));  // a graph keeps it registered
+    if (B >= kDirectMinBlockBytes && directAllGatherFits(ctx, g, send, recv, B))
+      return directAllGather(ctx, g, send, recv, B);
   }
   Args a;
   initArgs(ctx, kAllGather, send, recv, &a);
