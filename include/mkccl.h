@@ -403,6 +403,35 @@ typedef struct {
 mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                            const mkcclFp8Scales_t* scales, mkcclDataType_t outType, cudaStream_t stream);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* CUDA graphs and registered buffers (docs/GRAPHS.md)                                              */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Every call may be captured into a CUDA graph and the graph replayed any number of times, mixed
+ * with eager calls on the same communicator (MoE dispatch/combine and calls across nodes: see
+ * docs/GRAPHS.md). Make one eager call of each op at its largest shape before capturing: a
+ * captured call that would have to grow the communicator's symmetric scratch returns
+ * mkcclInvalidUsage (the capture stays usable). */
+
+/* Device memory of the current device that every local peer of a communicator can map
+ * (CUDA VMM, shareable by file descriptor); size is rounded up to the allocation granularity.
+ * Free it with mkcclMemFree once no communicator has it registered and no work on any stream still
+ * uses it (mkcclMemFree does not synchronise). */
+mkcclResult_t mkcclMemAlloc(void** ptr, size_t size);
+mkcclResult_t mkcclMemFree(void* ptr);
+
+/* Collective over the communicator's ranks (every rank calls it, with its own buffer of the same
+ * size): registers [buff, buff + size), which must lie in memory from mkcclMemAlloc on the
+ * communicator's device, and maps every local peer's buffer here. *handle names the registration
+ * for mkcclCommDeregister. A call whose buffers lie in a registration at the same offset on every
+ * rank uses them in place (docs/GRAPHS.md lists which ops do); every rank must then pass
+ * registered buffers (or none). A range that overlaps a registration of the communicator is
+ * refused (mkcclInvalidUsage). */
+mkcclResult_t mkcclCommRegister(const mkcclComm_t comm, void* buff, size_t size, void** handle);
+/* Collective: ends a registration; waits (bounded) for the communicator's outstanding eager work.
+ * Refused (mkcclInvalidUsage) while a captured CUDA graph that uses it still exists. */
+mkcclResult_t mkcclCommDeregister(const mkcclComm_t comm, void* handle);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

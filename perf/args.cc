@@ -48,7 +48,7 @@ const Opt kOpts[] = {
     {nullptr, "--json", true},  {"-m", nullptr, true},      {"-k", nullptr, true},
     {nullptr, "--shapes", true}, {"-g", "--gpus", true},    {nullptr, "--nccl-lib", true},
     {nullptr, "--seed", true},  {nullptr, "--no-baseline", false}, {"-h", "--help", false},
-    {nullptr, "--list", false},
+    {nullptr, "--list", false}, {"-G", "--cuda-graph", true}, {"-R", "--registered", true},
 };
 
 const Opt* findOpt(const std::string& name) {
@@ -172,6 +172,10 @@ void printUsage(FILE* f) {
           "  --nccl-lib PATH        libnccl.so.2 to load (else $MKCCL_PERF_NCCL_LIB, else the\n"
           "                         loader's search path, then the pip nvidia-nccl-cu* wheels)\n"
           "  --seed S               seed of the random inputs (default: fresh each run)\n"
+          "  -G, --cuda-graph N     also time N calls captured in one CUDA graph and replayed\n"
+          "                         (graph_us: per call; nccl-tests' -G); 0: off (default)\n"
+          "  -R, --registered 0|1   collectives: also time buffers from mkcclMemAlloc registered\n"
+          "                         with mkcclCommRegister (reg_us); 0: off (default)\n"
           "  --list                 print the op names, one per line\n"
           "  -h, --help             this text\n"
           "\n"
@@ -288,6 +292,12 @@ int parseArgs(int argc, char** argv, Args* a, std::string* err) {
     } else if (name == "--seed") {
       if (!parseInt(val, 1, (1ll << 62), &v)) return bad("expected a seed >= 1");
       a->seed = (uint64_t)v;
+    } else if (name == "-G" || name == "--cuda-graph") {
+      if (!parseInt(val, 0, 10000, &v)) return bad("expected a count of calls per graph in [0, 10000]");
+      a->graphCalls = (int)v;
+    } else if (name == "-R" || name == "--registered") {
+      if (!parseInt(val, 0, 1, &v)) return bad("expected 0 or 1");
+      a->registered = (int)v;
     } else if (name == "--no-baseline") {
       if (!val.empty()) return bad("takes no value");
       a->baseline = false;

@@ -123,6 +123,16 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
     return 1;
   }
+  // -G: the library's plan captured in a CUDA graph and replayed (after the forced plans: once a
+  // call of the communicator was captured, the ce plan runs as the fused one, docs/GRAPHS.md).
+  double graphUs = -1;
+  if (a.graphCalls > 0) {
+    graphUs = timeGraphMedianUs(ours, a.graphCalls, a.warmup, a.iters, env.stream);
+    if (failed || graphUs < 0) {
+      fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu, graph: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
+      return 1;
+    }
+  }
   // The baseline and its parts, on the same buffers.
   double baseUs = -1, gemmUs = -1, commUs = -1;
   if (env.cublas) {
@@ -145,7 +155,7 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     }
   }
 
-  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, ceUs};
+  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, ceUs, graphUs};
   if (!maxOverRanks(kOp, v.data(), v.size())) return 1;
   r.timeUs = v[0];
   r.extra["fused_us"] = v[1];
@@ -153,6 +163,10 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   r.extra["fused_side_us"] = v[6];
   r.extra["ce_us"] = v[7];
   r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
+  if (a.graphCalls > 0) {
+    r.extra["graph_us"] = v[8];
+    r.extra["graph_speedup"] = v[0] / v[8];  // eager / replay
+  }
   if (nccl) {
     r.baseline = "nccl+cublas";
     r.baselineTimeUs = v[3];

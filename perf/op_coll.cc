@@ -96,6 +96,73 @@ ncclResult_t runNccl(CollKind k, const void* s, void* r, size_t count, const Arg
   }
 }
 
+// Buffers from mkcclMemAlloc, registered with the communicator for one size (-R).
+struct RegBufs {
+  mkcclComm_t comm = nullptr;
+  std::vector<void*> mem, handles;
+  ~RegBufs() {
+    for (void* h : handles) mkcclCommDeregister(comm, h);
+    for (void* p : mem) mkcclMemFree(p);
+  }
+  void* add(size_t bytes) {
+    void* p = nullptr;
+    void* h = nullptr;
+    if (mkcclMemAlloc(&p, bytes) != mkcclSuccess) return nullptr;
+    mem.push_back(p);
+    if (mkcclCommRegister(comm, p, bytes, &h) != mkcclSuccess) return nullptr;
+    handles.push_back(h);
+    return p;
+  }
+};
+
+// reg_us (and reg_graph_us with -G): our call on registered send and receive buffers, two sets
+// rotating; the first set's result checked like the unregistered one.
+int timeRegistered(CollKind kind, const Args& a, Env& env, const Counts& c, size_t size, Result* row) {
+  const size_t ts = dtypeSize(a.dtype);
+  const char* name = opName(kind);
+  RegBufs rb;
+  rb.comm = env.comm;
+  void* s[2];
+  void* r[2];
+  for (int i = 0; i < 2; ++i) {
+    s[i] = rb.add(c.sendElems * ts);
+    r[i] = s[i] ? rb.add(c.recvElems * ts) : nullptr;
+    if (!s[i] || !r[i]) {
+      fprintf(stderr, "mkccl-perf %s: rank %d: registered buffers: %s\n", name, env.rank, mkcclGetLastError(env.comm));
+      return 1;
+    }
+    fillInput(s[i], c.sendElems, a.dtype, a.seed + i, env.rank, 0, env.stream);
+  }
+  if (a.check) {
+    cudaMemsetAsync(r[0], 0xff, c.recvElems * ts, env.stream);
+    if (runOurs(kind, s[0], r[0], c.count, a, env) != mkcclSuccess) {
+      fprintf(stderr, "mkccl-perf %s: rank %d: registered: %s\n", name, env.rank, mkcclGetLastError(env.comm));
+      return 1;
+    }
+    CheckResult res;
+    if (checkOutput(r[0], c.count, a.dtype, a.redop, kind, env.nranks, env.rank, a.seed, env.stream, &res, false) !=
+        cudaSuccess)
+      return 1;
+    row->wrong += res.wrong;
+    row->maxRelErr = std::max(row->maxRelErr, res.maxRelErr);
+  }
+  mkcclResult_t firstErr = mkcclSuccess;
+  auto run = [&](int i) {
+    const mkcclResult_t e = runOurs(kind, s[i % 2], r[i % 2], c.count, a, env);
+    if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
+  };
+  const double us = timeMedianUs(run, a.warmup, a.iters, env.stream);
+  const double gus = a.graphCalls > 0 ? timeGraphMedianUs(run, a.graphCalls, a.warmup, a.iters, env.stream) : 0;
+  if (firstErr != mkcclSuccess || us < 0 || gus < 0) {
+    fprintf(stderr, "mkccl-perf %s: rank %d: %zu bytes, registered: %s\n", name, env.rank, size,
+            mkcclGetLastError(env.comm));
+    return 1;
+  }
+  row->extra["reg_us"] = us;
+  if (a.graphCalls > 0) row->extra["reg_graph_us"] = gus;
+  return 0;
+}
+
 int runColl(CollKind kind, const Args& a, Env& env) {
   const int n = env.nranks;
   const size_t ts = dtypeSize(a.dtype);
@@ -187,6 +254,27 @@ int runColl(CollKind kind, const Args& a, Env& env) {
     if (firstErr != mkcclSuccess || async != mkcclSuccess || row.timeUs < 0) {
       fprintf(stderr, "mkccl-perf %s: rank %d: %zu bytes: %s\n", name, env.rank, size, mkcclGetLastError(env.comm));
       return 1;
+    }
+
+    // -G: the same calls captured in a CUDA graph and replayed.
+    if (a.graphCalls > 0) {
+      firstErr = mkcclSuccess;
+      const double g = timeGraphMedianUs(
+          [&](int i) {
+            const mkcclResult_t e = runOurs(kind, b.send[i % sets], b.recv[i % sets], c.count, a, env);
+            if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
+          },
+          a.graphCalls, a.warmup, a.iters, env.stream);
+      if (firstErr != mkcclSuccess || g < 0) {
+        fprintf(stderr, "mkccl-perf %s: rank %d: %zu bytes, graph: %s\n", name, env.rank, size,
+                mkcclGetLastError(env.comm));
+        return 1;
+      }
+      row.extra["graph_us"] = g;
+    }
+    // -R: registered buffers (mkcclMemAlloc + mkcclCommRegister), checked, timed (and graphed).
+    if (a.registered) {
+      if (int e = timeRegistered(kind, a, env, c, size, &row)) return e;
     }
 
     // The baseline on the same buffers.

@@ -42,6 +42,8 @@ struct Args {
   int gpus = 0;                                   // -g: processes to launch on this host (0: as launched)
   std::string ncclLib;                            // --nccl-lib (else MKCCL_PERF_NCCL_LIB, else search)
   uint64_t seed = 0;                              // --seed (0: fresh per run)
+  int graphCalls = 0;                             // -G N: also time N calls captured in one CUDA graph
+  int registered = 0;                             // -R 1: also time registered buffers (collectives)
 };
 
 // One row of the table / JSON "results" entry.
@@ -105,6 +107,13 @@ const OpInfo* findOp(const std::string& name);
 // queued behind a short spin kernel, so each event pair measures the GPU's work and not the
 // host's enqueue time (as nccl-tests' batched timing does).
 double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iters, cudaStream_t stream);
+
+// -G: the per-call median time of `launch(i)`, i = 0 .. calls-1 captured once into one CUDA graph
+// (each op's buffers rotate with i, as in timeMedianUs), the graph replayed warmup times, then
+// iters times each between CUDA events (behind the same spin kernel); -1 when a call or the
+// capture failed. The capture is thread-local: other ranks' threads keep working.
+double timeGraphMedianUs(const std::function<void(int)>& launch, int calls, int warmup, int iters,
+                         cudaStream_t stream);
 
 // The tuner's overrides for a scope (keys of ops/tuner/tuning.h, e.g. "ag_gemm.plan=ce"): the
 // user's MKCCL_TUNING followed by `extra` (a key given twice: the later wins), set on `comm`

@@ -91,5 +91,44 @@ double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iter
   return med;
 }
 
+double timeGraphMedianUs(const std::function<void(int)>& launch, int calls, int warmup, int iters,
+                         cudaStream_t stream) {
+  if (iters < 1 || calls < 1) return -1;
+  if (!ok(cudaStreamSynchronize(stream), "before the capture")) return -1;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (!ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) return -1;
+  for (int i = 0; i < calls; ++i) launch(i);
+  const bool captured = ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture") &&
+                        ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  if (graph) cudaGraphDestroy(graph);
+  if (!captured) return -1;
+  double med = -1;
+  for (int i = 0; i < warmup; ++i) cudaGraphLaunch(exec, stream);
+  if (ok(cudaStreamSynchronize(stream), "graph warm-up")) {
+    std::vector<cudaEvent_t> ev(2 * (size_t)iters);
+    for (auto& e : ev) cudaEventCreate(&e);
+    holdStream<<<1, 32, 0, stream>>>((unsigned long long)std::min(200000.0, 20.0 * iters + 50.0) * 1000ull);
+    for (int i = 0; i < iters; ++i) {
+      cudaEventRecord(ev[2 * i], stream);
+      cudaGraphLaunch(exec, stream);
+      cudaEventRecord(ev[2 * i + 1], stream);
+    }
+    if (ok(cudaStreamSynchronize(stream), "graph replays")) {
+      std::vector<double> us(iters);
+      for (int i = 0; i < iters; ++i) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
+        us[i] = ms * 1000.0 / calls;
+      }
+      std::sort(us.begin(), us.end());
+      med = iters % 2 ? us[iters / 2] : 0.5 * (us[iters / 2 - 1] + us[iters / 2]);
+    }
+    for (auto& e : ev) cudaEventDestroy(e);
+  }
+  cudaGraphExecDestroy(exec);
+  return med;
+}
+
 }  // namespace perf
 }  // namespace mkccl

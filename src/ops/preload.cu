@@ -5,6 +5,7 @@
 // loads its kernels at init for the same reason. The inter-node kernels are loaded by the network
 // setup (netCollPreload).
 #include <chrono>
+#include "ops/coll/coll_direct.h"
 #include "ops/coll/coll_kernels.h"
 #include "ops/attention/attn_launch.h"
 #include "kernels/device/wgmma.cuh"
@@ -35,6 +36,7 @@ mkcclResult_t loadCollectives() {
   const mkcclRedOp_t ops[] = {mkcclSum, mkcclProd, mkcclMax, mkcclMin};
   MKCCL_CHECK(load(coll::copyKernel()));
   MKCCL_CHECK(load(coll::llCopyKernel()));
+  MKCCL_CHECK(load(coll::directAllGatherKernelPtr()));
   for (mkcclRedOp_t op : ops) {
     for (mkcclDataType_t t : floats) {
       MKCCL_CHECK(load(coll::reduceKernelFloat(t, op)));
@@ -52,10 +54,11 @@ mkcclResult_t loadCollectives() {
 
 mkcclResult_t preloadKernels(int dev, int smCount) {
   const auto t0 = std::chrono::steady_clock::now();
-  const void* barriers[2];
+  const void* barriers[3];
   barrierKernels(barriers);
   MKCCL_CHECK(load(barriers[0]));
   MKCCL_CHECK(load(barriers[1]));
+  MKCCL_CHECK(load(barriers[2]));
   MKCCL_CHECK(loadCollectives());
   MKCCL_CHECK(plainGemmPreload<dev::Bf16>(dev, smCount));
   MKCCL_CHECK(plainGemmPreload<dev::F16>(dev, smCount));

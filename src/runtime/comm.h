@@ -11,6 +11,7 @@
 #include "runtime/bootstrap.h"
 #include "runtime/copy_engines.h"
 #include "kernels/abi/devcomm.h"
+#include "runtime/regmem.h"
 #include "runtime/symmem.h"
 
 namespace mkccl {
@@ -57,9 +58,14 @@ struct mkcclComm {
   std::unique_ptr<mkccl::Bootstrap> bootstrap;
   mkccl::SymWorkspace ws;               // symmetric workspace, mapped from every local peer
   mkccl::SymRegion scratch[mkccl::kSymScratchSlots];  // grown on demand by ops (symScratchGet)
+  std::vector<mkccl::SymRegion> retiredScratch;  // outgrown after a capture: graphs may still use them
+  std::vector<std::unique_ptr<mkccl::Registration>> regs;  // mkcclCommRegister (regmem.h)
   mkccl::DevError* errHost = nullptr;   // host-mapped error record
   mkccl::DevError* errDev = nullptr;
-  uint64_t seq = 0;                     // last call's sequence number
+  uint64_t seq = 0;                     // last call's sequence number (the host's; the device's
+                                        // counter, kSeqSlot, is ahead of it after graph replays)
+  bool capturing = false;               // the call being enqueued is captured into a CUDA graph
+  bool graphCaptured = false;           // some call of this comm was captured: graphs may replay it
   cudaEvent_t lastWork = nullptr;       // recorded after every call: destroy waits on it
   cudaStream_t lastStream = nullptr;    // stream of the last call: a call on another one waits for it
   mkccl::CopyEngines ce;                // copy-engine streams (made on first use; copy_engines.h)

@@ -103,6 +103,9 @@ mkcclResult_t opBegin(mkcclComm_t comm, cudaStream_t stream, const char* opName,
     CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastWork, 0));
   ctx->comm = comm;
   ctx->stream = stream;
+  ctx->capturing = streamCapturing(stream);
+  comm->capturing = ctx->capturing;  // for symScratchGet during this call
+  if (ctx->capturing) comm->graphCaptured = true;
   fillDevComm(comm, ++comm->seq, &ctx->dev);
   MKCCL_TRACE("%s: call #%llu", opName, (unsigned long long)ctx->dev.seq);
   return mkcclSuccess;
@@ -113,7 +116,30 @@ void opNextKernel(OpCtx& ctx) {
   MKCCL_TRACE("call #%llu: next kernel of the call", (unsigned long long)ctx.dev.seq);
 }
 
+mkcclResult_t opHostSeqCall(OpCtx& ctx, const char* opName) {
+  mkcclComm* comm = ctx.comm;
+  // Captured: the graph is right for one launch (its number is the host's, as eager calls' are);
+  // a replay would repeat the number (docs/GRAPHS.md says so).
+  if (ctx.capturing) {
+    MKCCL_TRACE("%s: captured with the host's sequence number %llu: one launch of the graph only", opName,
+                (unsigned long long)ctx.dev.seq);
+    return mkcclSuccess;
+  }
+  if (!comm->graphCaptured) return mkcclSuccess;  // no replays: the host's number is the device's
+  uint64_t ctr = 0;
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  CUDA_CHECK(cudaMemcpy(&ctr, reinterpret_cast<uint64_t*>(comm->ws.peer[comm->localRank]) + kSeqSlot, sizeof(ctr),
+                        cudaMemcpyDeviceToHost));
+  const uint64_t devSeq = (ctr >> 20) + 1;
+  if (devSeq > comm->seq) {
+    comm->seq = devSeq;
+    fillDevComm(comm, devSeq, &ctx.dev);
+  }
+  return mkcclSuccess;
+}
+
 mkcclResult_t opEnd(OpCtx& ctx) {
+  ctx.comm->capturing = false;
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     return setError(mkcclUnhandledCudaError, "call #%llu: kernel launch failed: %s", (unsigned long long)ctx.dev.seq,

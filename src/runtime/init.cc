@@ -185,6 +185,7 @@ mkcclResult_t freeComm(mkcclComm* comm, bool abort) {
   copyEnginesFree(comm);
   netFreeComm(comm);
   topoFreeComm(comm);
+  regDestroyAll(comm);
   symWorkspaceDestroy(comm);
   if (comm->errHost) cudaFreeHost(comm->errHost);
   comm->errHost = nullptr;

@@ -14,6 +14,9 @@ mkcclResult_t setTuning(mkcclComm* comm, const char* text);
 
 // Device barrier among the ranks of the node (and, with several nodes, the network).
 mkcclResult_t barrierOp(OpCtx& ctx);
+// Advances the device's call counter to this call's number (dev::takeCallSeq): launched before the
+// kernels of a call that read the number with dev::peekCallSeq (src/ops/barrier.cu).
+mkcclResult_t seqBumpOp(OpCtx& ctx);
 
 // Collectives (src/kernels/coll, src/ops/coll). Counts are elements; bytes never 0 here.
 mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendcount, mkcclDataType_t t);

@@ -125,6 +125,15 @@ mkcclResult_t symScratchGet(mkcclComm* comm, int slot, size_t bytes, const SymRe
   if (slot < 0 || slot >= kSymScratchSlots) return setError(mkcclInternalError, "symScratchGet: bad slot %d", slot);
   SymRegion& reg = comm->scratch[slot];
   if (reg.bytes < bytes) {
+    // Growing is a collective host step (allocation, fd exchange): it cannot be captured. A graph
+    // captured earlier keeps the old region's addresses, so that region stays mapped (retired)
+    // until the communicator is destroyed.
+    if (comm->capturing)
+      return setError(mkcclInvalidUsage,
+                      "this call needs %zu MiB of symmetric scratch per rank (slot %d holds %zu MiB): growing it "
+                      "cannot be captured into a CUDA graph; make one eager call of the largest shape before "
+                      "capturing (docs/GRAPHS.md)",
+                      (bytes + (1u << 20) - 1) >> 20, slot, reg.bytes >> 20);
     // Kernels of earlier calls may still use the old region: wait for them (bounded by the timeout).
     if (comm->lastWork) {
       const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs);
@@ -135,6 +144,10 @@ mkcclResult_t symScratchGet(mkcclComm* comm, int slot, size_t bytes, const SymRe
         usleep(100);
       }
       if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "earlier work failed: %s", cudaGetErrorString(e));
+    }
+    if (comm->graphCaptured && reg.bytes > 0) {
+      comm->retiredScratch.push_back(reg);
+      reg = SymRegion{};
     }
     symRegionDestroy(comm, &reg);
     const size_t unit = 64ull << 20;  // grow in 64 MiB steps with 25% headroom
@@ -152,6 +165,8 @@ mkcclResult_t symScratchGet(mkcclComm* comm, int slot, size_t bytes, const SymRe
 
 void symScratchDestroyAll(mkcclComm* comm) {
   for (int s = 0; s < kSymScratchSlots; ++s) symRegionDestroy(comm, &comm->scratch[s]);
+  for (SymRegion& r : comm->retiredScratch) symRegionDestroy(comm, &r);
+  comm->retiredScratch.clear();
 }
 
 }  // namespace mkccl

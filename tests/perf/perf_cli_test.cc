@@ -80,6 +80,9 @@ TEST(PerfCli, BadArgumentsExit2WithMessage) {
       {"allreduce --json", "needs a value"},
       {"allreduce --seed 0", "expected a seed"},
       {"allreduce --no-baseline=1", "takes no value"},
+      {"allreduce -G -1", "calls per graph"},
+      {"allreduce --cuda-graph x", "calls per graph"},
+      {"allreduce -R 2", "expected 0 or 1"},
   };
   for (const auto& c : cases) {
     const Proc r = perf(c.args);
@@ -94,7 +97,7 @@ TEST(PerfCli, GoodArgumentsGetPastParsing) {
   // Without a GPU these fail later (status 1, not 2); with one they would run, so only check
   // parsing where there is no GPU.
   if (sh("nvidia-smi -L").status == 0) GTEST_SKIP() << "a GPU is present: this check is for machines without one";
-  const Proc r = perf("allreduce -b 8 -e 64 -f 2 -n 3 -w 1 -d fp32 -o max -c 1 --no-baseline");
+  const Proc r = perf("allreduce -b 8 -e 64 -f 2 -n 3 -w 1 -d fp32 -o max -c 1 --no-baseline -G 10 -R 1");
   EXPECT_NE(2, r.status) << r.out;
 }
 

@@ -51,13 +51,18 @@ enum DevSite : int {
 // Symmetric workspace layout (the same on every rank):
 //   [0, flagsBytes)                       64-bit flags (zeroed once at init, never reset)
 //     slots [0, kMaxLocalRanks)           barrier: slot q holds the last barrier value from local rank q
-//     slots [32, 63)                      grid-sync counters / generations, local use only
+//     slots [32, 58)                      grid-sync counters / generations, local use only
+//     slots 58, 59                        local: the direct AllGather's arrival counter (coll_direct.cuh)
+//     slot  60                            local: the call sequence counter (kSeqSlot, signal.cuh)
 //     slot  62                            local: an op's go word to its copy-engine streams (kCopyEngineSlot)
 //     slot  63                            this rank's device error word (first error wins, local atomics)
 //     slots [kOpFlagSlot, ...)            free for ops: per-chunk / per-tile flags
 //   [flagsBytes, flagsBytes + dataBytes)  data: staging buffers of ops
 constexpr int kBarrierSlot = 0;
-constexpr int kGridSyncSlot = 32;  // pairs (counter, generation): slots 32+2i, 33+2i, i < 15
+constexpr int kGridSyncSlot = 32;  // pairs (counter, generation): slots 32+2i, 33+2i, i < 13
+// This rank's call sequence counter, in device memory so that a CUDA graph's replays advance it as
+// eager calls do: flagValue(s, arrivals) after call s (dev::takeCallSeq, signal.cuh).
+constexpr int kSeqSlot = 60;
 // Written only by this rank's kernels, read by this rank's copy-engine streams (cuStreamWaitValue64):
 // AllGather+GEMM's ce plan posts flagValue(seq, 1) once the copies may start.
 constexpr int kCopyEngineSlot = 62;
@@ -74,7 +79,9 @@ struct DevComm {
   int rank, nranks;            // in the communicator
   int localRank, localRanks;   // in this node (NVLink domain)
   int node, nNodes;
-  uint64_t seq;                // this call's sequence number, >= 1, +1 per call
+  uint64_t seq;                // the host's sequence number of the call, >= 1, +1 per call; kernels
+                               // with a flag protocol use dev::takeCallSeq's (>= this; the same on
+                               // every rank, also when a CUDA graph replays the launch)
   uint64_t timeoutNs;          // bound on every device wait
   char* peers[kMaxLocalRanks]; // each local rank's workspace, mapped here; peers[localRank] is ours
   size_t flagsBytes;

@@ -41,7 +41,7 @@ __device__ __forceinline__ bool waitTileRows(const PushArgs& p, int mb, bool* en
   if (static_cast<int64_t>(mb) * kTileRows >= L.M) return true;  // a cluster's padding block: zero-filled
   const int r0 = mb * kTileRows;
   const int r1 = static_cast<int>(min64(static_cast<int64_t>(r0) + kTileRows, L.M));
-  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t F = dev::flagValue(p.callSeq(), 0);
   const uint64_t* mine = p.counters[L.me];
   int q = r0 / L.m;
   const int qLast = (r1 - 1) / L.m;

@@ -48,6 +48,10 @@ struct PushArgs {
   int ownToRegion;                    // push the own shard into this rank's region too
   int ce;                             // the copy engines move the shards (ce plan, ops/ag_gemm/ce.cu)
   uint64_t* ceGo;                     // ce: this rank's go word for its copy-engine streams
+  const uint64_t* seqCtr;             // this rank's call counter (kSeqSlot): the call's number, which a
+                                      // graph replay must not take from `dev.seq` (signal.cuh)
+
+  __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
 };
 
 constexpr int kCopyUnroll = 4;  // 16-byte loads in flight per thread (8 spills at the side team's 72 registers)
@@ -64,7 +68,7 @@ MKCCL_HD int receiverAt(const Layout& L, int i) {
 // The leader's start of the call, then every team's wait for the entries it needs.
 __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool leader) {
   const Layout& L = p.L;
-  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t F = dev::flagValue(p.callSeq(), 0);
   const uint64_t* entries = p.flags[L.me] + kBarrierSlot;
   if (leader) {
     uint64_t* mine = p.counters[L.me];
@@ -89,7 +93,7 @@ __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool
 // Pushes claimed slices until the shard is out. unit: slices per claim.
 __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int unit) {
   const Layout& L = p.L;
-  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t F = dev::flagValue(p.callSeq(), 0);
   uint64_t* mine = p.counters[L.me];
   const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
   __shared__ char* dsts[kMaxDsts];
@@ -119,7 +123,7 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
 // Thread 0: waits until sender q's chunks holding shard rows [r0, r1) have landed here.
 __device__ __forceinline__ bool waitRows(const PushArgs& p, int q, int r0, int r1) {
   const Layout& L = p.L;
-  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t F = dev::flagValue(p.callSeq(), 0);
   const uint64_t* mine = p.counters[L.me];
   for (int c = L.chunkOfRow(r0); c <= L.chunkOfRow(r1 - 1); ++c)
     if (!dev::waitGeq(p.dev, mine + L.chunkSlot(q, c), F + static_cast<uint64_t>(L.slicesOfChunk(c)), q,
@@ -132,7 +136,7 @@ __device__ __forceinline__ bool waitRows(const PushArgs& p, int q, int r0, int r
 __device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int unit) {
   const Layout& L = p.L;
   if (p.gathered == nullptr || L.ws == 1) return true;
-  const uint64_t F = dev::flagValue(p.dev.seq, 0);
+  const uint64_t F = dev::flagValue(p.callSeq(), 0);
   uint64_t* mine = p.counters[L.me];
   const int peers = L.ws - 1;
   const int items = peers * L.nSlices;  // slice-major: arrival order
@@ -183,7 +187,7 @@ static __device__ __noinline__ bool commTeam(const PushArgs& p, Team t, bool lea
   if (p.ce) {
     if (leader && t.tid == 0) {
       __threadfence_system();
-      dev::storeRelease(p.ceGo, dev::flagValue(p.dev.seq, 1));
+      dev::storeRelease(p.ceGo, dev::flagValue(p.callSeq(), 1));
     }
     return entered;
   }

@@ -40,8 +40,10 @@ struct Args {
   DevComm dev;
   int kind;
   int proto;          // Proto
+  int sharedSeq;      // 1: the call's second kernel (AllToAllv: LL, then simple): it peeks at the
+                      // number the first kernel took (dev::peekCallSeq) instead of taking one
   // LL (layout fixed per communicator, llLayout below): the call's flag and the area's place.
-  uint32_t llFlag;    // llFlagOf(seq)
+  uint32_t llFlag;    // llFlagOf(the host's seq); the kernels use the device's (coll_kernel.cuh)
   size_t llBase;      // offset of the LL area in the workspace data region
   size_t llLines;     // lines per (half, set, sender) region: streams of up to 8 * llLines bytes
   // Layout: identical on every rank (it depends only on the call's global arguments and the

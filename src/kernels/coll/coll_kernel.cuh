@@ -86,6 +86,28 @@ __device__ __forceinline__ int peerIndex(int owner, int other, int n) {
 
 __device__ __forceinline__ uint64_t maxU64(uint64_t x, uint64_t y) { return x > y ? x : y; }
 
+// The call's number and its LL flag, taken from the device's counter when the kernel starts
+// (dev::takeCallSeq): the number frozen in Args is the host's, which a replayed graph repeats.
+struct CallState {
+  uint64_t seq;
+  uint32_t llFlag;
+};
+__device__ __forceinline__ CallState& callState() {
+  __shared__ CallState s;
+  return s;
+}
+// Every thread, first thing in the kernel (no CTA may leave before it).
+__device__ __forceinline__ void beginCollCall(const Args& a) {
+  if (threadIdx.x == 0) {
+    const uint64_t s = a.sharedSeq ? dev::peekCallSeq(a.dev) : dev::takeCallSeq(a.dev);
+    callState().seq = s;
+    callState().llFlag = llFlagOf(s);
+  }
+  __syncthreads();
+}
+__device__ __forceinline__ uint64_t callSeq() { return callState().seq; }
+__device__ __forceinline__ uint32_t llFlag() { return callState().llFlag; }
+
 __device__ __forceinline__ int siteOf(const Args& a) {
   switch (a.kind) {
     case kAllGather: return kSiteAllGather;
@@ -95,7 +117,7 @@ __device__ __forceinline__ int siteOf(const Args& a) {
   }
 }
 
-__device__ __forceinline__ uint64_t stepValue(const Args& a, uint64_t t) { return dev::flagValue(a.dev.seq, t + 1); }
+__device__ __forceinline__ uint64_t stepValue(const Args& a, uint64_t t) { return dev::flagValue(callSeq(), t + 1); }
 
 __device__ __forceinline__ uint64_t* flagAt(const Args& a, int owner, int set, int credit, int c, int other) {
   const int n = a.dev.localRanks;
@@ -159,7 +181,7 @@ __device__ __forceinline__ void postEntry(const Args& a) {
   const int n = a.dev.localRanks, me = a.dev.localRank;
   if ((int)threadIdx.x < n - 1) {
     const int p = peerAt(me, threadIdx.x, n);
-    dev::storeRelease(entryFlag(a, p, me), dev::flagValue(a.dev.seq, 0));
+    dev::storeRelease(entryFlag(a, p, me), dev::flagValue(callSeq(), 0));
   }
 }
 
@@ -176,7 +198,7 @@ __device__ __forceinline__ bool waitFlag(const Args& a, const uint64_t* flag, ui
 // One thread: may chunk k (step t) of my stream to p be written into p's ring of `set`?
 __device__ __forceinline__ bool waitRoom(const Args& a, int set, int c, int p, int64_t k, uint64_t t) {
   const int me = a.dev.localRank;
-  if (k < (int64_t)a.channels * a.slots) return waitFlag(a, entryFlag(a, me, p), dev::flagValue(a.dev.seq, 0), p);
+  if (k < (int64_t)a.channels * a.slots) return waitFlag(a, entryFlag(a, me, p), dev::flagValue(callSeq(), 0), p);
   return waitFlag(a, creditFlag(a, me, set, c, p), stepValue(a, t - a.slots), p);
 }
 
@@ -334,6 +356,7 @@ __device__ __forceinline__ int nthRole(int roles, int r) {
 // kReduce = false: AllGather / AllToAll (T and Op unused).
 template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kThreads, 1) collKernel(const __grid_constant__ Args a) {
+  beginCollCall(a);
   if (blockIdx.x == 0) postEntry(a);
   int roles, c0, cstep;
   if (a.split) {

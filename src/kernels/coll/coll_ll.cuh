@@ -73,10 +73,10 @@ static __device__ __noinline__ LLGot llWait(const Args& a, const uint64_t* line,
   dev::WaitClock clock;
   for (unsigned spins = 1;; ++spins) {
     llLoad(line, lo, hi);
-    if (llHas(lo, hi, a.llFlag)) return {llData(lo, hi), true};
+    if (llHas(lo, hi, llFlag())) return {llData(lo, hi), true};
     if ((spins & 1023) == 0) {
       const int r = clock.check(a.dev);
-      if (r == 2) dev::recordError(a.dev, /*mkcclTimeout*/ 8, peer, siteOf(a), (uint32_t)(lo >> 32), a.llFlag);
+      if (r == 2) dev::recordError(a.dev, /*mkcclTimeout*/ 8, peer, siteOf(a), (uint32_t)(lo >> 32), llFlag());
       if (r != 0) return {0, false};
     }
   }
@@ -85,7 +85,7 @@ static __device__ __noinline__ LLGot llWait(const Args& a, const uint64_t* line,
 // Region (half of this call, set, sender) of receiver's LL area.
 __device__ __forceinline__ uint64_t* llRegion(const Args& a, int receiver, int set, int sender) {
   const int n = a.dev.localRanks;
-  const size_t r = ((size_t)(a.dev.seq & 1) * 2 + (size_t)set) * (size_t)(n - 1) + (size_t)peerIndex(receiver, sender, n);
+  const size_t r = ((size_t)(callSeq() & 1) * 2 + (size_t)set) * (size_t)(n - 1) + (size_t)peerIndex(receiver, sender, n);
   return reinterpret_cast<uint64_t*>(dev::dataOf(a.dev, receiver) + a.llBase + r * a.llLines * kLLLineBytes);
 }
 
@@ -107,7 +107,7 @@ __device__ __forceinline__ bool llRecv(const Args& a, const uint64_t* region, co
 #pragma unroll
   for (int u = 0; u < kLLUnroll; ++u) {
     if (ps.at(u) >= units) continue;
-    if (llHas(lo[u], hi[u], a.llFlag)) {
+    if (llHas(lo[u], hi[u], llFlag())) {
       v[u] = llData(lo[u], hi[u]);
     } else {
       const LLGot got = llWait(a, region + 2 * ps.at(u), peer);
@@ -126,7 +126,7 @@ __device__ __forceinline__ void llPostEntry(const Args& a) {
   const int n = a.dev.localRanks, me = a.dev.localRank;
   const int lane = (int)threadIdx.x - ((int)blockDim.x - 32);
   if (blockIdx.x == 0 && lane >= 0 && lane < n - 1)
-    dev::storeRelease(entryFlag(a, peerAt(me, lane, n), me), dev::flagValue(a.dev.seq, 0));
+    dev::storeRelease(entryFlag(a, peerAt(me, lane, n), me), dev::flagValue(callSeq(), 0));
 }
 
 // Every lane of a warp: may the warp write into the peers' areas (this call's half)? Lane j checks
@@ -135,9 +135,9 @@ __device__ __forceinline__ bool llRoom(const Args& a) {
   const int n = a.dev.localRanks, me = a.dev.localRank;
   const int lane = threadIdx.x & 31;
   int fail = 0;
-  if (lane < n - 1 && a.dev.seq > 1) {
+  if (lane < n - 1 && callSeq() > 1) {
     const int p = peerAt(me, lane, n);
-    fail = !waitFlag(a, entryFlag(a, me, p), dev::flagValue(a.dev.seq - 1, 0), p);
+    fail = !waitFlag(a, entryFlag(a, me, p), dev::flagValue(callSeq() - 1, 0), p);
   }
   __syncwarp();
   return !__any_sync(0xffffffffu, fail);
@@ -148,7 +148,7 @@ __device__ __forceinline__ bool llRoom(const Args& a) {
 // A: my streams, to their receivers' set 0 (and my own block to recv).
 __device__ __forceinline__ void llPush(const Args& a, size_t g, size_t T) {
   const int n = a.dev.localRanks, me = a.dev.localRank;
-  const uint32_t flag = a.llFlag;
+  const uint32_t flag = llFlag();
   size_t units = 0;
   for (int q = 0; q < n; ++q) units = llUnits(a.outLen[q]) > units ? llUnits(a.outLen[q]) : units;
   // AllGather and one-shot push the same bytes (offset 0) to every peer: one load, n-1 stores.
@@ -291,7 +291,7 @@ __device__ __forceinline__ bool llReduce(const Args& a, size_t g, size_t Tn) {
       const uint64_t res = acc[u].result(a.avgDiv);
       dev::storeUnit(out + 8 * ps.at(u), res, unitBytes(L, ps.at(u)));
       if (push)
-        for (int j = 0; j < n - 1; ++j) llStore(llRegion(a, peerAt(me, j, n), 1, me) + 2 * ps.at(u), res, a.llFlag);
+        for (int j = 0; j < n - 1; ++j) llStore(llRegion(a, peerAt(me, j, n), 1, me) + 2 * ps.at(u), res, llFlag());
     }
   }
   return true;
@@ -302,6 +302,7 @@ __device__ __forceinline__ bool llReduce(const Args& a, size_t g, size_t Tn) {
 // kReduce = false: AllGather / AllToAll (T and Op unused).
 template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLLThreads, 1) collLLKernel(const __grid_constant__ Args a) {
+  beginCollCall(a);
   llPostEntry(a);
   if (!llRoom(a)) return;
   const size_t Tn = (size_t)gridDim.x * blockDim.x;

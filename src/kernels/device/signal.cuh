@@ -176,7 +176,7 @@ __device__ __forceinline__ bool barrierLocal(const DevComm& c, uint64_t phase) {
   return r;
 }
 
-// Grid-wide barrier of one persistent kernel (all CTAs co-resident). `slot` in [0, 15) picks a
+// Grid-wide barrier of one persistent kernel (all CTAs co-resident). `slot` in [0, 13) picks a
 // counter pair; `phase` increases within a call. The last CTA to arrive resets the counter and
 // releases the others through a monotonic generation word, so nothing needs zeroing by the host.
 __device__ __forceinline__ bool gridSync(const DevComm& c, int slot, uint64_t phase) {
@@ -203,6 +203,56 @@ __device__ __forceinline__ bool gridSync(const DevComm& c, int slot, uint64_t ph
   bool r = ok;
   __syncthreads();
   return r;
+}
+
+// ---- the call's sequence number, from device memory ---------------------------------------
+//
+// A kernel launched with a sequence number in its parameters cannot be replayed from a CUDA graph:
+// every replay would reuse the number its capture froze, and pass on the flags of the replay
+// before. So a kernel with a flag protocol takes its number from this rank's counter in device
+// memory (kSeqSlot), which eager calls and replays advance alike. The counter holds
+// flagValue(s, a): s = the last call's number, a = CTAs of the running kernel that took it so far.
+// Every CTA takes a ticket (one atomic add) at its very start: s + 1 (or the host's number, if
+// larger: a launch that failed, or a call without a ticket kernel, still advances the count) is
+// the call's number, and the last CTA to arrive stores flagValue(that number, 0). All CTAs have
+// read the old s by then; the next kernel on the stream starts after this one ends. So each CTA of
+// every kernel of the rank takes exactly one ticket, and every rank (making the same calls, eager
+// or replayed) reaches the same numbers. A kernel that shares its call's number with an earlier
+// kernel of the call peeks (peekCallSeq) instead.
+
+__device__ __forceinline__ uint64_t* seqCounter(const DevComm& c) { return flagsOf(c, c.localRank) + kSeqSlot; }
+
+// One thread per CTA, first thing in the kernel (before any CTA may return).
+__device__ __forceinline__ uint64_t takeCallSeq(const DevComm& c) {
+  uint64_t* ctr = seqCounter(c);
+  const uint64_t nblocks = (uint64_t)gridDim.x * gridDim.y * gridDim.z;
+  const uint64_t old = atomicAdd(reinterpret_cast<unsigned long long*>(ctr), 1ull);
+  const uint64_t next = (old >> 20) + 1;
+  const uint64_t s = next > c.seq ? next : c.seq;
+  if ((old & ((1ull << 20) - 1)) == nblocks - 1) atomicExch(reinterpret_cast<unsigned long long*>(ctr), flagValue(s, 0));
+  return s;
+}
+
+// The number of the call whose earlier kernel (or bump, seqBumpKernel) took the ticket: stable
+// while this kernel runs, so any thread may read it.
+__device__ __forceinline__ uint64_t peekCallSeq(const DevComm& c) {
+  const uint64_t s = *reinterpret_cast<volatile const uint64_t*>(seqCounter(c)) >> 20;
+  return s > c.seq ? s : c.seq;
+}
+
+// The same through a pointer to the counter the host computed (kernels short of registers): after
+// a bump (seqBumpKernel) the counter's number is never below the host's.
+__device__ __forceinline__ uint64_t peekCallSeqAt(const uint64_t* ctr) {
+  return *reinterpret_cast<volatile const uint64_t*>(ctr) >> 20;
+}
+
+// Block-wide (every thread calls it, first thing): takes the CTA's ticket and hands the number to
+// every thread.
+__device__ __forceinline__ uint64_t beginCall(const DevComm& c) {
+  __shared__ uint64_t s_seq;
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) s_seq = takeCallSeq(c);
+  __syncthreads();
+  return s_seq;
 }
 
 }  // namespace dev

@@ -107,7 +107,6 @@ struct ReduceEpilogue {
   const int half;
   const uint32_t doneAddr;
   FinalCtx fc;
-  const uint64_t want;
   const int64_t halfOff;
   char* const scratch;
   uint32_t done = 0;
@@ -121,9 +120,12 @@ struct ReduceEpilogue {
         half(half_),
         doneAddr(sm.flags() + 4u * (CtaWords::kDone0 + half_)),
         fc{mapC, sm.epi(half_), 1u + static_cast<uint32_t>(half_), threadIdx.x % 128u, 0},
-        want(dev::flagValue(p_.comm.seq)),
         halfOff(half_ * p_.L.halfBytes()),
         scratch(p_.scratchOf[p_.rank]) {}
+
+  // This call's flag value, read from the device's call counter where needed rather than held in
+  // a register across the mainloop (the consumers have none to spare).
+  __device__ __forceinline__ uint64_t want() const { return dev::flagValue(p.callSeq()); }
 
   __device__ __forceinline__ void publish() {
     if (fc.tid == 0) {
@@ -151,7 +153,7 @@ struct ReduceEpilogue {
     // What this tile adds (the final phase: the other ranks' partials; ring reduction, every phase
     // after the first: the neighbour's sum). Usually the push team has seen them arrive and
     // prefetched them; else thread 0 waits here. 0 after a failed wait (drain).
-    const int nIn = awaitInputs(p, words, fc, half, t, index, want);
+    const int nIn = awaitInputs(p, words, fc, half, t, index, want());
     const char* in0 = scratch + L.rxOffset(L.inFirst(t.step), t.u) + halfOff;
     if (t.step < L.ws - 1) {
       const char* add = nIn > 0 ? in0 : nullptr;
@@ -165,7 +167,7 @@ struct ReduceEpilogue {
           volatile uint32_t* entered = wordPtr(words, CtaWords::kEntered0 + half);
           send = !draining(words);
           if (send && !((*entered >> dst) & 1u)) {
-            send = dev::waitGeqInline(p.comm, p.entryOf(dst), want, p.localOf[dst], kSiteFusedTile);
+            send = dev::waitGeqInline(p.comm, p.entryOf(dst), want(), p.localOf[dst], kSiteFusedTile);
             if (send) *entered |= 1u << dst;
             else setDrain(words);
           }
@@ -218,7 +220,7 @@ struct GemmReduceOp : GemmOpDefaults {
   __device__ static void start(const GemmArgs&, const Params& p, uint32_t) {
     if (blockIdx.x == 0)
       for (int q = 0; q < p.L.ws; ++q)
-        if (q != p.rank) dev::storeRelease(p.entrySlotAt(q), dev::flagValue(p.comm.seq));
+        if (q != p.rank) dev::storeRelease(p.entrySlotAt(q), dev::flagValue(p.callSeq()));
   }
 
   static constexpr bool kSideWarps = true;

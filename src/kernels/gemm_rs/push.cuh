@@ -52,6 +52,10 @@ struct ReduceParams {
                                     // tile, paced by it (gemm_rs.publish=early)
   int pushCe;                       // 1: staged, counted in batches, copied by our copy streams
                                     // (gemm_rs.push=ce; L.ceBatch > 0)
+  const uint64_t* seqCtr;           // this rank's call counter (kSeqSlot): the call's number, which a
+                                    // graph replay must not take from `comm.seq` (signal.cuh)
+
+  __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
 
   __device__ __forceinline__ uint64_t* opFlags(int q) const { return wsOf[q] + kOpFlagSlot; }
   // Our barrier slot that rank q posts its entry into, and q's slot we post ours into.
@@ -184,7 +188,8 @@ template <int kBN>
 __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, int kBlocks,
                          uint64_t timeoutNs) {
   const Layout& L = p.L;
-  const uint64_t want = dev::flagValue(p.comm.seq);
+  // Read where needed, not held in a register across the loop (these warps have 72).
+  auto want = [&p] { return dev::flagValue(p.callSeq()); };
   const bool bulk = p.pushBulk != 0, ce = p.pushCe != 0;
   // Flags, counts and prefetches: one thread, no team syncs (unless some slots go by the team).
   if ((bulk || ce) && t.tid != 0) return;
@@ -203,7 +208,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
     if (nIn > 0 && t.tid == 0 && !draining(words)) {
       const int first = L.inFirst(tile.step);
       const bool ok = waitConsumers(p.comm, words, index, timeoutNs, /*started=*/true) &&
-                      waitInputsLanded(p, tile.step, tile.u, want);
+                      waitInputsLanded(p, tile.step, tile.u, want());
       if (ok) {
         for (int j = first; j < first + nIn && j < first + kPrefetchInputs; ++j)
           prefetchL2(p.scratchOf[p.rank] + L.rxOffset(j, tile.u), uint32_t(L.tileBytes()));
@@ -226,14 +231,14 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       }
       if (draining(words)) continue;
       dev::fenceSys();  // what the consumers' release passed on, before the flag
-      dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want);
+      dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want());
       continue;
     }
     bool ok = false;
     if (t.tid == 0) {
       ok = !draining(words) && waitConsumers(p.comm, words, index, timeoutNs, false);
       if (ok && !((entered >> dst) & 1u)) {
-        ok = dev::waitGeqInline(p.comm, p.entryOf(dst), want, p.localOf[dst], kSiteFusedTile);
+        ok = dev::waitGeqInline(p.comm, p.entryOf(dst), want(), p.localOf[dst], kSiteFusedTile);
         if (ok) entered |= 1u << dst;
       }
       if (!ok) setDrain(words);
@@ -250,7 +255,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
           atomicAdd(reinterpret_cast<unsigned long long*>(own + L.ceCountSlot(tile.step, b)), 1ull);
       if (seen + 1 == static_cast<unsigned long long>(L.ceBatchTiles(b))) {
         dev::fenceSys();  // every count's tile (their fences, then their adds) before the word
-        dev::storeRelease(own + L.ceWordSlot(tile.step, b), want);
+        dev::storeRelease(own + L.ceWordSlot(tile.step, b), want());
       }
       continue;
     }
@@ -271,7 +276,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
       dev::fenceSys();  // our stores to the owner before the flag (cumulative through the sync)
     }
     t.sync();
-    if (go && t.tid == 0) dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want);
+    if (go && t.tid == 0) dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want());
   }
 }
 
@@ -285,7 +290,7 @@ __device__ __forceinline__ void ceEndOfKernel(const ReduceParams& p) {
   const unsigned long long ended = atomicAdd(reinterpret_cast<unsigned long long*>(own + L.ceDoneSlot()), 1ull);
   if (ended + 1 != gridDim.x) return;
   dev::fenceSys();
-  const uint64_t want = dev::flagValue(p.comm.seq);
+  const uint64_t want = dev::flagValue(p.callSeq());
   for (int j = 0; j < L.ws - 1; ++j)  // every slot has a copy stream
     for (int b = 0; b < L.ceBatches(); ++b)
       if (dev::loadAcquire(own + L.ceWordSlot(j, b)) < want) dev::storeRelease(own + L.ceWordSlot(j, b), want);
@@ -355,7 +360,8 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
   constexpr int kVpr = kBN / 8;  // 16-byte vectors per tile row
   const Layout& L = p.L;
   const int ws = L.ws;
-  const uint64_t want = dev::flagValue(p.comm.seq);
+  // Read where needed, not held in a register across the loop (these warps have 72).
+  auto want = [&p] { return dev::flagValue(p.callSeq()); };
   const int64_t ldc = L.N / 8;  // C's row pitch in vectors (N is a multiple of 8)
   const int64_t items = int64_t(sched.count()) * ws;
   unsigned* next = reinterpret_cast<unsigned*>(__cvta_shared_to_generic(words + 4 * CtaWords::kArNext));
@@ -384,10 +390,10 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
         if (ok) ok = waitConsumers(p.comm, words, index, timeoutNs, false);
         for (int d = 1; ok && d < ws; ++d) {
           const int q = (p.rank + d) % ws;
-          ok = dev::waitGeqInline(p.comm, p.entryOf(q), want, p.localOf[q], kSiteFusedTile);
+          ok = dev::waitGeqInline(p.comm, p.entryOf(q), want(), p.localOf[q], kSiteFusedTile);
         }
       } else if (ok) {
-        ok = dev::waitGeqInline(p.comm, p.opFlags(p.rank) + L.agSlot(c, tile.u), want, p.localOf[c], kSiteFusedTile);
+        ok = dev::waitGeqInline(p.comm, p.opFlags(p.rank) + L.agSlot(c, tile.u), want(), p.localOf[c], kSiteFusedTile);
       }
       if (!ok) setDrain(words);
     }
@@ -399,7 +405,7 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
       dev::fenceSys();
       __syncwarp();
       if (lane == 0)
-        for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want);
+        for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want());
     } else {
       copyReceived<kVpr, kUnroll>(lane, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
                                   reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u)), rows,

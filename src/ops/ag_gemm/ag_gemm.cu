@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -139,6 +140,7 @@ void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan pl
 template <class In>
 mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, Plan plan) {
   const ag::Layout& L = c.push.L;
+  MKCCL_CHECK(seqBumpOp(ctx));  // the kernels read the call's number from the device (peekCallSeq)
   if (plan == Plan::Ce) {
     CopyEngines* ce = nullptr;
     c.push.ownToRegion = L.m % ag::kTileRows != 0;
@@ -180,6 +182,16 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
     plan = st->rule.plan == ag::AutoPlan::Sequential    ? Plan::Sequential
            : st->rule.plan == ag::AutoPlan::CopyEngines ? Plan::Ce
                                                         : Plan::Fused;
+  if (plan == Plan::Ce && (ctx.capturing || ctx.comm->graphCaptured)) {
+    // The copy engines wait for values the host computes from its sequence number, which a replay
+    // repeats: once graphs may replay this comm's calls, the fused plan runs (docs/GRAPHS.md).
+    static std::atomic<bool> warned{false};
+    if (forced == Plan::Ce && !warned.exchange(true))
+      MKCCL_WARN("%s: ag_gemm.plan=ce is not used once a call of the communicator was captured into a CUDA "
+                 "graph: fused (said once)",
+                 kOp);
+    plan = Plan::Fused;
+  }
   if (plan == Plan::Ce && !copyEnginesUsable()) {
     MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
                "cuStreamBatchMemOp), not found: fused",
@@ -250,6 +262,7 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
     c.push.counters[q] = reinterpret_cast<uint64_t*>(region->peer[q] + L.countersOffset());
     c.push.flags[q] = reinterpret_cast<uint64_t*>(ctx.dev.peers[q]);
   }
+  c.push.seqCtr = c.push.flags[me] + kSeqSlot;
   c.push.gathered = static_cast<char*>(gatheredA);
   c.push.gatheredOwn = gatheredA != nullptr && static_cast<const char*>(A) != c.push.gathered + me * L.shardBytes();
   c.A = A;

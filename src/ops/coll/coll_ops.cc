@@ -5,12 +5,25 @@
 // the choice depends only on a stream's length and settings every rank shares.
 #include <algorithm>
 #include "base/check.h"
+#include "ops/coll/coll_direct.h"
 #include "ops/coll/coll_net.h"
 #include "ops/coll/coll_plan.h"
 #include "runtime/comm.h"
 #include "runtime/ops.h"
 
 namespace mkccl {
+
+namespace {
+// The inter-node path's host proxy and FIFO commands carry the host's sequence number: such a call
+// cannot be replayed from a graph, so it is not captured (docs/GRAPHS.md).
+mkcclResult_t netCaptureCheck(const OpCtx& ctx) {
+  if (!ctx.capturing) return mkcclSuccess;
+  return setError(mkcclInvalidUsage,
+                  "collectives across nodes (this communicator spans %d nodes) cannot be captured into a CUDA "
+                  "graph yet; call them eagerly (docs/GRAPHS.md)",
+                  ctx.comm->nNodes);
+}
+}  // namespace
 
 using namespace coll;
 
@@ -40,11 +53,20 @@ constexpr size_t kOneShotSimpleBytes = 256 << 10;
 }  // namespace
 
 mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendcount, mkcclDataType_t t) {
-  if (ctx.comm->nNodes > 1) return netAllGatherOp(ctx, send, recv, sendcount, t);
+  if (ctx.comm->nNodes > 1) {
+    MKCCL_CHECK(netCaptureCheck(ctx));
+    return netAllGatherOp(ctx, send, recv, sendcount, t);
+  }
   const size_t B = sendcount * typeSize(t);
   const int n = ctx.dev.localRanks, me = ctx.dev.localRank;
   char* mine = static_cast<char*>(recv) + (size_t)ctx.dev.rank * B;
   if (n == 1) return localCopy(ctx, mine, send, B);
+  if (!ctx.comm->regs.empty()) {  // a registered receive buffer: stored into in place
+    Registration* g = regFind(ctx.comm, recv, B * (size_t)ctx.dev.nranks);
+    if (g) MKCCL_CHECK(regNoteUse(g, ctx.stream, ctx.capturing));  // a graph keeps it registered
+    if (B >= kDirectMinBlockBytes && directAllGatherFits(ctx, g, send, recv, B))
+      return directAllGather(ctx, g, send, recv, B);
+  }
   Args a;
   initArgs(ctx, kAllGather, send, recv, &a);
   for (int q = 0; q < n; ++q) {
@@ -59,7 +81,10 @@ mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendc
 
 mkcclResult_t reduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t recvcount, mkcclDataType_t t,
                               mkcclRedOp_t op) {
-  if (ctx.comm->nNodes > 1) return netReduceScatterOp(ctx, send, recv, recvcount, t, op);
+  if (ctx.comm->nNodes > 1) {
+    MKCCL_CHECK(netCaptureCheck(ctx));
+    return netReduceScatterOp(ctx, send, recv, recvcount, t, op);
+  }
   const size_t R = recvcount * typeSize(t);
   const int n = ctx.dev.localRanks, me = ctx.dev.localRank;
   if (n == 1) return localCopy(ctx, recv, send, R);
@@ -79,7 +104,10 @@ mkcclResult_t reduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t r
 
 mkcclResult_t allReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count, mkcclDataType_t t,
                           mkcclRedOp_t op) {
-  if (ctx.comm->nNodes > 1) return netAllReduceOp(ctx, send, recv, count, t, op);
+  if (ctx.comm->nNodes > 1) {
+    MKCCL_CHECK(netCaptureCheck(ctx));
+    return netAllReduceOp(ctx, send, recv, count, t, op);
+  }
   const size_t ts = typeSize(t), bytes = count * ts;
   const int n = ctx.dev.localRanks, me = ctx.dev.localRank;
   if (n == 1) return localCopy(ctx, recv, send, bytes);
@@ -162,7 +190,9 @@ mkcclResult_t allToAllvOp(OpCtx& ctx, const void* send, const size_t* sendcounts
       maxStream = std::max({maxStream, out > llMax ? out : 0, in > llMax ? in : 0});
     }
   }
-  if (anyLL || !anySimple) MKCCL_CHECK(planAndLaunch(ctx, tune, true, 0, &ll, t, mkcclSum));
+  const bool llRuns = anyLL || !anySimple;
+  if (llRuns) MKCCL_CHECK(planAndLaunch(ctx, tune, true, 0, &ll, t, mkcclSum));
+  simple.sharedSeq = llRuns ? 1 : 0;  // one call, one number: the LL kernel took it
   if (anySimple) MKCCL_CHECK(planAndLaunch(ctx, tune, false, maxStream, &simple, t, mkcclSum));
   return mkcclSuccess;
 }

@@ -59,8 +59,17 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
                           int64_t N, int64_t K, mkcclDataType_t t) {
   mkcclComm* comm = ctx.comm;
   const FusedPlan& plan = sp.plan;
-  const Layout& L = plan.L;
-  const PushMode push = sp.ch.push;
+  PushMode push = sp.ch.push;
+  Layout L2;
+  if (push == PushMode::Ce && (ctx.capturing || comm->graphCaptured)) {
+    // The copy engines wait for values the host computes from its sequence number, which a replay
+    // repeats: once graphs may replay this comm's calls, the push team sends (docs/GRAPHS.md).
+    // Every rank captures the same calls, so every rank switches at the same call.
+    push = PushMode::Team;
+    L2 = plan.L;
+    L2.setCeBatch(0);
+  }
+  const Layout& L = push == sp.ch.push ? plan.L : L2;
   CopyEngines* ce = nullptr;
   if (push == PushMode::Ce) MKCCL_CHECK(copyEnginesGet(comm, ceStreamCount(L, sp.ch.ceStreams), &ce));
 
@@ -91,6 +100,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
     p.scratchOf[q] = region->peer[local];
     p.wsOf[q] = reinterpret_cast<uint64_t*>(comm->ws.peer[local]);
   }
+  p.seqCtr = p.wsOf[p.rank] + kSeqSlot;
   p.C = static_cast<char*>(C);
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
   p.pushCe = push == PushMode::Ce ? 1 : 0;
@@ -102,6 +112,7 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
                                ctx.stream));
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
   }
+  MKCCL_CHECK(seqBumpOp(ctx));  // the kernel reads the call's number from the device (peekCallSeq)
   if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
   else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
   return ce ? ceCopies(*ce, p, sp.ch.ceStreams, ctx.stream) : mkcclSuccess;
