@@ -39,23 +39,6 @@ void makeRouting(int T, int E, int k, int ws, bool skewed, uint64_t seed, std::v
   makeMoeRouting(T, E, k, ws, skewed, seed, idx, w);
 }
 
-// Max of each value over the ranks; sums too (for the byte counts).
-bool overRanks(std::vector<double>* v, bool sum) {
-  const launch::World& w = launch::world();
-  std::vector<double> all(v->size() * w.nranks);
-  std::string err;
-  if (launch::worldAllGather(v->data(), v->size() * sizeof(double), all.data(), &err) != 0) {
-    fprintf(stderr, "moe_a2a: combining over ranks: %s\n", err.c_str());
-    return false;
-  }
-  for (size_t i = 0; i < v->size(); ++i) {
-    double x = sum ? 0 : all[i];
-    for (int r = 0; r < w.nranks; ++r) x = sum ? x + all[r * v->size() + i] : std::max(x, all[r * v->size() + i]);
-    (*v)[i] = x;
-  }
-  return true;
-}
-
 int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint64_t seed) {
   const int ws = env.nranks, me = env.rank, k = E >= 64 ? 8 : 2, El = E / ws;
   if (E % ws != 0 || k > E) {
@@ -228,7 +211,8 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
 
   std::vector<double> tm = {bothUs, dispUs, combUs, ncBothUs, ncDispUs, ncCombUs};
   std::vector<double> by = {ourOut, ourBack, ncclBack};
-  if (!overRanks(&tm, false) || !overRanks(&by, true)) return 1;
+  if (!combineOverRanks("moe_a2a", tm.data(), tm.size(), false) || !combineOverRanks("moe_a2a", by.data(), by.size(), true))
+    return 1;
   for (double& b : by) b /= ws;  // per rank, on average
   r.timeUs = tm[0];
   r.bytes = (size_t)(by[0] + by[1]);

@@ -41,23 +41,6 @@ size_t interFor(size_t H, int E) {
   return (H / 2 + 127) / 128 * 128;
 }
 
-// Sums (or maxes) of each value over the ranks.
-bool acrossRanks(std::vector<double>* v, bool sum) {
-  const launch::World& w = launch::world();
-  std::vector<double> all(v->size() * w.nranks);
-  std::string err;
-  if (launch::worldAllGather(v->data(), v->size() * sizeof(double), all.data(), &err) != 0) {
-    fprintf(stderr, "moe: combining over ranks: %s\n", err.c_str());
-    return false;
-  }
-  for (size_t i = 0; i < v->size(); ++i) {
-    double x = sum ? 0 : all[i];
-    for (int r = 0; r < w.nranks; ++r) x = sum ? x + all[r * v->size() + i] : std::max(x, all[r * v->size() + i]);
-    (*v)[i] = x;
-  }
-  return true;
-}
-
 int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint64_t seed) {
   const int ws = env.nranks, me = env.rank, k = E >= 64 ? 8 : 2, El = E / ws;
   const size_t I = interFor(H, E), Ip = (I + 127) / 128 * 128;
@@ -239,7 +222,8 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
 
   std::vector<double> tm = {layerUs, dispUs, floorUs, combUs, ncUs};
   std::vector<double> by = {ourOut, ourBack};
-  if (!acrossRanks(&tm, false) || !acrossRanks(&by, true)) return 1;
+  if (!combineOverRanks("moe", tm.data(), tm.size(), false) || !combineOverRanks("moe", by.data(), by.size(), true))
+    return 1;
   for (double& b : by) b /= ws;
   r.timeUs = tm[0];
   r.bytes = (size_t)(by[0] + by[1]);

@@ -63,7 +63,7 @@ double halfToDouble(uint16_t v, mkcclDataType_t t) {
   return s ? -d : d;
 }
 
-bool maxOverRanks(const char* op, double* v, size_t n) {
+bool combineOverRanks(const char* op, double* v, size_t n, bool sum) {
   const launch::World& w = launch::world();
   std::vector<double> all(n * w.nranks);
   std::string err;
@@ -71,10 +71,18 @@ bool maxOverRanks(const char* op, double* v, size_t n) {
     fprintf(stderr, "%s: combining over ranks: %s\n", op, err.c_str());
     return false;
   }
-  for (int r = 0; r < w.nranks; ++r)
-    for (size_t i = 0; i < n; ++i) v[i] = std::max(v[i], all[static_cast<size_t>(r) * n + i]);
+  for (size_t i = 0; i < n; ++i) {
+    double x = sum ? 0 : all[i];
+    for (int r = 0; r < w.nranks; ++r) {
+      const double y = all[static_cast<size_t>(r) * n + i];
+      x = sum ? x + y : std::max(x, y);
+    }
+    v[i] = x;
+  }
   return true;
 }
+
+bool maxOverRanks(const char* op, double* v, size_t n) { return combineOverRanks(op, v, n, false); }
 
 }  // namespace perf
 }  // namespace mkccl

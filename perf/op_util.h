@@ -43,6 +43,8 @@ double halfToDouble(uint16_t v, mkcclDataType_t t);
 // Each of v[0..n) replaced by its max over the ranks, so that every rank reports the same numbers.
 // False (with a message naming op) when the ranks cannot exchange them.
 bool maxOverRanks(const char* op, double* v, size_t n);
+// Each value summed over the ranks (sum) or its maximum; false (and a message naming op) on failure.
+bool combineOverRanks(const char* op, double* v, size_t n, bool sum);
 
 }  // namespace perf
 }  // namespace mkccl

@@ -165,22 +165,28 @@ int rankProcess(Op op, const mkcclUniqueId& id, int rank, bool victim, bool vict
 
 // A rank process is this program again, started by fork + exec: a forked child of a process that
 // has touched CUDA (a library, a static initialiser) cannot use CUDA itself. The child finds its
-// role in MKCCL_FAULT_RANK and runs it before main (below), never reaching gtest.
+// role in MKCCL_FAULT_RANK and runs it from a global test environment, that is after every static
+// initialiser (the CUDA kernels of each file register there) and before any test.
 const char* kChildVar = "MKCCL_FAULT_RANK";
 
-const int kChildExit = [] {
-  const char* v = getenv(kChildVar);
-  if (!v) return 0;
-  int op, rank, victim, victimFirst, fds[4];
-  char hex[2 * sizeof(mkcclUniqueId) + 1];
-  if (sscanf(v, "%d %d %d %d %d %d %d %d %256s", &op, &rank, &victim, &victimFirst, &fds[0], &fds[1], &fds[2],
-             &fds[3], hex) != 9 || strlen(hex) != 2 * sizeof(mkcclUniqueId))
-    _exit(kInitFailed);
-  mkcclUniqueId id;
-  for (size_t i = 0; i < sizeof(id); i++) sscanf(hex + 2 * i, "%2hhx", reinterpret_cast<unsigned char*>(&id) + i);
-  unsetenv(kChildVar);
-  _exit(rankProcess(Op(op), id, rank, victim != 0, victimFirst != 0, fds, fds + 2));
-}();
+class RankRole : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* v = getenv(kChildVar);
+    if (!v) return;
+    int op, rank, victim, victimFirst, fds[4];
+    char hex[2 * sizeof(mkcclUniqueId) + 1];
+    if (sscanf(v, "%d %d %d %d %d %d %d %d %256s", &op, &rank, &victim, &victimFirst, &fds[0], &fds[1], &fds[2],
+               &fds[3], hex) != 9 || strlen(hex) != 2 * sizeof(mkcclUniqueId))
+      _exit(kInitFailed);
+    mkcclUniqueId id;
+    for (size_t i = 0; i < sizeof(id); i++) sscanf(hex + 2 * i, "%2hhx", reinterpret_cast<unsigned char*>(&id) + i);
+    unsetenv(kChildVar);
+    fflush(stdout);
+    _exit(rankProcess(Op(op), id, rank, victim != 0, victimFirst != 0, fds, fds + 2));
+  }
+};
+::testing::Environment* const kRankRole = ::testing::AddGlobalTestEnvironment(new RankRole);
 
 void faultCase(Op op, bool victimFirst) {
   const int gpus = launch::visibleGpuCount();  // asks in a child: this process must not touch CUDA before fork
