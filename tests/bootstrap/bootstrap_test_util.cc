@@ -78,24 +78,11 @@ std::vector<int> runThreads(int n, const std::function<int(int)>& fn) {
   return res;
 }
 
-std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int timeoutMs) {
-  fflush(stdout);
-  fflush(stderr);
-  std::vector<pid_t> pids(n, -1);
-  for (int r = 0; r < n; r++) {
-    pid_t p = fork();
-    if (p == 0) {
-      int code = 1;
-      try {
-        code = fn(r);
-      } catch (...) {
-        code = 99;
-      }
-      fflush(stderr);
-      _exit(code);
-    }
-    pids[r] = p;
-  }
+namespace {
+
+// Waits for the n children (killed past timeoutMs); their exit statuses, 128+signal when signalled.
+std::vector<int> reapChildren(const std::vector<pid_t>& pids, int timeoutMs) {
+  const int n = int(pids.size());
   std::vector<int> status(n, -1);
   auto t0 = std::chrono::steady_clock::now();
   int left = n;
@@ -103,7 +90,9 @@ std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int time
     for (int r = 0; r < n; r++) {
       if (status[r] != -1) continue;
       int st = 0;
-      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+      if (pids[r] < 0) {
+        status[r] = 98, left--;  // fork failed
+      } else if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
         status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         left--;
       }
@@ -119,6 +108,69 @@ std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int time
     if (left) usleep(2000);
   }
   return status;
+}
+
+[[noreturn]] void childExit(const std::function<int()>& body) {
+  int code = 1;
+  try {
+    code = body();
+  } catch (...) {
+    code = 99;
+  }
+  fflush(stderr);
+  _exit(code);
+}
+
+}  // namespace
+
+std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int timeoutMs) {
+  fflush(stdout);
+  fflush(stderr);
+  std::vector<pid_t> pids(n, -1);
+  for (int r = 0; r < n; r++) {
+    pid_t p = fork();
+    if (p == 0) childExit([&] { return fn(r); });
+    pids[r] = p;
+  }
+  return reapChildren(pids, timeoutMs);
+}
+
+std::vector<int> runProcessesWithRoot(int n, const std::function<mkcclUniqueId()>& makeRoot,
+                                      const std::function<int(const mkcclUniqueId&, int)>& fn, int timeoutMs) {
+  fflush(stdout);
+  fflush(stderr);
+  std::vector<pid_t> pids(n, -1);
+  std::vector<int> toChild(n, -1);
+  for (int r = 0; r < n; r++) {
+    int fds[2];
+    if (pipe(fds) != 0) break;
+    pid_t p = fork();
+    if (p == 0) {
+      close(fds[1]);
+      childExit([&] {
+        mkcclUniqueId id;
+        size_t got = 0;
+        while (got < sizeof(id)) {
+          ssize_t k = read(fds[0], reinterpret_cast<char*>(&id) + got, sizeof(id) - got);
+          if (k <= 0) return 97;  // the parent made no root
+          got += size_t(k);
+        }
+        return fn(id, r);
+      });
+    }
+    close(fds[0]);
+    pids[r] = p;
+    toChild[r] = fds[1];
+  }
+  // The root's thread starts only now, after every fork: a child forked while it held a lock
+  // (the allocator's, a logger's) would inherit the lock held and could hang at its first use.
+  const mkcclUniqueId id = makeRoot();
+  for (int r = 0; r < n; r++)
+    if (toChild[r] >= 0) {
+      (void)!write(toChild[r], &id, sizeof(id));
+      close(toChild[r]);
+    }
+  return reapChildren(pids, timeoutMs);
 }
 
 namespace {

@@ -42,6 +42,10 @@ std::vector<int> runThreads(int n, const std::function<int(int)>& fn);
 // fn(rank) in n forked processes (exit status = fn's result, 0..255). Children still running after
 // timeoutMs are killed. Returns the exit statuses, or 128+signal for a child killed by a signal.
 std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int timeoutMs);
+// The same with a root made by makeRoot in this process after the children are forked (each gets
+// its id through a pipe): a process must not fork while its root thread runs.
+std::vector<int> runProcessesWithRoot(int n, const std::function<mkcclUniqueId()>& makeRoot,
+                                      const std::function<int(const mkcclUniqueId&, int)>& fn, int timeoutMs);
 
 // Every collective and send/recv pattern with fresh random data; returns the number of mismatches
 // (each printed to stderr with the rank, the operation and the seed). `big` adds MiB-sized payloads.

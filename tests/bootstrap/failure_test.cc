@@ -178,11 +178,10 @@ TEST(BootstrapFailure, StaleIdFailsAtOnce) {
 
 // A rank SIGKILLed after the rendezvous: the others' collective fails fast (not at the 10 s timeout).
 TEST(BootstrapFailure, KilledRankFailsOthersPromptly) {
-  mkcclUniqueId id = newRoot("10000");
   const int n = 4, victim = 2;
-  std::vector<int> st = runProcesses(
-      n,
-      [&](int r) {
+  std::vector<int> st = runProcessesWithRoot(
+      n, [] { return newRoot("10000"); },
+      [&](const mkcclUniqueId& id, int r) {
         std::unique_ptr<Bootstrap> b;
         if (Bootstrap::create(id, r, n, 10000, &b) != mkcclSuccess) return 50;
         if (b->barrier() != mkcclSuccess) return 51;
@@ -211,15 +210,23 @@ TEST(BootstrapFailure, KilledRankFailsOthersPromptly) {
 
 // A rank SIGKILLed while it waits for the others at the root: the rest fail fast or time out.
 TEST(BootstrapFailure, KilledRankDuringRendezvous) {
-  mkcclUniqueId id = newRoot("3000");
   const int n = 3;
+  int toChild[2];
+  ASSERT_EQ(0, pipe(toChild));
   fflush(stderr);
-  pid_t child = fork();
+  pid_t child = fork();  // before the root's thread exists (runProcessesWithRoot says why)
   if (child == 0) {
+    close(toChild[1]);
+    mkcclUniqueId cid;
+    if (read(toChild[0], &cid, sizeof(cid)) != (ssize_t)sizeof(cid)) _exit(97);
     std::unique_ptr<Bootstrap> b;
-    Bootstrap::create(id, 2, n, 10000, &b);
+    Bootstrap::create(cid, 2, n, 10000, &b);
     _exit(0);
   }
+  close(toChild[0]);
+  mkcclUniqueId id = newRoot("3000");
+  (void)!write(toChild[1], &id, sizeof(id));
+  close(toChild[1]);
   usleep(500000);  // it is connected to the root and waits
   kill(child, SIGKILL);
   int st;

@@ -33,9 +33,10 @@ TEST_P(RendezvousThreads, CollectivesAndSendRecv) {
 TEST_P(RendezvousProcesses, CollectivesAndSendRecv) {
   const int n = GetParam();
   uint64_t seed = freshSeed() + 100 + n;
-  mkcclUniqueId id = newRoot();
-  std::vector<int> st = runProcesses(
-      n, [&](int r) { return rendezvousAndExercise(id, r, n, seed, kTimeoutMs, n <= 5); }, kTimeoutMs + 5000);
+  std::vector<int> st = runProcessesWithRoot(
+      n, [] { return newRoot(); },
+      [&](const mkcclUniqueId& id, int r) { return rendezvousAndExercise(id, r, n, seed, kTimeoutMs, n <= 5); },
+      kTimeoutMs + 5000);
   for (int r = 0; r < n; r++) EXPECT_EQ(0, st[r]) << "rank " << r << " of " << n << " (seed " << seed << ")";
 }
 
