@@ -116,28 +116,6 @@ void opNextKernel(OpCtx& ctx) {
   MKCCL_TRACE("call #%llu: next kernel of the call", (unsigned long long)ctx.dev.seq);
 }
 
-mkcclResult_t opHostSeqCall(OpCtx& ctx, const char* opName) {
-  mkcclComm* comm = ctx.comm;
-  // Captured: the graph is right for one launch (its number is the host's, as eager calls' are);
-  // a replay would repeat the number (docs/GRAPHS.md says so).
-  if (ctx.capturing) {
-    MKCCL_TRACE("%s: captured with the host's sequence number %llu: one launch of the graph only", opName,
-                (unsigned long long)ctx.dev.seq);
-    return mkcclSuccess;
-  }
-  if (!comm->graphCaptured) return mkcclSuccess;  // no replays: the host's number is the device's
-  uint64_t ctr = 0;
-  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  CUDA_CHECK(cudaMemcpy(&ctr, reinterpret_cast<uint64_t*>(comm->ws.peer[comm->localRank]) + kSeqSlot, sizeof(ctr),
-                        cudaMemcpyDeviceToHost));
-  const uint64_t devSeq = (ctr >> 20) + 1;
-  if (devSeq > comm->seq) {
-    comm->seq = devSeq;
-    fillDevComm(comm, devSeq, &ctx.dev);
-  }
-  return mkcclSuccess;
-}
-
 mkcclResult_t opEnd(OpCtx& ctx) {
   ctx.comm->capturing = false;
   cudaError_t e = cudaGetLastError();

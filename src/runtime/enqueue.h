@@ -40,12 +40,6 @@ mkcclResult_t opEnd(OpCtx& ctx);
 // The stream is being captured into a CUDA graph.
 bool streamCapturing(cudaStream_t s);
 
-// For an op whose kernels still take the host's sequence number (not dev::takeCallSeq; MoE): when
-// graphs of this comm may have replayed calls (the device's counter ahead of the host's), an eager
-// call waits for its stream and takes the device's number, so that its flags are above every
-// earlier call's. A captured call keeps the host's number: right for one launch of its graph.
-mkcclResult_t opHostSeqCall(OpCtx& ctx, const char* opName);
-
 // A checked call's whole enqueue: opBegin, op(ctx) (the launches), opEnd.
 template <class Op>
 mkcclResult_t opEnqueue(mkcclComm_t comm, cudaStream_t stream, const char* name, Op op) {

@@ -819,7 +819,9 @@ TEST(MoeGpu, CapturedInACudaGraph) {
     else if (ce != cudaSuccess) err[r] = std::string("end capture: ") + cudaGetErrorString(ce);
     else if (cudaGraphInstantiate(&exec[r], graph, 0) != cudaSuccess) err[r] = "instantiate";
     if (graph) cudaGraphDestroy(graph);
-    if (err[r].empty() && cudaGraphLaunch(exec[r], s) != cudaSuccess) err[r] = "launch";
+    // Three launches back to back: each takes its own sequence numbers from the device's counter.
+    for (int i = 0; i < 3 && err[r].empty(); ++i)
+      if (cudaGraphLaunch(exec[r], s) != cudaSuccess) err[r] = "launch";
     if (err[r].empty() && cudaStreamSynchronize(s) != cudaSuccess) err[r] = "graph run";
   });
   for (int r = 0; r < ws; ++r) {
@@ -828,8 +830,8 @@ TEST(MoeGpu, CapturedInACudaGraph) {
     cudaSetDevice(w.devs[r]);
     if (exec[r]) cudaGraphExecDestroy(exec[r]);
   }
-  // out against the reference: after the graph's run, and again after the same calls made eagerly
-  // (eager calls may follow a captured one on the communicator).
+  // out against the reference: after the graph's runs, and again after the same calls made eagerly
+  // (eager calls may follow replays on the communicator).
   auto checkOut = [&](const char* when) {
     for (int r = 0; r < ws; ++r) {
       SCOPED_TRACE(testing::Message() << when << ", rank " << r);
@@ -901,6 +903,58 @@ std::vector<uint16_t> packW1(const std::vector<uint16_t>& gate, const std::vecto
   return w;
 }
 
+// One rank's expert weights (bf16 bits): gate and up [El][I][H], w2 [El][H][I].
+struct LayerWeights {
+  std::vector<uint16_t> gate, up, w2;
+};
+
+// Weights scaled so that the sums stay O(1) (gate values spread over silu's curve).
+LayerWeights randomWeights(const LayerCase& c, std::mt19937_64& g) {
+  auto scaled = [&](size_t n, float s) {
+    std::vector<uint16_t> v = randomHalves(n, false, g);
+    for (auto& b : v) b = toBits(fromBits(b, false) * s, false);
+    return v;
+  };
+  LayerWeights w;
+  w.gate = scaled(size_t(c.El) * c.I * c.H, 3.f / sqrtf(float(c.H)));
+  w.up = scaled(size_t(c.El) * c.I * c.H, 3.f / sqrtf(float(c.H)));
+  w.w2 = scaled(size_t(c.El) * c.H * c.I, 1.f / sqrtf(float(c.I)));
+  return w;
+}
+
+// The fp32 reference of token t's output row (ref[H]): expert e (global) is local expert e % El of
+// rank e / El, whose weights weightsOf(e / El) returns.
+void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Routing& route, int t,
+                    const std::function<const LayerWeights&(int)>& weightsOf, double* ref) {
+  std::vector<float> act(c.I);
+  std::fill(ref, ref + c.H, 0.0);
+  const uint16_t* xt = &X[(size_t)t * c.H];
+  for (int j = 0; j < c.k; ++j) {
+    const int e = route.idx[(size_t)t * c.k + j];
+    if (e < 0) continue;
+    const LayerWeights& o = weightsOf(e / c.El);
+    const int le = e % c.El;
+    for (size_t i = 0; i < c.I; ++i) {
+      float ga = 0, u = 0;
+      const uint16_t* gr = &o.gate[(size_t(le) * c.I + i) * c.H];
+      const uint16_t* ur = &o.up[(size_t(le) * c.I + i) * c.H];
+      for (size_t h = 0; h < c.H; ++h) {
+        const float xv = fromBits(xt[h], false);
+        ga += xv * fromBits(gr[h], false);
+        u += xv * fromBits(ur[h], false);
+      }
+      act[i] = fromBits(toBits(ga / (1.f + expf(-ga)) * u, false), false);
+    }
+    const float wt = route.w[(size_t)t * c.k + j];
+    for (size_t h = 0; h < c.H; ++h) {
+      float z = 0;
+      const uint16_t* w2r = &o.w2[(size_t(le) * c.H + h) * c.I];
+      for (size_t i = 0; i < c.I; ++i) z += act[i] * fromBits(w2r[i], false);
+      ref[h] += double(wt) * double(fromBits(toBits(z, false), false));
+    }
+  }
+}
+
 void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
   const int ws = w.size();
   SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I << ", "
@@ -915,7 +969,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
   const size_t Ip = (c.I + 127) / 128 * 128;
   struct Rank {
     RankData d;
-    std::vector<uint16_t> gate, up, w2;  // [El][I][H], [El][I][H], [El][H][I]
+    LayerWeights wt;
     void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr;
   };
   std::vector<Rank> rk(ws);
@@ -929,18 +983,10 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
     const int T = c.T(r);
     x.d.route = makeRouting(c.kind, T, d, g());
     x.d.X = randomHalves((size_t)T * c.H, false, g);
-    // Weights scaled so that the sums stay O(1) (gate values spread over silu's curve).
-    auto scaled = [&](size_t n, float s) {
-      std::vector<uint16_t> v = randomHalves(n, false, g);
-      for (auto& b : v) b = toBits(fromBits(b, false) * s, false);
-      return v;
-    };
-    x.gate = scaled(size_t(c.El) * c.I * c.H, 3.f / sqrtf(float(c.H)));
-    x.up = scaled(size_t(c.El) * c.I * c.H, 3.f / sqrtf(float(c.H)));
-    x.w2 = scaled(size_t(c.El) * c.H * c.I, 1.f / sqrtf(float(c.I)));
-    const std::vector<uint16_t> w1 = packW1(x.gate, x.up, c.El, c.I, c.H);
+    x.wt = randomWeights(c, g);
+    const std::vector<uint16_t> w1 = packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
     x.dW1 = upload(w1.data(), w1.size() * 2);
-    x.dW2 = upload(x.w2.data(), x.w2.size() * 2);
+    x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
     x.d.dX = upload(x.d.X.data(), x.d.X.size() * 2);
     x.d.dIdx = upload(x.d.route.idx.data(), x.d.route.idx.size() * 4);
     x.d.dW = upload(x.d.route.w.data(), x.d.route.w.size() * 4);
@@ -980,35 +1026,9 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
     Rank& x = rk[r];
     const int T = c.T(r);
     x.d.out = download<uint16_t>(x.d.dOut, (size_t)T * c.H);
-    std::vector<float> act(c.I);
     std::vector<double> ref(c.H);
     for (int t = 0; t < T; ++t) {
-      std::fill(ref.begin(), ref.end(), 0.0);
-      const uint16_t* xt = &x.d.X[(size_t)t * c.H];
-      for (int j = 0; j < c.k; ++j) {
-        const int e = x.d.route.idx[(size_t)t * c.k + j];
-        if (e < 0) continue;
-        const Rank& o = rk[e / c.El];
-        const int le = e % c.El;
-        for (size_t i = 0; i < c.I; ++i) {
-          float ga = 0, u = 0;
-          const uint16_t* gr = &o.gate[(size_t(le) * c.I + i) * c.H];
-          const uint16_t* ur = &o.up[(size_t(le) * c.I + i) * c.H];
-          for (size_t h = 0; h < c.H; ++h) {
-            const float xv = fromBits(xt[h], false);
-            ga += xv * fromBits(gr[h], false);
-            u += xv * fromBits(ur[h], false);
-          }
-          act[i] = fromBits(toBits(ga / (1.f + expf(-ga)) * u, false), false);
-        }
-        const float wt = x.d.route.w[(size_t)t * c.k + j];
-        for (size_t h = 0; h < c.H; ++h) {
-          float z = 0;
-          const uint16_t* w2r = &o.w2[(size_t(le) * c.H + h) * c.I];
-          for (size_t i = 0; i < c.I; ++i) z += act[i] * fromBits(w2r[i], false);
-          ref[h] += double(wt) * double(fromBits(toBits(z, false), false));
-        }
-      }
+      layerReference(c, x.d.X, x.d.route, t, [&](int owner) -> const LayerWeights& { return rk[owner].wt; }, ref.data());
       double scale = 1e-3;
       for (double v : ref) scale = std::max(scale, fabs(v));
       for (size_t h = 0; h < c.H; ++h) {
@@ -1045,6 +1065,174 @@ TEST(MoeGpu, LayerComposedOneToFourRanks) {
     InProcessRanks w(devicesFor(ws));
     ASSERT_TRUE(w.ok());
     for (const LayerCase& c : cs) runLayer(w, c, ++seed);
+  }
+}
+
+// The composed layer (dispatch, SwiGLU grouped GEMM, grouped GEMM, combine) captured once in a CUDA
+// graph per rank, 2 ranks sharing a GPU, and replayed 100 times interleaved with the same layer
+// made eagerly (graph first on even rounds, eager first on odd ones), fresh routing and X every
+// round (uploaded into the buffers the graph holds), both outputs poisoned first. Each replay must
+// match the eager call of its round, and both the fp32 reference on rounds 0, 1, 50 and 99: a replay
+// that reused its capture's sequence number would pass on the flags of the call before and combine
+// stale rows (or hang until the device timeout).
+TEST(MoeGpu, LayerReplayedInACudaGraph) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  const int ws = 2, rounds = 100;
+  InProcessRanks w(devicesFor(ws));
+  ASSERT_TRUE(w.ok());
+  const LayerCase c{4, 3, 136, 128, RouteKind::Uniform, [](int r) { return 96 - 23 * r; }};
+  Case base{"graph layer", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(base, ws, 96);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 g(seed);
+  struct Rank {
+    RankData d;
+    LayerWeights wt;
+    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dOutE = nullptr;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::vector<Rank> rk(ws);
+  Dims d;
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    Rank& x = rk[r];
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.d.buf));
+    d = dimsOf(cfg, ws, x.d.buf.maxRecvRows);
+    const int T = c.T(r);
+    x.wt = randomWeights(c, g);
+    const std::vector<uint16_t> w1 = packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
+    x.dW1 = upload(w1.data(), w1.size() * 2);
+    x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dX, (size_t)T * c.H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dIdx, (size_t)T * c.k * 4));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dW, (size_t)T * c.k * 4));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dAct, x.d.buf.maxRecvRows * c.I * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dY, x.d.buf.maxRecvRows * c.H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dOut, (size_t)T * c.H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOutE, (size_t)T * c.H * 2));
+  }
+  // Fresh routing and X for every rank, in the same device buffers.
+  auto refill = [&]() {
+    for (int r = 0; r < ws; ++r) {
+      cudaSetDevice(w.devs[r]);
+      RankData& x = rk[r].d;
+      const int T = c.T(r);
+      x.route = makeRouting(c.kind, T, d, g());
+      x.X = randomHalves((size_t)T * c.H, false, g);
+      ASSERT_EQ(cudaSuccess, cudaMemcpy(x.dX, x.X.data(), x.X.size() * 2, cudaMemcpyHostToDevice));
+      ASSERT_EQ(cudaSuccess, cudaMemcpy(x.dIdx, x.route.idx.data(), x.route.idx.size() * 4, cudaMemcpyHostToDevice));
+      ASSERT_EQ(cudaSuccess, cudaMemcpy(x.dW, x.route.w.data(), x.route.w.size() * 4, cudaMemcpyHostToDevice));
+    }
+  };
+  auto layer = [&](int r, void* out) {
+    Rank& x = rk[r];
+    const mkcclMoeBuffers& b = x.d.buf;
+    cudaStream_t s = w.streams[r];
+    mkcclResult_t e = mkcclMoeDispatch(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), s);
+    if (e == mkcclSuccess)
+      e = mkcclGroupedGemmSwiglu(b.recvX, x.dW1, x.dAct, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H,
+                                 mkcclBfloat16, mkcclBfloat16, s);
+    if (e == mkcclSuccess)
+      e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
+                           mkcclBfloat16, s);
+    if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, out, c.T(r), s);
+    return e;
+  };
+  // One eager layer first: the GEMMs' workspace and the plans exist before the capture.
+  refill();
+  std::vector<std::string> err(ws);
+  w.onEveryRank([&](int r) {
+    if (layer(r, rk[r].dOutE) != mkcclSuccess) err[r] = std::string("eager: ") + mkcclGetLastError(w.comms[r]);
+    if (err[r].empty() && cudaStreamSynchronize(w.streams[r]) != cudaSuccess) err[r] = "eager run";
+    if (!err[r].empty()) return;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamBeginCapture(w.streams[r], cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      err[r] = "begin capture";
+      return;
+    }
+    const mkcclResult_t e = layer(r, rk[r].d.dOut);
+    const cudaError_t ce = cudaStreamEndCapture(w.streams[r], &graph);
+    if (e != mkcclSuccess) err[r] = std::string("captured call: ") + mkcclGetLastError(w.comms[r]);
+    else if (ce != cudaSuccess) err[r] = std::string("end capture: ") + cudaGetErrorString(ce);
+    else if (cudaGraphInstantiate(&rk[r].exec, graph, 0) != cudaSuccess) err[r] = "instantiate";
+    if (graph) cudaGraphDestroy(graph);
+  });
+  for (int r = 0; r < ws; ++r) ASSERT_EQ("", err[r]) << "rank " << r;
+  size_t refChecks = 0;
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE(testing::Message() << "round " << round);
+    refill();
+    w.onEveryRank([&](int r) {
+      Rank& x = rk[r];
+      cudaStream_t s = w.streams[r];
+      const size_t outBytes = (size_t)c.T(r) * c.H * 2;
+      test::poison(x.d.dOut, outBytes, s);
+      test::poison(x.dOutE, outBytes, s);
+      mkcclResult_t e = mkcclSuccess;
+      if (round % 2 == 1) e = layer(r, x.dOutE);
+      if (e == mkcclSuccess && cudaGraphLaunch(x.exec, s) != cudaSuccess) err[r] = "graph launch";
+      if (e == mkcclSuccess && round % 2 == 0) e = layer(r, x.dOutE);
+      if (e != mkcclSuccess) err[r] = std::string("eager: ") + mkcclGetLastError(w.comms[r]);
+      if (cudaStreamSynchronize(s) != cudaSuccess && err[r].empty()) err[r] = "stream";
+    });
+    bool ok = true;
+    for (int r = 0; r < ws; ++r) {
+      EXPECT_EQ("", err[r]) << "rank " << r;
+      expectNoAsyncError(w.comms[r]);
+      ok = ok && err[r].empty() && !HasFailure();
+    }
+    ASSERT_TRUE(ok);
+    const bool withRef = round == 0 || round == 1 || round == rounds / 2 || round == rounds - 1;
+    size_t wrong = 0;
+    for (int r = 0; r < ws; ++r) {
+      cudaSetDevice(w.devs[r]);
+      Rank& x = rk[r];
+      const int T = c.T(r);
+      const std::vector<uint16_t> got = download<uint16_t>(x.d.dOut, (size_t)T * c.H);
+      const std::vector<uint16_t> eager = download<uint16_t>(x.dOutE, (size_t)T * c.H);
+      std::vector<double> ref(c.H);
+      for (int t = 0; t < T; ++t) {
+        const uint16_t* gr = &got[(size_t)t * c.H];
+        const uint16_t* er = &eager[(size_t)t * c.H];
+        // Same kernels on the same inputs: the replay is expected to equal the eager row; a small
+        // tolerance only (a stale or unwritten row is far off).
+        double scale = 1e-3;
+        for (size_t h = 0; h < c.H; ++h) scale = std::max(scale, (double)fabs(fromBits(er[h], false)));
+        for (size_t h = 0; h < c.H; ++h) {
+          const double e = fabs((double)fromBits(gr[h], false) - fromBits(er[h], false)) / scale;
+          if (!(e <= 1e-2) && wrong++ < 5)
+            ADD_FAILURE() << "rank " << r << " replay out[" << t << ", " << h << "] = " << fromBits(gr[h], false)
+                          << ", eager " << fromBits(er[h], false);
+        }
+        if (!withRef) continue;
+        layerReference(c, x.d.X, x.d.route, t, [&](int o) -> const LayerWeights& { return rk[o].wt; }, ref.data());
+        double rs = 1e-3;
+        for (double v : ref) rs = std::max(rs, fabs(v));
+        for (size_t h = 0; h < c.H; ++h)
+          for (const uint16_t* row : {gr, er}) {
+            const double e = fabs(fromBits(row[h], false) - ref[h]) / rs;
+            if (!(e <= 3e-2) && wrong++ < 5)
+              ADD_FAILURE() << "rank " << r << (row == gr ? " replay" : " eager") << " out[" << t << ", " << h
+                            << "] = " << fromBits(row[h], false) << ", reference " << ref[h];
+          }
+        ++refChecks;
+      }
+    }
+    ASSERT_EQ(0u, wrong);
+  }
+  EXPECT_EQ(4u * (c.T(0) + c.T(1)), refChecks);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    if (rk[r].exec) cudaGraphExecDestroy(rk[r].exec);
+    cudaFree(rk[r].dW1);
+    cudaFree(rk[r].dW2);
+    cudaFree(rk[r].dAct);
+    cudaFree(rk[r].dOutE);
+    rk[r].d.release();
   }
 }
 

@@ -74,10 +74,7 @@ mkcclResult_t mkcclMoeDispatch(mkcclMoe_t h, const void* X, const int32_t* topkI
   MKCCL_CHECK(checkDevicePtr(topkW, slotBytes, comm->cudaDev, op, "topkW"));
   ARG_CHECK(!overlaps(X, xBytes, ownRegion(h), h->reg.bytes),
             "%s: X lies in the handle's own buffers (recvX is rewritten by the dispatch)", op);
-  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
-    MKCCL_CHECK(opHostSeqCall(ctx, op));  // not on the device's call counter yet (docs/GRAPHS.md)
-    return moe::dispatchOp(ctx, h, X, topkIdx, topkW, T);
-  });
+  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return moe::dispatchOp(ctx, h, X, topkIdx, topkW, T); });
 }
 
 mkcclResult_t mkcclMoeCombine(mkcclMoe_t h, const void* Y, void* out, size_t T, cudaStream_t stream) {
@@ -104,8 +101,5 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t h, const void* Y, void* out, size_t T, 
   MKCCL_CHECK(checkDevicePtr(out, outBytes, comm->cudaDev, op, "out"));
   ARG_CHECK(!overlaps(out, outBytes, Y, yBytes), "%s: out overlaps Y", op);
   ARG_CHECK(!overlaps(out, outBytes, ownRegion(h), h->reg.bytes), "%s: out lies in the handle's buffers", op);
-  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
-    MKCCL_CHECK(opHostSeqCall(ctx, op));  // not on the device's call counter yet (docs/GRAPHS.md)
-    return moe::combineOp(ctx, h, Y, out, T);
-  });
+  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return moe::combineOp(ctx, h, Y, out, T); });
 }

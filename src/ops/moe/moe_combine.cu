@@ -18,7 +18,8 @@ namespace moe {
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
   __shared__ Route s_route[kWarps][kMaxTopk];
-  const DevComm& c = a.dev;
+  DevComm c = a.dev;
+  c.seq = dev::beginCall(a.dev);  // the device's number, as in the dispatch (before any CTA leaves)
   const Dims D = a.dims;
   const int E = D.experts, K = D.keys(), k = D.topk;
   const int n = c.localRanks, me = c.localRank, b = blockIdx.x, warp = warpId(), lane = laneId();

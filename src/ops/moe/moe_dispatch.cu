@@ -56,7 +56,10 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   __shared__ long long warpSums[32];
   __shared__ int s_badId, s_bad, s_over;
 
-  const DevComm& c = a.dev;
+  // The call's number from the rank's device counter (docs/GRAPHS.md), before any CTA may leave:
+  // the host's number in Args is frozen by a graph capture, and every replay needs a fresh one.
+  DevComm c = a.dev;
+  c.seq = dev::beginCall(a.dev);
   const Dims D = a.dims;
   const int E = D.experts, K = D.keys(), k = D.topk, El = D.localExperts();
   const int n = c.localRanks, me = c.localRank, b = blockIdx.x, warp = warpId(), lane = laneId();

@@ -25,7 +25,7 @@ Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T) {
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
 mkcclResult_t launch(const OpCtx& ctx, const void* fn, const Args& a, size_t smem, const char* what) {
-  MKCCL_TRACE("%s: T %d, %d CTAs, seq %llu", what, a.T, a.ctas, (unsigned long long)a.dev.seq);
+  MKCCL_TRACE("%s: T %d, %d CTAs, host seq %llu", what, a.T, a.ctas, (unsigned long long)a.dev.seq);
   void* params[] = {const_cast<Args*>(&a)};
   CUDA_CHECK(cudaLaunchKernel(fn, dim3(a.ctas), dim3(kThreads), params, smem, ctx.stream));
   return mkcclSuccess;
