@@ -304,16 +304,30 @@ mkcclUniqueId idWithoutRoot() {
 }
 
 int freeLoopbackPort() {
-  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, (sockaddr*)&a, sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(s, (sockaddr*)&a, &len);
-  close(s);
-  return ntohs(a.sin_port);
+  // Below the kernel's ephemeral range: a port the kernel hands out to bind(0) could be handed to
+  // another test's listener (running beside this one under ctest -j) before this test binds it,
+  // and the ranks would then wait on a stranger. Random, then checked free; the ephemeral range
+  // is read so that a host with a lowered one is honoured.
+  int lo = 32768;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int a = 0, b = 0;
+    if (fscanf(f, "%d %d", &a, &b) == 2 && a > 2048) lo = a;
+    fclose(f);
+  }
+  static std::mt19937_64 rng(std::random_device{}() ^ (uint64_t)getpid());
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = 1024 + int(rng() % uint64_t(lo - 1024));
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    const bool ok = bind(s, (sockaddr*)&a, sizeof(a)) == 0;
+    close(s);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 static int countDir(const char* path) {

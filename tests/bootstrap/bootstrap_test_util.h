@@ -56,7 +56,7 @@ int rendezvousAndExercise(const mkcclUniqueId& id, int rank, int n, uint64_t see
 
 // An id with no root behind it (a closed loopback port), for the id checks.
 mkcclUniqueId idWithoutRoot();
-// A loopback TCP port that was free a moment ago.
+// A loopback TCP port below the ephemeral range that was free a moment ago.
 int freeLoopbackPort();
 
 int countOpenFds();
