@@ -1,5 +1,7 @@
 // Communicator handles: the registry of live ones, and turning errors (device or host) into results.
 #include "runtime/comm.h"
+#include <unistd.h>
+#include <chrono>
 #include <unordered_set>
 #include "base/check.h"
 
@@ -106,6 +108,19 @@ mkcclResult_t commPollError(mkcclComm_t comm) {
   if (host == mkcclSuccess) return mkcclSuccess;
   std::lock_guard<std::mutex> lock(comm->errMutex);
   return setError((mkcclResult_t)host, "communicator has an error: %s", comm->lastError.c_str());
+}
+
+mkcclResult_t commWaitLastWork(mkcclComm* comm, const char* what) {
+  if (!comm->lastWork) return mkcclSuccess;
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs);
+  cudaError_t e;
+  while ((e = cudaEventQuery(comm->lastWork)) == cudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() > limit)
+      return setError(mkcclTimeout, "%s: the communicator's earlier work did not finish in time", what);
+    usleep(100);
+  }
+  if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "%s: earlier work failed: %s", what, cudaGetErrorString(e));
+  return mkcclSuccess;
 }
 
 mkcclResult_t commCheckUsable(mkcclComm_t comm, const char* caller) {

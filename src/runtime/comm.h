@@ -94,6 +94,10 @@ mkcclResult_t commLookup(const mkcclComm* comm, const char* caller);
 
 // The comm's pending error: a device error recorded by a kernel or an error of a host thread.
 mkcclResult_t commPollError(mkcclComm_t comm);
+// Waits, bounded by the communicator's timeout, for its last eager call to finish on the device
+// (before memory that call may still use is freed, unmapped or remapped). `what` names the caller
+// in the error: mkcclTimeout, or mkcclUnhandledCudaError if that work failed.
+mkcclResult_t commWaitLastWork(mkcclComm* comm, const char* what);
 // Records a host-side async error (e.g. from the proxy thread): the first one wins.
 void commSetAsyncError(mkcclComm_t comm, mkcclResult_t res, const std::string& msg);
 

@@ -73,20 +73,6 @@ void graphUseDone(void* p) {
   delete uses;
 }
 
-// Waits for the comm's outstanding eager work (bounded by the comm's timeout).
-mkcclResult_t waitLastWork(mkcclComm* comm, const char* what) {
-  if (!comm->lastWork) return mkcclSuccess;
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs);
-  cudaError_t e;
-  while ((e = cudaEventQuery(comm->lastWork)) == cudaErrorNotReady) {
-    if (std::chrono::steady_clock::now() > limit)
-      return setError(mkcclTimeout, "%s: the communicator's earlier work did not finish in time", what);
-    usleep(100);
-  }
-  if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "%s: earlier work failed: %s", what, cudaGetErrorString(e));
-  return mkcclSuccess;
-}
-
 // CUDA runs a destroyed graph's user-object destructors on a thread of its own, a little later:
 // a graph the caller has just destroyed is given up to a second to drop its use.
 bool graphUsesDrained(const Registration& g) {
@@ -354,7 +340,7 @@ mkcclResult_t mkcclCommDeregister(const mkcclComm_t comm, void* handle) {
     snprintf(msg, sizeof(msg), "%s: the registration is used by %d captured CUDA graph(s) that still exist: destroy "
              "them first", op, comm->regs[idx]->graphUses->load());
   }
-  if (local == mkcclSuccess) local = waitLastWork(comm, op);  // our kernels may still write into peers' buffers
+  if (local == mkcclSuccess) local = commWaitLastWork(comm, op);  // our kernels may still write into peers' buffers
   if (local != mkcclSuccess && local != mkcclInvalidArgument && local != mkcclInvalidUsage) {
     snprintf(msg, sizeof(msg), "%s", lastError());
   }

@@ -135,16 +135,7 @@ mkcclResult_t symScratchGet(mkcclComm* comm, int slot, size_t bytes, const SymRe
                       "capturing (docs/GRAPHS.md)",
                       (bytes + (1u << 20) - 1) >> 20, slot, reg.bytes >> 20);
     // Kernels of earlier calls may still use the old region: wait for them (bounded by the timeout).
-    if (comm->lastWork) {
-      const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs);
-      cudaError_t e;
-      while ((e = cudaEventQuery(comm->lastWork)) == cudaErrorNotReady) {
-        if (std::chrono::steady_clock::now() > limit)
-          return setError(mkcclTimeout, "growing symmetric scratch memory: earlier work did not finish in time");
-        usleep(100);
-      }
-      if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "earlier work failed: %s", cudaGetErrorString(e));
-    }
+    MKCCL_CHECK(commWaitLastWork(comm, "growing symmetric scratch memory"));
     if (comm->graphCaptured && reg.bytes > 0) {
       comm->retiredScratch.push_back(reg);
       reg = SymRegion{};

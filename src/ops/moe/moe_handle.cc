@@ -53,20 +53,6 @@ LocalLayout localLayoutFor(const Dims& d, int ctas) {
   return l;
 }
 
-// Waits (bounded by the communicator's timeout) for the communicator's last call to finish.
-mkcclResult_t waitLastWork(mkcclComm* comm, const char* what) {
-  if (!comm->lastWork) return mkcclSuccess;
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs);
-  cudaError_t e;
-  while ((e = cudaEventQuery(comm->lastWork)) == cudaErrorNotReady) {
-    if (std::chrono::steady_clock::now() > limit)
-      return setError(mkcclTimeout, "%s: the communicator's earlier calls did not finish in time", what);
-    usleep(100);
-  }
-  if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "%s: earlier work failed: %s", what, cudaGetErrorString(e));
-  return mkcclSuccess;
-}
-
 void freeHandle(mkcclMoe* h) {
   symRegionDestroy(h->comm, &h->region);  // also a partly made one
   if (h->localBlock) cudaFree(h->localBlock);
@@ -241,7 +227,7 @@ mkcclResult_t handleDestroy(mkcclMoe* h) {
   DeviceGuard guard(h->comm->cudaDev);
   // A communicator with an error may have kernels that gave up: nothing to wait for then.
   mkcclResult_t res = mkcclSuccess;
-  if (commPollError(h->comm) == mkcclSuccess) res = waitLastWork(h->comm, op);
+  if (commPollError(h->comm) == mkcclSuccess) res = commWaitLastWork(h->comm, op);
   freeHandle(h);
   return res;
 }
