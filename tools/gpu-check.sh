@@ -2,6 +2,10 @@
 # On a GPU machine: build with every core, run every GPU test (single- and multi-process), run the
 # benchmarks on all local GPUs (and on subsets), and write the JSON results under perf/results/.
 #   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."] [--ring]
+#                      [--bench-args "ARGS"] [--coll-range "ARGS"]
+# --bench-args: more mkccl-perf options for every benchmark run (e.g. "-G 20 -R 1": graph replays
+# and registered buffers beside the eager, unregistered times); --coll-range: the collectives' size
+# sweep (default "-b 8 -e 1G").
 # --ring: the fused ops again at 3+ ranks with their opt-in ring paths (GEMM+RS/AR: the ring
 # reduction by copy engines, 2 streams per slot; AllGather+GEMM: the ce plan along the ring), into
 # <op>-ws<n>-ring.json beside the defaults' (the ring's speed at 4 ranks decides its default).
@@ -15,7 +19,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-tests=1; bench=1; prebuilt=0; ring=0; tests_re=""; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
+tests=1; bench=1; prebuilt=0; ring=0; tests_re=""; bench_args=""; coll_range="-b 8 -e 1G"; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) tests=0 ;;
@@ -24,6 +28,8 @@ while [ $# -gt 0 ]; do
     --tests-regex) tests_re="$2"; shift ;;
     --bench-ops) bench_ops="$2"; shift ;;
     --ring) ring=1 ;;
+    --bench-args) bench_args="$2"; shift ;;
+    --coll-range) coll_range="$2"; shift ;;
     *) echo "gpu-check: unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -70,7 +76,7 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
     local op=$1 g=$2 tag=$3 lines=$4; shift 4
     local t0 name="${op}-ws${g}${tag}"
     t0=$(date +%s)
-    env "$@" timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$perf" "$op" -g "$g" "${range[@]}" --json "$resdir/$name.json" \
+    env "$@" timeout "${MKCCL_BENCH_TIMEOUT:-900}" "$perf" "$op" -g "$g" "${range[@]}" $bench_args --json "$resdir/$name.json" \
       > "$logs/bench-$name.log" 2>&1 || status=1
     tail -"$lines" "$logs/bench-$name.log"
     echo "== bench $op ws=$g${tag:+ ($*)}: $(( $(date +%s) - t0 )) s"
@@ -78,7 +84,7 @@ if [ $bench = 1 ] && [ -x "$build/perf/mkccl-perf" ]; then
   for op in $bench_ops; do
     if ! "$perf" --list 2>/dev/null | grep -qw "$op"; then echo "== bench $op: not in this build"; continue; fi
     range=()
-    case "$op" in allgather|reducescatter|allreduce|alltoall) range=(-b 8 -e 1G) ;; esac
+    case "$op" in allgather|reducescatter|allreduce|alltoall) read -r -a range <<< "$coll_range" ;; esac
     case "$op" in
       gemm) sizes=(1) ;;
       *) sizes=() ; for g in ${MKCCL_BENCH_WS:-2 4 8}; do [ "$g" -le "$ngpu" ] && sizes+=("$g"); done ;;

@@ -110,16 +110,16 @@ mkcclResult_t commPollError(mkcclComm_t comm) {
   return setError((mkcclResult_t)host, "communicator has an error: %s", comm->lastError.c_str());
 }
 
-mkcclResult_t commWaitLastWork(mkcclComm* comm, const char* what) {
+mkcclResult_t commWaitLastWork(mkcclComm* comm, const char* what, int64_t slackMs) {
   if (!comm->lastWork) return mkcclSuccess;
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs);
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs + slackMs);
   cudaError_t e;
   while ((e = cudaEventQuery(comm->lastWork)) == cudaErrorNotReady) {
     if (std::chrono::steady_clock::now() > limit)
-      return setError(mkcclTimeout, "%s: the communicator's earlier work did not finish in time", what);
+      return setError(mkcclTimeout, "rank %d, %s: the communicator's earlier work did not finish in time", comm->rank, what);
     usleep(100);
   }
-  if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "%s: earlier work failed: %s", what, cudaGetErrorString(e));
+  if (e != cudaSuccess) return setError(mkcclUnhandledCudaError, "rank %d, %s: earlier work failed: %s", comm->rank, what, cudaGetErrorString(e));
   return mkcclSuccess;
 }
 

@@ -1,6 +1,7 @@
 // The communicator (host side).
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -96,8 +97,9 @@ mkcclResult_t commLookup(const mkcclComm* comm, const char* caller);
 mkcclResult_t commPollError(mkcclComm_t comm);
 // Waits, bounded by the communicator's timeout, for its last eager call to finish on the device
 // (before memory that call may still use is freed, unmapped or remapped). `what` names the caller
-// in the error: mkcclTimeout, or mkcclUnhandledCudaError if that work failed.
-mkcclResult_t commWaitLastWork(mkcclComm* comm, const char* what);
+// in the error: mkcclTimeout, or mkcclUnhandledCudaError if that work failed. `slackMs` adds to the
+// timeout (destroy waits a little longer than the kernels' own bounded waits).
+mkcclResult_t commWaitLastWork(mkcclComm* comm, const char* what, int64_t slackMs = 0);
 // Records a host-side async error (e.g. from the proxy thread): the first one wins.
 void commSetAsyncError(mkcclComm_t comm, mkcclResult_t res, const std::string& msg);
 

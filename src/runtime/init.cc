@@ -3,7 +3,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include "base/check.h"
@@ -163,22 +162,11 @@ mkcclResult_t freeComm(mkcclComm* comm, bool abort) {
   }
   if (abort && comm->bootstrap) comm->bootstrap->abort();
   if (comm->lastWork) {
-    // Device waits give up after the timeout (or at once after an abort), so this ends.
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->cfg.timeoutMs + 5000);
-    cudaError_t e;
-    while ((e = cudaEventQuery(comm->lastWork)) == cudaErrorNotReady) {
-      if (std::chrono::steady_clock::now() > limit) {
-        if (comm->errHost) ((volatile DevError*)comm->errHost)->abort = 1;
-        res = setError(mkcclTimeout, "rank %d: outstanding work did not finish within the timeout at destroy",
-                       comm->rank);
-        break;
-      }
-      usleep(100);
-    }
-    if (e != cudaSuccess && e != cudaErrorNotReady) {
-      res = setError(mkcclUnhandledCudaError, "rank %d: outstanding work failed: %s", comm->rank, cudaGetErrorString(e));
-      cudaGetLastError();
-    }
+    // Device waits give up after the timeout (or at once after an abort), so this ends; the slack
+    // lets kernels that time out themselves report first.
+    res = commWaitLastWork(comm, "destroy", 5000);
+    if (res == mkcclTimeout && comm->errHost) ((volatile DevError*)comm->errHost)->abort = 1;
+    if (res == mkcclUnhandledCudaError) cudaGetLastError();
     cudaEventDestroy(comm->lastWork);
     comm->lastWork = nullptr;
   }

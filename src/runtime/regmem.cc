@@ -9,7 +9,6 @@
 // find a registration by pointer range at enqueue (regFind), before anything is launched.
 #include "runtime/regmem.h"
 #include <unistd.h>
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <vector>

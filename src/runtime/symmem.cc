@@ -5,7 +5,6 @@
 // allocation can be marked RDMA-capable for the inter-node transport.
 #include "runtime/symmem.h"
 #include <unistd.h>
-#include <chrono>
 #include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/cudriver.h"

@@ -3,7 +3,6 @@
 #include "ops/moe/moe_handle.h"
 #include <unistd.h>
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <set>
