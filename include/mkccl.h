@@ -267,7 +267,8 @@ mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M
  * bias is added in fp32 to the fp32 accumulators before the conversion to outType; for
  * GEMM+ReduceScatter/AllReduce it is added once, to the reduced sum (pass the same bias on every
  * rank). K must be a multiple of 8 (16-byte rows of the gathered or reduced operands); for
- * GEMM+ReduceScatter/AllReduce N too. gatheredA (AllGather+GEMM only, optional) is [M, K],
+ * GEMM+ReduceScatter/AllReduce N too; a row of C (N elements of outType) must be a multiple of 16
+ * bytes, whatever ldc (TMA stores whole 16-byte pieces). gatheredA (AllGather+GEMM only, optional) is [M, K],
  * contiguous. docs/AG_GEMM.md and docs/GEMM_RS_AR.md say which plan runs each argument. */
 #define MKCCL_FUSED_GEMM_ARGS_MAGIC 0x6d6b6667u /* 'mkfg' */
 #define MKCCL_FUSED_GEMM_ARGS_VERSION 1

@@ -24,8 +24,8 @@ mkcclResult_t pitch(const char* op, const char* what, size_t given, size_t width
   const size_t ld = given ? given : width;
   ARG_CHECK(ld >= width, "%s: %s = %zu is below the row's width (%zu elements)", op, what, ld, width);
   ARG_CHECK((ld * es) % 16 == 0,
-            "%s: %s = %zu elements (%zu bytes): a row pitch must be a multiple of 16 bytes (TMA)%s", op, what, ld,
-            ld * es, given ? "" : "; 0 takes the row's width, which here is not: pass a padded pitch");
+            "%s: %s = %zu elements (%zu bytes): a row pitch must be a multiple of 16 bytes (TMA)", op, what, ld,
+            ld * es);
   ARG_CHECK(ld <= (size_t(1) << 40), "%s: %s = %zu is too large", op, what, ld);
   *out = ld;
   return mkcclSuccess;
@@ -88,6 +88,12 @@ mkcclResult_t fusedArgsResolve(const char* op, FusedKind kind, int nranks, int r
     ARG_CHECK(w.N >= 1 && w.N <= kMaxDim, "%s: weights[%d].N=%zu: must be in [1, 2^31)", op, i, w.N);
     ARG_CHECK(ag || w.N % 8 == 0,
               "%s: N=%zu must be a multiple of 8 (the partial sums travel in 16-byte vectors)", op, w.N);
+    // TMA stores a row's last 16-byte piece whole: a row of C that ends inside one would have its
+    // padding (another tensor's columns, with ldc > N) overwritten.
+    ARG_CHECK((w.N * oes) % 16 == 0,
+              "%s: weights[%d].N=%zu: a row of C (%zu bytes of outType) must be a multiple of 16 bytes (TMA "
+              "stores whole 16-byte pieces)",
+              op, i, w.N, w.N * oes);
     snprintf(name, sizeof(name), "weights[%d].ldw", i);
     MKCCL_CHECK(pitch(op, name, w.ldw, r.K, 2, &w.ldw));
     snprintf(name, sizeof(name), "weights[%d].ldc", i);

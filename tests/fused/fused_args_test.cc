@@ -6,7 +6,8 @@
 //   - outputs of another type than the inputs (fp32, fp16, bf16);
 //   - AllGather+GEMM with 2 and 3 weights of different N in one call (A gathered once), with and
 //     without gatheredA, on each plan;
-//   - odd shapes (N not a multiple of 8 where the op allows it, rows per rank not a multiple of 128);
+//   - odd shapes (N a tail of the tile, N = 4 mod 8 with fp32 out, rows per rank not a multiple of
+//     128, K not a multiple of 64);
 // at 1 rank and with 2, 3 and 4 ranks sharing the GPU(s) (tests/common/rank_threads.h).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -119,7 +120,10 @@ const AgCase kAgCases[] = {
      mkcclBfloat16, mkcclFloat32, mkcclBfloat16, false},
     {"fp16 in, bf16 out, fp32 bias, 2 weights, gatheredA", 128, 256, 264, {256, 136}, {264, 272}, {264, 144},
      mkcclFloat16, mkcclBfloat16, mkcclFloat32, true},
-    {"odd N, fp16 bias and out", 96, 136, 0, {131}, {0}, {136}, mkcclBfloat16, mkcclFloat16, mkcclFloat16, false},
+    {"N a tail of the tile, fp16 bias and out", 96, 136, 0, {200}, {0}, {216}, mkcclBfloat16, mkcclFloat16,
+     mkcclFloat16, false},
+    {"fp32 out with N = 4 mod 8, fp16 in", 72, 72, 88, {132, 12}, {96, 0}, {140, 0}, mkcclFloat16, mkcclFloat32,
+     mkcclNumTypes, true},
     {"contiguous, no bias, fp32 out, 2 weights", 256, 512, 0, {256, 520}, {0, 0}, {0, 0}, mkcclBfloat16,
      mkcclFloat32, mkcclNumTypes, false},
 };
@@ -171,6 +175,20 @@ struct AgRank {
       args.weights[i] = mkcclFusedWeight_t{dW[i], C, b, c.N[i], c.ldw[i], c.ldc[i]};
     }
     EXPECT_TRUE(ok) << "allocations";
+  }
+  // New inputs in the same buffers (a graph replays on fixed addresses), outputs poisoned again.
+  bool refill(const AgCase& c, uint64_t seed, int rank, cudaStream_t s) {
+    std::mt19937_64 rng(seed * 131 + rank);
+    A.make(A.rows, A.cols, A.ld, c.in, rng, 1.f);
+    bool ok = cudaMemcpyAsync(dA, A.b.data(), A.b.size(), cudaMemcpyHostToDevice, s) == cudaSuccess;
+    for (size_t i = 0; i < W.size(); ++i) {
+      W[i].make(W[i].rows, W[i].cols, W[i].ld, c.in, rng, 1.f);
+      ok = ok && cudaMemcpyAsync(dW[i], W[i].b.data(), W[i].b.size(), cudaMemcpyHostToDevice, s) == cudaSuccess;
+      const size_t ldc = c.ldc[i] ? c.ldc[i] : c.N[i];
+      ok = ok && cudaMemsetAsync(dC[i], 0xff, args.M * ldc * bytesOf(c.out), s) == cudaSuccess;
+    }
+    if (dG) ok = ok && cudaMemsetAsync(dG, 0xff, args.M * c.K * 2, s) == cudaSuccess;
+    return ok && cudaStreamSynchronize(s) == cudaSuccess;  // (the host buffers are pageable)
   }
   void release() {
     cudaFree(dA);
@@ -247,6 +265,16 @@ struct RsRank {
     args.biasType = c.bias == mkcclNumTypes ? mkcclNumTypes : c.bias;
     args.weights[0] = mkcclFusedWeight_t{dW, dC, dBias, c.N, c.ldw, c.ldc};
     EXPECT_TRUE(ok) << "allocations";
+  }
+  bool refill(const RsCase& c, bool allReduce, uint64_t seed, int rank, int ws, cudaStream_t s) {
+    std::mt19937_64 rng(seed * 977 + rank);
+    A.make(A.rows, A.cols, A.ld, c.in, rng, 1.f);
+    W.make(W.rows, W.cols, W.ld, c.in, rng, 1.f);
+    const size_t rows = allReduce ? c.M : c.M / ws, ldc = c.ldc ? c.ldc : c.N;
+    const bool ok = cudaMemcpyAsync(dA, A.b.data(), A.b.size(), cudaMemcpyHostToDevice, s) == cudaSuccess &&
+                    cudaMemcpyAsync(dW, W.b.data(), W.b.size(), cudaMemcpyHostToDevice, s) == cudaSuccess &&
+                    cudaMemsetAsync(dC, 0xff, rows * ldc * bytesOf(c.out), s) == cudaSuccess;
+    return ok && cudaStreamSynchronize(s) == cudaSuccess;
   }
   void release() {
     for (void* p : {dA, dW, dC, dBias}) cudaFree(p);
@@ -352,6 +380,102 @@ void runAll(InProcessRanks& w, const std::string& worldName, uint64_t seed) {
         cudaSetDevice(w.devs[r]);
         ranks[r].release();
       }
+    }
+  }
+}
+
+// Each rank captures one call into a CUDA graph (after one eager call: plans made, scratch grown)
+// and replays it with new inputs in the same buffers, every replay followed by an eager call of the
+// same op on the same communicator; each replay's and each eager call's output against the CPU
+// reference. Call `call(r, stream)` on rank r; `refill(r, round)` puts round's inputs in place;
+// `check(round, what)` compares every rank's outputs.
+template <class Call, class Refill, class Check>
+void captureAndReplay(InProcessRanks& w, Call call, Refill refill, Check check, int rounds) {
+  const int ws = w.size();
+  HostBarrier bar(ws);
+  std::vector<cudaGraphExec_t> exec(ws, nullptr);
+  std::vector<std::string> err(ws);
+  w.onEveryRank([&](int r) {
+    cudaStream_t s = w.streams[r];
+    if (!refill(r, 0)) err[r] = "refill";
+    bar.wait();
+    mkcclResult_t res = call(r, s);  // eager first
+    if (res != mkcclSuccess) err[r] = std::string("eager: ") + mkcclGetLastError(w.comms[r]);
+    cudaStreamSynchronize(s);
+    bar.wait();
+    cudaGraph_t g = nullptr;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) err[r] = "begin capture";
+    res = call(r, s);
+    const cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (res != mkcclSuccess) err[r] = std::string("captured call: ") + mkcclGetLastError(w.comms[r]);
+    if (e != cudaSuccess || g == nullptr || cudaGraphInstantiate(&exec[r], g, 0) != cudaSuccess)
+      err[r] = "capture / instantiate";
+    if (g) cudaGraphDestroy(g);
+  });
+  for (int r = 0; r < ws; ++r) ASSERT_EQ("", err[r]) << "rank " << r;
+  for (int round = 1; round <= rounds; ++round) {
+    for (int pass = 0; pass < 2; ++pass) {  // the replay, then an eager call
+      w.onEveryRank([&](int r) {
+        if (!refill(r, round * 2 + pass)) err[r] = "refill";
+        bar.wait();  // every rank's inputs in place before any call reads them
+        if (pass == 0 && cudaGraphLaunch(exec[r], w.streams[r]) != cudaSuccess) err[r] = "graph launch";
+        if (pass == 1 && call(r, w.streams[r]) != mkcclSuccess) err[r] = mkcclGetLastError(w.comms[r]);
+        if (cudaStreamSynchronize(w.streams[r]) != cudaSuccess) err[r] = "stream";
+        bar.wait();
+      });
+      for (int r = 0; r < ws; ++r) {
+        ASSERT_EQ("", err[r]) << "rank " << r << ", round " << round;
+        expectNoAsyncError(w.comms[r]);
+      }
+      cudaSetDevice(w.devs[0]);
+      check(round * 2 + pass, std::string(pass ? "eager" : "replay") + " round " + std::to_string(round));
+    }
+  }
+  for (cudaGraphExec_t x : exec) cudaGraphExecDestroy(x);
+}
+
+TEST(FusedArgs, CapturedAndReplayed) {
+  MKCCL_REQUIRE_GPUS(1);
+  const SharedGpus shared({0, 0});
+  InProcessRanks w({0, 0});
+  ASSERT_TRUE(w.ok());
+  const int ws = w.size();
+  const uint64_t seed = freshSeed();
+  {  // AllGather+GEMM: strided A (the copy into the region is a graph node), bias, fp32, 3 weights
+    const AgCase& c = kAgCases[0];
+    SCOPED_TRACE(std::string("AG+GEMM ") + c.name + ", seed " + std::to_string(seed));
+    std::vector<AgRank> ranks(ws);
+    for (int r = 0; r < ws; ++r) {
+      ranks[r].make(c, r, ws, seed);
+      ASSERT_TRUE(ranks[r].ok);
+    }
+    captureAndReplay(
+        w, [&](int r, cudaStream_t s) { return mkcclAllGatherGemmEx(&ranks[r].args, w.comms[r], s); },
+        [&](int r, int round) { return ranks[r].refill(c, seed + 1000 * round, r, w.streams[r]); },
+        [&](int, const std::string& what) { checkAg(c, ranks, what); }, 3);
+    for (auto& x : ranks) x.release();
+  }
+  for (bool allReduce : {false, true}) {  // the fused route (strided A, W) and the exact one (bias, fp32, ldc)
+    for (const RsCase* c : {&kRsCases[0], &kRsCases[1]}) {
+      SCOPED_TRACE(std::string(allReduce ? "GEMM+AR " : "GEMM+RS ") + c->name + ", seed " + std::to_string(seed));
+      HostMat bias;
+      std::mt19937_64 rng(seed);
+      if (c->bias != mkcclNumTypes) bias.make(1, c->N, c->N, c->bias, rng, 4.f);
+      const HostMat* b = c->bias != mkcclNumTypes ? &bias : nullptr;
+      std::vector<RsRank> ranks(ws);
+      for (int r = 0; r < ws; ++r) {
+        ranks[r].make(*c, allReduce, r, ws, seed, b);
+        ASSERT_TRUE(ranks[r].ok);
+      }
+      captureAndReplay(
+          w,
+          [&](int r, cudaStream_t s) {
+            return allReduce ? mkcclGemmAllReduceEx(&ranks[r].args, w.comms[r], s)
+                             : mkcclGemmReduceScatterEx(&ranks[r].args, w.comms[r], s);
+          },
+          [&](int r, int round) { return ranks[r].refill(*c, allReduce, seed + 1000 * round, r, ws, w.streams[r]); },
+          [&](int, const std::string& what) { checkRs(*c, allReduce, ranks, b, what); }, 3);
+      for (auto& x : ranks) x.release();
     }
   }
 }

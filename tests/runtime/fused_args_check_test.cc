@@ -103,8 +103,14 @@ TEST(FusedArgsCheck, TypesAndShapes) {
   a = valid();
   a.weights[0].N = 131;
   a.weights[0].ldc = 136;
-  EXPECT_EQ(mkcclSuccess, fusedArgsResolve("op", FusedKind::AllGatherGemm, 1, 0, &a, &r)) << "AG: any N";
+  // (A TMA store writes the last 16-byte piece of a row whole: seen on an H100 writing C's padding.)
+  refused(FusedKind::AllGatherGemm, 1, a, "must be a multiple of 16 bytes (TMA stores whole");
   refused(FusedKind::GemmReduceScatter, 1, a, "multiple of 8");
+  a.weights[0].N = 132;  // bf16: 264 bytes
+  refused(FusedKind::AllGatherGemm, 1, a, "weights[0].N=132");
+  a.outType = mkcclFloat32;  // 528 bytes
+  a.weights[0].ldc = 136;
+  EXPECT_EQ(mkcclSuccess, fusedArgsResolve("op", FusedKind::AllGatherGemm, 1, 0, &a, &r)) << lastError();
 }
 
 TEST(FusedArgsCheck, Pitches) {
@@ -128,8 +134,8 @@ TEST(FusedArgsCheck, Pitches) {
   a.weights[0].ldc = 388;  // fp32: 1552 bytes
   EXPECT_EQ(mkcclSuccess, fusedArgsResolve("op", FusedKind::AllGatherGemm, 1, 0, &a, &r)) << lastError();
   a = valid();
-  a.weights[0].N = 131;  // ldc 0 = N: 262 bytes
-  refused(FusedKind::AllGatherGemm, 1, a, "pass a padded pitch");
+  a.weights[0].ldc = 388;  // bf16 776 bytes
+  refused(FusedKind::AllGatherGemm, 1, a, "weights[0].ldc = 388 elements (776 bytes)");
 }
 
 TEST(FusedArgsCheck, PointersAndOverlaps) {

@@ -36,8 +36,8 @@ mkcclResult_t gemmRunEx(const void* A, const void* W, void* C, size_t M, size_t 
             ldw, ldc, K, N);
   ARG_CHECK((lda * 2) % 16 == 0 && (ldw * 2) % 16 == 0,
             "mkcclGemm: rows of A and W (%zu, %zu elements) must be multiples of 16 bytes", lda, ldw);
-  ARG_CHECK((ldc * gemmTypeBytes(outType)) % 16 == 0,
-            "mkcclGemm: rows of C (%zu elements) must be multiples of 16 bytes", ldc);
+  ARG_CHECK((ldc * gemmTypeBytes(outType)) % 16 == 0 && (N * gemmTypeBytes(outType)) % 16 == 0,
+            "mkcclGemm: rows of C (N = %zu, pitch %zu elements) must be multiples of 16 bytes (TMA)", N, ldc);
 
   int dev = -1;
   CUDA_CHECK(cudaGetDevice(&dev));
