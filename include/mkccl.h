@@ -234,7 +234,8 @@ mkcclResult_t mkcclGroupedGemmSwiglu(const void* A, const void* W1, void* C, con
 
 /* AllGather + GEMM (column parallel): each rank holds A_r[M/nranks, K] and W_r[N, K];
  * C[M, N] = AllGather(A) · W_rᵀ. If gatheredA is not NULL it receives AllGather(A) [M, K].
- * M must be divisible by nranks. */
+ * M must be divisible by nranks. The short form of mkcclAllGatherGemmEx (below): contiguous
+ * matrices, no bias, C of the input type, one weight. */
 mkcclResult_t mkcclAllGatherGemm(const void* A, const void* W, void* C, void* gatheredA, size_t M,
                                  size_t N, size_t K, mkcclDataType_t datatype, mkcclComm_t comm,
                                  cudaStream_t stream);
@@ -246,9 +247,74 @@ mkcclResult_t mkcclGemmReduceScatter(const void* A, const void* W, void* C, size
                                      size_t K, mkcclDataType_t datatype, mkcclComm_t comm,
                                      cudaStream_t stream);
 
-/* GEMM + AllReduce: as above, C[M, N] = Σ_q A_q · W_qᵀ on every rank. */
+/* GEMM + AllReduce: as above, C[M, N] = Σ_q A_q · W_qᵀ on every rank. These two are the short
+ * forms of mkcclGemmReduceScatterEx / mkcclGemmAllReduceEx (below). */
 mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                                  mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream);
+
+/* The fused ops' full arguments (the calls above are the short form of these): row pitches, a bias,
+ * an output type of its own and, for AllGather+GEMM, several weights sharing one gathered A (QKV,
+ * gate/up) in one call. Initialize with MKCCL_FUSED_GEMM_ARGS_INITIALIZER, then set fields; the
+ * struct is versioned (size, magic, version first) so that it can grow.
+ *
+ *   mkcclAllGatherGemmEx     A[M/nranks, K] (this rank's rows); for every weight i:
+ *                            C_i[M, N_i] = AllGather(A) . W_iᵀ (+ bias_i). A is gathered once.
+ *   mkcclGemmReduceScatterEx A[M, K]; C[M/nranks, N] = rows rank*M/nranks... of Σ_q A_q . W_qᵀ (+ bias)
+ *   mkcclGemmAllReduceEx     A[M, K]; C[M, N] = Σ_q A_q . W_qᵀ (+ bias) on every rank
+ *
+ * Pitches are in elements; 0 means contiguous (lda = K, ldw = K, ldc = N). A pitch must be at least
+ * the row's width and a multiple of 16 bytes, and every matrix 16-byte aligned (TMA's rules). The
+ * bias is added in fp32 to the fp32 accumulators before the conversion to outType; for
+ * GEMM+ReduceScatter/AllReduce it is added once, to the reduced sum (pass the same bias on every
+ * rank). K must be a multiple of 8 (16-byte rows of the gathered or reduced operands); for
+ * GEMM+ReduceScatter/AllReduce N too; a row of C (N elements of outType) must be a multiple of 16
+ * bytes, whatever ldc (TMA stores whole 16-byte pieces). gatheredA (AllGather+GEMM only, optional) is [M, K],
+ * contiguous. docs/AG_GEMM.md and docs/GEMM_RS_AR.md say which plan runs each argument. */
+#define MKCCL_FUSED_GEMM_ARGS_MAGIC 0x6d6b6667u /* 'mkfg' */
+#define MKCCL_FUSED_GEMM_ARGS_VERSION 1
+#define MKCCL_FUSED_MAX_WEIGHTS 8
+typedef struct {
+  const void* W;    /* [N, K], rows of ldw elements, of inType */
+  void* C;          /* [rows, N], rows of ldc elements, of outType */
+  const void* bias; /* [N] of biasType, or NULL */
+  size_t N;         /* output columns of this weight */
+  size_t ldw;       /* 0: K */
+  size_t ldc;       /* 0: N */
+} mkcclFusedWeight_t;
+
+typedef struct mkcclFusedGemmArgs_v1 {
+  size_t size;               /* sizeof(mkcclFusedGemmArgs_t) */
+  unsigned int magic;        /* MKCCL_FUSED_GEMM_ARGS_MAGIC */
+  unsigned int version;      /* MKCCL_FUSED_GEMM_ARGS_VERSION */
+  const void* A;             /* this rank's A, rows of lda elements, of inType */
+  size_t M;                  /* rows: the gathered A's (AllGather+GEMM) or A's (GEMM+RS/AR) */
+  size_t K;                  /* inner dimension (GEMM+RS/AR: this rank's share) */
+  size_t lda;                /* 0: K */
+  mkcclDataType_t inType;    /* A and W: mkcclBfloat16 or mkcclFloat16 */
+  mkcclDataType_t outType;   /* C: mkcclBfloat16, mkcclFloat16 or mkcclFloat32; mkcclNumTypes: inType */
+  mkcclDataType_t biasType;  /* bias: mkcclBfloat16, mkcclFloat16 or mkcclFloat32; mkcclNumTypes: inType */
+  void* gatheredA;           /* AllGather+GEMM: receives AllGather(A) [M, K] if not NULL; else NULL */
+  int numWeights;            /* 1..MKCCL_FUSED_MAX_WEIGHTS (AllGather+GEMM); 1 for GEMM+RS/AR */
+  mkcclFusedWeight_t weights[MKCCL_FUSED_MAX_WEIGHTS];
+} mkcclFusedGemmArgs_t;
+
+#define MKCCL_FUSED_GEMM_ARGS_INITIALIZER                                                            \
+  {                                                                                                 \
+    sizeof(mkcclFusedGemmArgs_t), MKCCL_FUSED_GEMM_ARGS_MAGIC, MKCCL_FUSED_GEMM_ARGS_VERSION, NULL, 0, \
+        0, 0, mkcclBfloat16, mkcclNumTypes, mkcclNumTypes, NULL, 1,                                   \
+    {                                                                                               \
+      { NULL, NULL, NULL, 0, 0, 0 }                                                                 \
+    }                                                                                               \
+  }
+
+/* Every argument is checked before anything is enqueued (mkcclInvalidArgument naming the field);
+ * like every call, these allocate nothing and do not synchronise with the host once the
+ * communicator's scratch has grown to the shape (one eager call before a CUDA-graph capture).
+ * AllGather+GEMM runs weight 0 with the gather and weights 1.. as GEMMs on the gathered A in the
+ * same call; GEMM+RS/AR with a bias, another output type or a pitch of C reduce in fp32 (not fused). */
+mkcclResult_t mkcclAllGatherGemmEx(const mkcclFusedGemmArgs_t* args, mkcclComm_t comm, cudaStream_t stream);
+mkcclResult_t mkcclGemmReduceScatterEx(const mkcclFusedGemmArgs_t* args, mkcclComm_t comm, cudaStream_t stream);
+mkcclResult_t mkcclGemmAllReduceEx(const mkcclFusedGemmArgs_t* args, mkcclComm_t comm, cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* MoE: expert-parallel dispatch and combine (intra-node, NVLink)                                  */

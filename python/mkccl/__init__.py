@@ -15,6 +15,7 @@ from ._library import LibraryNotFound, load as load_library
 from ._types import DataType, ReduceOp, TORCH_TO_MKCCL, mkccl_dtype
 from . import ops
 from . import moe
+from . import fused
 from .communicator import Communicator, broadcast_unique_id, get_unique_id, init_all, lookup, set_tuning
 from . import _api, _torch_ops
 

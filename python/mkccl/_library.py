@@ -56,6 +56,50 @@ class Config(ctypes.Structure):
                    pick(timeout_ms), pick(comm_ctas), pick(max_ctas), pick(workspace_bytes), t)
 
 
+class FusedWeight(ctypes.Structure):
+    """mkcclFusedWeight_t."""
+
+    _fields_ = [("W", c_void_p), ("C", c_void_p), ("bias", c_void_p), ("N", c_size_t), ("ldw", c_size_t),
+                ("ldc", c_size_t)]
+
+
+class FusedGemmArgs(ctypes.Structure):
+    """mkcclFusedGemmArgs_v1. make() fills it as MKCCL_FUSED_GEMM_ARGS_INITIALIZER does."""
+
+    MAGIC = 0x6D6B6667
+    VERSION = 1
+    MAX_WEIGHTS = 8
+    NUM_TYPES = 12  # mkcclNumTypes: "the input type"
+
+    _fields_ = [
+        ("size", c_size_t),
+        ("magic", c_uint),
+        ("version", c_uint),
+        ("A", c_void_p),
+        ("M", c_size_t),
+        ("K", c_size_t),
+        ("lda", c_size_t),
+        ("inType", c_int),
+        ("outType", c_int),
+        ("biasType", c_int),
+        ("gatheredA", c_void_p),
+        ("numWeights", c_int),
+        ("weights", FusedWeight * 8),
+    ]
+
+    @classmethod
+    def make(cls):
+        a = cls()
+        a.size = ctypes.sizeof(cls)
+        a.magic = cls.MAGIC
+        a.version = cls.VERSION
+        a.inType = 9  # mkcclBfloat16
+        a.outType = cls.NUM_TYPES
+        a.biasType = cls.NUM_TYPES
+        a.numWeights = 1
+        return a
+
+
 _comm = c_void_p   # mkcclComm_t
 _stream = c_void_p  # cudaStream_t
 _ptr = c_void_p
@@ -97,6 +141,9 @@ PROTOTYPES = {
     "mkcclAllGatherGemm": ([_ptr, _ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
     "mkcclGemmReduceScatter": ([_ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
     "mkcclGemmAllReduce": ([_ptr, _ptr, _ptr, _size, _size, _size, _dtype, _comm, _stream],),
+    "mkcclAllGatherGemmEx": ([POINTER(FusedGemmArgs), _comm, _stream],),
+    "mkcclGemmReduceScatterEx": ([POINTER(FusedGemmArgs), _comm, _stream],),
+    "mkcclGemmAllReduceEx": ([POINTER(FusedGemmArgs), _comm, _stream],),
     "mkcclGroupedGemmSwiglu": ([_ptr, _ptr, _ptr, _ptr, c_int, _size, _size, _size, _dtype, _dtype, _stream],),
     "mkcclMoeCreate": ([POINTER(_ptr), _comm, _ptr],),
     "mkcclMoeDestroy": ([_ptr],),

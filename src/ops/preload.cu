@@ -70,6 +70,7 @@ mkcclResult_t preloadKernels(int dev, int smCount) {
   rs::Occupancy occ;
   MKCCL_CHECK(rs::reduceOccupancy<dev::Bf16>(dev, smCount, &occ));
   MKCCL_CHECK(rs::reduceOccupancy<dev::F16>(dev, smCount, &occ));
+  MKCCL_CHECK(rs::finishPreload());
   MKCCL_CHECK(attn::attnPrepareBf16D64(dev, smCount));
   MKCCL_CHECK(attn::attnPrepareBf16D128(dev, smCount));
   MKCCL_CHECK(attn::attnPrepareF16D64(dev, smCount));

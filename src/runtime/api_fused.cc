@@ -1,6 +1,7 @@
 // Public entry points of the GEMM engine and the fused ops: argument checks, then the op.
 #include "mkccl.h"
 #include "base/check.h"
+#include "runtime/fused_args.h"
 #include "runtime/ops.h"
 
 using namespace mkccl;
@@ -48,25 +49,6 @@ mkcclResult_t checkHopper(int dev, const char* op) {
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   if (major != 9) return setError(mkcclInvalidUsage, "%s: device %d is not a Hopper GPU (sm_90 is required)", op, dev);
-  return mkcclSuccess;
-}
-
-// The shared checks of the three fused ops. aRows x K is A's local shape, cRows x N is C's.
-mkcclResult_t checkFused(const char* op, mkcclComm_t comm, cudaStream_t stream, const void* A, size_t aRows,
-                         const void* W, void* C, size_t cRows, size_t M, size_t N, size_t K, mkcclDataType_t t,
-                         bool rowsSplit = true) {
-  MKCCL_CHECK(checkDims(op, M, N, K));
-  ARG_CHECK(isGemmInType(t), "%s: datatype must be mkcclBfloat16 or mkcclFloat16", op);
-  ARG_CHECK(!rowsSplit || M % (size_t)comm->nranks == 0, "%s: M=%zu must be divisible by the number of ranks (%d)", op, M,
-            comm->nranks);
-  MKCCL_CHECK(checkPitch(op, "A and W (K)", K, 2));
-  MKCCL_CHECK(checkPitch(op, "C (N)", N, 2));
-  MKCCL_CHECK(checkStream(stream, comm->cudaDev, op));
-  MKCCL_CHECK(checkMatrix(op, "A", A, aRows, K, 2, comm->cudaDev));
-  MKCCL_CHECK(checkMatrix(op, "W", W, N, K, 2, comm->cudaDev));
-  MKCCL_CHECK(checkMatrix(op, "C", C, cRows, N, 2, comm->cudaDev));
-  ARG_CHECK(!overlaps(C, cRows * N * 2, A, aRows * K * 2) && !overlaps(C, cRows * N * 2, W, N * K * 2),
-            "%s: C overlaps an input", op);
   return mkcclSuccess;
 }
 
@@ -138,38 +120,84 @@ mkcclResult_t mkcclGroupedGemm(const void* A, const void* W, void* C, const int*
   return mkcclSuccess;
 }
 
-mkcclResult_t mkcclAllGatherGemm(const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N, size_t K,
-                                 mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream) {
-  const char* op = "mkcclAllGatherGemm";
+namespace {
+
+// The device-side checks of resolved arguments (the pure ones are in fusedArgsResolve).
+mkcclResult_t checkFusedDevice(const char* op, mkcclComm_t comm, cudaStream_t stream, const FusedArgs& a) {
+  const int dev = comm->cudaDev;
+  const size_t oes = typeSize(a.outType), bes = typeSize(a.biasType);
+  MKCCL_CHECK(checkStream(stream, dev, op));
+  MKCCL_CHECK(checkDevicePtr(a.A, matrixSpan(a.aRows, a.K, a.lda, 2), dev, op, "A"));
+  for (int i = 0; i < a.numWeights; ++i) {
+    const mkcclFusedWeight_t& w = a.w[i];
+    MKCCL_CHECK(checkDevicePtr(w.W, matrixSpan(w.N, a.K, w.ldw, 2), dev, op, "W"));
+    MKCCL_CHECK(checkDevicePtr(w.C, matrixSpan(a.cRows, w.N, w.ldc, oes), dev, op, "C"));
+    if (w.bias) MKCCL_CHECK(checkDevicePtr(w.bias, w.N * bes, dev, op, "bias"));
+  }
+  if (a.gatheredA) MKCCL_CHECK(checkDevicePtr(a.gatheredA, a.M * a.K * 2, dev, op, "gatheredA"));
+  return mkcclSuccess;
+}
+
+// Every fused call, short form or Ex: checks, then the op on the communicator's stream order.
+mkcclResult_t fusedCall(const char* op, FusedKind kind, const mkcclFusedGemmArgs_t* args, mkcclComm_t comm,
+                        cudaStream_t stream) {
   MKCCL_CHECK(commCheckUsable(comm, op));
   DeviceGuard guard(comm->cudaDev);
-  MKCCL_CHECK(checkFused(op, comm, stream, A, M / comm->nranks, W, C, M, M, N, K, datatype));
-  if (gatheredA) {
-    MKCCL_CHECK(checkMatrix(op, "gatheredA", gatheredA, M, K, 2, comm->cudaDev));
-    ARG_CHECK(!overlaps(gatheredA, M * K * 2, C, M * N * 2) && !overlaps(gatheredA, M * K * 2, W, N * K * 2),
-              "%s: gatheredA overlaps C or W", op);
-    const bool inPlace = (const char*)A == (const char*)gatheredA + (size_t)comm->rank * (M / comm->nranks) * K * 2;
-    ARG_CHECK(inPlace || !overlaps(gatheredA, M * K * 2, A, M / comm->nranks * K * 2),
-              "%s: gatheredA overlaps A without A being this rank's block of it", op);
-  }
-  return opEnqueue(comm, stream, op,
-                   [&](OpCtx& ctx) { return allGatherGemmOp(ctx, A, W, C, gatheredA, M, N, K, datatype); });
+  FusedArgs a;
+  MKCCL_CHECK(fusedArgsResolve(op, kind, comm->nranks, comm->rank, args, &a));
+  MKCCL_CHECK(checkFusedDevice(op, comm, stream, a));
+  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
+    switch (kind) {
+      case FusedKind::AllGatherGemm: return allGatherGemmOp(ctx, a);
+      case FusedKind::GemmReduceScatter: return gemmReduceScatterOp(ctx, a);
+      default: return gemmAllReduceOp(ctx, a);
+    }
+  });
+}
+
+// The short forms' arguments: contiguous, no bias, output of the input type, one weight.
+mkcclFusedGemmArgs_t shortArgs(const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N, size_t K,
+                               mkcclDataType_t t) {
+  mkcclFusedGemmArgs_t a = MKCCL_FUSED_GEMM_ARGS_INITIALIZER;
+  a.A = A;
+  a.M = M;
+  a.K = K;
+  a.inType = t;
+  a.gatheredA = gatheredA;
+  a.weights[0].W = W;
+  a.weights[0].C = C;
+  a.weights[0].N = N;
+  return a;
+}
+
+}  // namespace
+
+mkcclResult_t mkcclAllGatherGemm(const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N, size_t K,
+                                 mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream) {
+  const mkcclFusedGemmArgs_t a = shortArgs(A, W, C, gatheredA, M, N, K, datatype);
+  return fusedCall("mkcclAllGatherGemm", FusedKind::AllGatherGemm, &a, comm, stream);
 }
 
 mkcclResult_t mkcclGemmReduceScatter(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                                      mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream) {
-  const char* op = "mkcclGemmReduceScatter";
-  MKCCL_CHECK(commCheckUsable(comm, op));
-  DeviceGuard guard(comm->cudaDev);
-  MKCCL_CHECK(checkFused(op, comm, stream, A, M, W, C, M / comm->nranks, M, N, K, datatype));
-  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return gemmReduceScatterOp(ctx, A, W, C, M, N, K, datatype); });
+  const mkcclFusedGemmArgs_t a = shortArgs(A, W, C, nullptr, M, N, K, datatype);
+  return fusedCall("mkcclGemmReduceScatter", FusedKind::GemmReduceScatter, &a, comm, stream);
 }
 
 mkcclResult_t mkcclGemmAllReduce(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                                  mkcclDataType_t datatype, mkcclComm_t comm, cudaStream_t stream) {
-  const char* op = "mkcclGemmAllReduce";
-  MKCCL_CHECK(commCheckUsable(comm, op));
-  DeviceGuard guard(comm->cudaDev);
-  MKCCL_CHECK(checkFused(op, comm, stream, A, M, W, C, M, M, N, K, datatype, /*rowsSplit=*/false));
-  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return gemmAllReduceOp(ctx, A, W, C, M, N, K, datatype); });
+  const mkcclFusedGemmArgs_t a = shortArgs(A, W, C, nullptr, M, N, K, datatype);
+  return fusedCall("mkcclGemmAllReduce", FusedKind::GemmAllReduce, &a, comm, stream);
+}
+
+mkcclResult_t mkcclAllGatherGemmEx(const mkcclFusedGemmArgs_t* args, mkcclComm_t comm, cudaStream_t stream) {
+  return fusedCall("mkcclAllGatherGemmEx", FusedKind::AllGatherGemm, args, comm, stream);
+}
+
+mkcclResult_t mkcclGemmReduceScatterEx(const mkcclFusedGemmArgs_t* args, mkcclComm_t comm, cudaStream_t stream) {
+  return fusedCall("mkcclGemmReduceScatterEx", FusedKind::GemmReduceScatter, args, comm, stream);
+}
+
+mkcclResult_t mkcclGemmAllReduceEx(const mkcclFusedGemmArgs_t* args, mkcclComm_t comm, cudaStream_t stream) {
+  return fusedCall("mkcclGemmAllReduceEx", FusedKind::GemmAllReduce, args, comm, stream);
 }

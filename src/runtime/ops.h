@@ -39,12 +39,11 @@ mkcclResult_t groupedGemmOp(const void* A, const void* W, void* C, const int* ro
 mkcclResult_t groupedGemmPreload(int dev, int smCount);
 mkcclResult_t groupedSwigluPreload(int dev, int smCount);  // mkcclGroupedGemmSwiglu (ops/gemm/grouped_swiglu.cu)
 
-// Fused ops (src/kernels/<op> device code, src/ops/<op> host side).
-mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M,
-                              size_t N, size_t K, mkcclDataType_t t);
-mkcclResult_t gemmReduceScatterOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N,
-                                  size_t K, mkcclDataType_t t);
-mkcclResult_t gemmAllReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
-                              mkcclDataType_t t);
+// Fused ops (src/kernels/<op> device code, src/ops/<op> host side), with their arguments checked
+// and resolved (runtime/fused_args.h).
+struct FusedArgs;
+mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a);
+mkcclResult_t gemmReduceScatterOp(OpCtx& ctx, const FusedArgs& a);
+mkcclResult_t gemmAllReduceOp(OpCtx& ctx, const FusedArgs& a);
 
 }  // namespace mkccl

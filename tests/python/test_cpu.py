@@ -355,3 +355,15 @@ def test_tuning_is_parsed_by_the_library_and_a_bad_key_named():
         mkccl.set_tuning("gemm.tiles=256")
     assert "unknown key" in e.value.message
     mkccl.set_tuning(None)
+
+
+def test_fused_gemm_args_layout():
+    """mkcclFusedGemmArgs_t as the package declares it: the C struct's size (the CPU test
+    fused_args_check_test pins the same 464 bytes on the C side) and the initializer's values."""
+    import ctypes
+    assert ctypes.sizeof(_library.FusedWeight) == 48
+    assert ctypes.sizeof(_library.FusedGemmArgs) == 464
+    a = _library.FusedGemmArgs.make()
+    assert (a.size, a.magic, a.version, a.numWeights) == (464, 0x6D6B6667, 1, 1)
+    assert a.outType == a.biasType == header_enum({"mkcclNumTypes"})["mkcclNumTypes"]
+    assert mkccl.fused.all_gather_gemm_ex is not None

@@ -9,6 +9,10 @@
 //                    ("simple") variant uses it.
 //  EpilogueRegAdd    like RegStore but adds into the destination (red.global.add: v2.f32, bf16x2,
 //                    f16x2), for reductions into a buffer several GEMMs write.
+// The stores (not the add) take an optional bias[N] (EpiCtx::bias, from GemmArgs::bias), added in
+// fp32 on the way out: the accumulators themselves are never written (an epilogue that wrote them
+// would make ptxas serialise the next tile's wgmma chain, C7515). With no bias the TMA store runs
+// its own instantiation, unchanged.
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
@@ -50,7 +54,23 @@ struct EpiCtx {
   int64_t M, N;             // bounds (register epilogues)
   void* C;                  // register epilogues
   int64_t ldc;
+  const void* bias = nullptr;  // [N], added in fp32 before the conversion (null: none)
+  int biasType = 0;            // mkcclDataType_t of bias
 };
+
+// bias[col] in fp32, 0 past N (odd N: the last pair's second column).
+__device__ __forceinline__ float biasAt(const EpiCtx& c, int64_t col) {
+  if (col >= c.N) return 0.f;
+  if (c.biasType == mkcclFloat32) return __ldg(static_cast<const float*>(c.bias) + col);
+  const unsigned short h = __ldg(static_cast<const unsigned short*>(c.bias) + col);
+  return c.biasType == mkcclFloat16 ? __half2float(__ushort_as_half(h)) : __uint_as_float(uint32_t(h) << 16);
+}
+// The bias of columns col, col + 1, or zeros when there is none (kBias false: compiled out).
+template <bool kBias>
+__device__ __forceinline__ float2 biasPair(const EpiCtx& c, int64_t col) {
+  if constexpr (!kBias) return make_float2(0.f, 0.f);
+  return make_float2(biasAt(c, col), biasAt(c, col + 1));
+}
 
 struct EpilogueTmaStore {
   // One chunk: 64 rows x 128 bytes (64 bf16/fp16 or 32 fp32 columns), the TMA box of C.
@@ -62,12 +82,12 @@ struct EpilogueTmaStore {
 
   template <class Cfg>
   __device__ __forceinline__ static void store(const float (&acc)[Cfg::kAcc], EpiCtx& c) {
-    if (c.outType == mkcclFloat32)
-      store32<Cfg>(acc, c);
-    else if (c.outType == mkcclFloat16)
-      store16<Cfg, false>(acc, c);
-    else
-      store16<Cfg, true>(acc, c);
+    // The bias is a second instantiation, so that the stores without one stay as they were.
+    if (c.bias != nullptr) {
+      storeAs<Cfg, true>(acc, c);
+    } else {
+      storeAs<Cfg, false>(acc, c);
+    }
   }
 
   // The warpgroup's staging buffer for its chunk number `chunks` (two, alternating), once the bulk
@@ -107,20 +127,34 @@ struct EpilogueTmaStore {
     ++c.chunks;
   }
 
-  // bf16 / fp16: 64 columns per chunk, one stmatrix.x4 per 16 x 16 piece of a warp.
-  template <class Cfg, bool kBf16>
+  template <class Cfg, bool kBias>
+  __device__ __forceinline__ static void storeAs(const float (&acc)[Cfg::kAcc], EpiCtx& c) {
+    if (c.outType == mkcclFloat32)
+      store32<Cfg, kBias>(acc, c);
+    else if (c.outType == mkcclFloat16)
+      store16<Cfg, false, kBias>(acc, c);
+    else
+      store16<Cfg, true, kBias>(acc, c);
+  }
+
+  // bf16 / fp16: 64 columns per chunk, one stmatrix.x4 per 16 x 16 piece of a warp. Matrix i of
+  // the x4 is (column group j + i / 2, row half i % 2); the bias goes by column group.
+  template <class Cfg, bool kBf16, bool kBias>
   __device__ __forceinline__ static void store16(const float (&acc)[Cfg::kAcc], EpiCtx& c) {
     const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
+    const int64_t colLane = c.col0 + 2 * (lane & 3u);
 #pragma unroll
     for (int ch = 0; ch < Cfg::BN / 64; ++ch) {
       const uint32_t buf = acquireBuffer(c);
 #pragma unroll
       for (int jj = 0; jj < 8; jj += 2) {
         const int j = ch * 8 + jj;
+        const float2 b0 = biasPair<kBias>(c, colLane + 8 * j), b1 = biasPair<kBias>(c, colLane + 8 * (j + 1));
         uint32_t r[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const float lo = acc[4 * j + 2 * i], hi = acc[4 * j + 2 * i + 1];
+          const float2 b = i < 2 ? b0 : b1;
+          const float lo = acc[4 * j + 2 * i] + b.x, hi = acc[4 * j + 2 * i + 1] + b.y;
           r[i] = kBf16 ? dev::packBf16x2(lo, hi) : dev::packF16x2(lo, hi);
         }
         dev::stmatrixX4(buf + stmatrixOffset(warp, lane, static_cast<uint32_t>(jj)), r[0], r[1], r[2], r[3]);
@@ -130,19 +164,21 @@ struct EpilogueTmaStore {
   }
 
   // fp32: 32 columns per chunk, 8-byte shared stores (two wavefronts per warp: no conflicts).
-  template <class Cfg>
+  template <class Cfg, bool kBias>
   __device__ __forceinline__ static void store32(const float (&acc)[Cfg::kAcc], EpiCtx& c) {
     const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
+    const int64_t colLane = c.col0 + 2 * (lane & 3u);
 #pragma unroll
     for (int ch = 0; ch < Cfg::BN / 32; ++ch) {
       const uint32_t buf = acquireBuffer(c);
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj) {
         const int j = ch * 4 + jj;
+        const float2 b = biasPair<kBias>(c, colLane + 8 * j);
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           dev::stSharedV2F32(buf + pairOffsetF32(warp, lane, static_cast<uint32_t>(jj), static_cast<uint32_t>(h)),
-                             acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+                             acc[4 * j + 2 * h] + b.x, acc[4 * j + 2 * h + 1] + b.y);
       }
       storeBuffer(c, buf, c.col0 + ch * 32);
     }
@@ -168,6 +204,7 @@ struct EpilogueRegBase {
     else
       storeAs<Cfg, __nv_bfloat16>(acc, c);
   }
+  // (A bias, if any, is added by the register store only: an add epilogue reduces partials.)
   // Every thread fences its own stores; then one thread may publish.
   __device__ __forceinline__ static void complete(EpiCtx& c) {
     __threadfence_system();
@@ -217,10 +254,12 @@ struct EpilogueRegBase {
       const int64_t col = colBase + 8 * j;
       if (col >= c.N) break;  // columns only grow with j
       const bool both = col + 1 < c.N;
+      float2 b = make_float2(0.f, 0.f);
+      if (!kAdd && c.bias != nullptr) b = biasPair<true>(c, col);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = rowTop + 8 * h;
-        if (row < c.M) put<T>(out + row * c.ldc + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], both);
+        if (row < c.M) put<T>(out + row * c.ldc + col, acc[4 * j + 2 * h] + b.x, acc[4 * j + 2 * h + 1] + b.y, both);
       }
     }
   }

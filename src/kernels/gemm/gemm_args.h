@@ -21,6 +21,9 @@ struct GemmArgs {
   int aBoxRows;                  // rows of mapA's box when fewer than BM (M < BM: no zero fill of
                                  // rows past M; the rest of the A tile is stale, and only feeds
                                  // output rows the store clips); 0: BM
+  const void* bias;              // [N] added in fp32 before the output conversion by the store
+                                 // epilogues (StoreEpilogue); null: none (every launch zeroes it)
+  int biasType;                  // mkcclDataType_t of bias (bf16, fp16, fp32)
 };
 
 // Fault word codes: (block + 1) << 8 | site.

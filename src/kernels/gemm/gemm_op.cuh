@@ -109,6 +109,8 @@ struct StoreEpilogue {
     ec.N = g.N;
     ec.C = g.C;
     ec.ldc = g.ldc;
+    ec.bias = g.bias;
+    ec.biasType = g.biasType;
   }
   template <class Tile>
   __device__ __forceinline__ void begin(const Tile&) {}

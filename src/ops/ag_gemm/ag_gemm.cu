@@ -22,6 +22,7 @@
 #include "base/check.h"
 #include "runtime/cudriver.h"
 #include "base/log.h"
+#include "runtime/fused_args.h"
 #include "runtime/ops.h"
 #include "runtime/symmem.h"
 
@@ -143,7 +144,7 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
   MKCCL_CHECK(seqBumpOp(ctx));  // the kernels read the call's number from the device (peekCallSeq)
   if (plan == Plan::Ce) {
     CopyEngines* ce = nullptr;
-    c.push.ownToRegion = L.m % ag::kTileRows != 0;
+    c.push.ownToRegion = L.m % ag::kTileRows != 0 || c.fullRegion;
     // One stream per receiver (ring: per forwarded shard), and one for our shard into our region.
     MKCCL_CHECK(copyEnginesGet(ctx.comm, L.ws - 1 + (c.push.ownToRegion ? 1 : 0), &ce));
     c.push.ce = 1;
@@ -155,11 +156,16 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
     MKCCL_CHECK(ag::gatherLaunch(c.push, c.dev, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
-    return gemmRun(c.push.region[L.me], c.W, c.C, c.M, c.N, c.K, c.type, c.type, c.variant, ctx.stream);
+    GemmExtras x;
+    x.ldw = size_t(c.ldw);
+    x.ldc = size_t(c.ldc);
+    x.bias = c.bias;
+    x.biasType = c.biasType;
+    return gemmRunEx(c.push.region[L.me], c.W, c.C, c.M, c.N, c.K, c.type, c.outType, x, c.variant, ctx.stream);
   }
   // Tiles wholly inside the own shard load it from the user's A; a tile that straddles a shard
   // boundary (m not a multiple of 128) reads the own rows from the region.
-  c.push.ownToRegion = L.m % ag::kTileRows != 0;
+  c.push.ownToRegion = L.m % ag::kTileRows != 0 || c.fullRegion;
   return ag::fusedLaunch<In>(c, fp, ctx.stream);
 }
 
@@ -192,6 +198,11 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
                  kOp);
     plan = Plan::Fused;
   }
+  if (plan == Plan::Ce && c.packedA) {
+    // A strided A was packed into this rank's region slot, which the copy engines would copy onto
+    // itself: the fused kernel's pushes (a copy onto itself there is harmless) run instead.
+    plan = Plan::Fused;
+  }
   if (plan == Plan::Ce && !copyEnginesUsable()) {
     MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
                "cuStreamBatchMemOp), not found: fused",
@@ -203,16 +214,36 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
   return launchPlan<In>(ctx, c, fp, plan);
 }
 
+// The further weights of a call (mkcclFusedGemmArgs_t.weights[1..]): the GEMM engine on the
+// gathered A the first weight's call left contiguous in `full` (the user's gatheredA, or this
+// rank's region with the own shard in it), on the same stream.
+mkcclResult_t moreWeights(OpCtx& ctx, const FusedArgs& a, const void* full, size_t lda, GemmVariant v) {
+  for (int i = 1; i < a.numWeights; ++i) {
+    const mkcclFusedWeight_t& w = a.w[i];
+    GemmExtras x;
+    x.lda = lda;
+    x.ldw = w.ldw;
+    x.ldc = w.ldc;
+    x.bias = w.bias;
+    x.biasType = a.biasType;
+    MKCCL_CHECK(gemmRunEx(full, w.W, w.C, a.M, w.N, a.K, a.inType, a.outType, x, v, ctx.stream));
+  }
+  return mkcclSuccess;
+}
+
 }  // namespace
 
-mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N,
-                              size_t K, mkcclDataType_t t) {
+mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   mkcclComm* comm = ctx.comm;
   if (comm->nNodes > 1)
     return setError(mkcclInvalidUsage,
                     "%s: not implemented across nodes yet (this communicator spans %d nodes); it fuses over NVLink "
                     "inside one node",
                     kOp, comm->nNodes);
+  const mkcclDataType_t t = a.inType;
+  const void* A = a.A;
+  void* gatheredA = a.gatheredA;
+  const size_t M = a.M, K = a.K, N = a.w[0].N;
   ARG_CHECK(t == mkcclBfloat16 || t == mkcclFloat16, "%s: datatype must be mkcclBfloat16 or mkcclFloat16", kOp);
   const size_t es = 2;
   const Tuning& tune = tuningOf(comm);
@@ -226,13 +257,21 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   const int commCtas = over.commCtas >= 0 ? over.commCtas : comm->cfg.commCtas;
   const int ws = comm->nranks, me = comm->rank;
 
-  if (ws == 1) {  // nothing to gather: the GEMM engine, and a copy if the caller wants the "gathered" A
-    MKCCL_CHECK(gemmRun(A, W, C, M, N, K, t, t, tune.gemm.variant, ctx.stream));
+  if (ws == 1) {  // nothing to gather: the GEMM engine per weight, and a copy if the caller wants the "gathered" A
+    for (int i = 0; i < a.numWeights; ++i) {
+      const mkcclFusedWeight_t& w = a.w[i];
+      GemmExtras x;
+      x.lda = a.lda;
+      x.ldw = w.ldw;
+      x.ldc = w.ldc;
+      x.bias = w.bias;
+      x.biasType = a.biasType;
+      MKCCL_CHECK(gemmRunEx(A, w.W, w.C, M, w.N, K, t, a.outType, x, tune.gemm.variant, ctx.stream));
+    }
     if (gatheredA != nullptr && gatheredA != A)
-      CUDA_CHECK(cudaMemcpyAsync(gatheredA, A, M * K * es, cudaMemcpyDeviceToDevice, ctx.stream));
+      CUDA_CHECK(cudaMemcpy2DAsync(gatheredA, K * es, A, a.lda * es, K * es, M, cudaMemcpyDeviceToDevice, ctx.stream));
     return mkcclSuccess;
   }
-
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());
   GemmDeviceInfo info;
@@ -257,6 +296,17 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   MKCCL_CHECK(symScratchGet(comm, kScratchAllGatherGemm, static_cast<size_t>(L.regionBytes()), &region));
   c.push.dev = ctx.dev;
   c.push.A = static_cast<const char*>(A);
+  if (a.lda != K) {
+    // A strided A: copied (one 2-D copy, a graph node like any other) into this rank's slot of its
+    // own region, which nothing else writes and only this rank reads; the pushes and the own tiles'
+    // loads then read the contiguous copy.
+    char* slot = region->peer[me] + static_cast<int64_t>(me) * L.shardBytes();
+    CUDA_CHECK(cudaMemcpy2DAsync(slot, K * es, A, a.lda * es, K * es, size_t(L.m), cudaMemcpyDeviceToDevice,
+                                 ctx.stream));
+    c.push.A = slot;
+    A = slot;
+    c.packedA = 1;
+  }
   for (int q = 0; q < ws; ++q) {
     c.push.region[q] = region->peer[q];
     c.push.counters[q] = reinterpret_cast<uint64_t*>(region->peer[q] + L.countersOffset());
@@ -266,8 +316,8 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   c.push.gathered = static_cast<char*>(gatheredA);
   c.push.gatheredOwn = gatheredA != nullptr && static_cast<const char*>(A) != c.push.gathered + me * L.shardBytes();
   c.A = A;
-  c.W = W;
-  c.C = C;
+  c.W = a.w[0].W;
+  c.C = a.w[0].C;
   c.M = static_cast<int64_t>(M);
   c.N = static_cast<int64_t>(N);
   c.K = static_cast<int64_t>(K);
@@ -279,8 +329,17 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const void* A, const void* W, void* C,
   c.timeoutNs = ctx.dev.timeoutNs;
   c.ceGroupBytes = over.ceGroupBytes;
   c.ceRing = over.ceRing;
-  if (t == mkcclBfloat16) return planAndRun<dev::Bf16>(ctx, c, forced);
-  return planAndRun<dev::F16>(ctx, c, forced);
+  c.outType = a.outType;
+  c.ldw = static_cast<int64_t>(a.w[0].ldw);
+  c.ldc = static_cast<int64_t>(a.w[0].ldc);
+  c.bias = a.w[0].bias;
+  c.biasType = a.biasType;
+  // Further weights read the gathered A from the user's gatheredA, else from our region (whole).
+  c.fullRegion = a.numWeights > 1 && gatheredA == nullptr;
+  if (t == mkcclBfloat16) MKCCL_CHECK(planAndRun<dev::Bf16>(ctx, c, forced));
+  else MKCCL_CHECK(planAndRun<dev::F16>(ctx, c, forced));
+  if (a.numWeights == 1) return mkcclSuccess;
+  return moreWeights(ctx, a, gatheredA ? gatheredA : static_cast<const void*>(region->peer[me]), K, tune.gemm.variant);
 }
 
 }  // namespace mkccl

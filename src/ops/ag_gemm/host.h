@@ -26,6 +26,14 @@ struct FusedCall {
   uint64_t timeoutNs;   // the communicator's bound on device waits
   int64_t ceGroupBytes; // the ce plan's bytes per copy (ag_gemm.ce_group_kib; 0: the default)
   int ceRing;           // the ce plan's shards travel a ring (ag_gemm.ce=ring)
+  // mkcclFusedGemmArgs_t (the first weight's): C's type and pitch, W's pitch, the bias.
+  mkcclDataType_t outType;
+  int64_t ldw, ldc;
+  const void* bias;
+  mkcclDataType_t biasType;
+  int packedA;          // a strided A was copied into this rank's region slot (push.A, A point there)
+  int fullRegion;       // this rank's region must hold the whole gathered A after the call (the
+                        // further weights' GEMMs read it): the own shard goes there too
 };
 
 struct FusedPlan {

@@ -63,8 +63,8 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
   const Layout& L = c.push.L;
   alignas(64) CUtensorMap mapA, mapB, mapC;
   MKCCL_CHECK(encodeTileMap(&mapA, c.push.region[L.me], c.type, c.M, c.K, c.K, 128));
-  MKCCL_CHECK(encodeTileMap(&mapB, c.W, c.type, c.N, c.K, c.K, static_cast<uint32_t>(gp.bn / gp.clusterSize)));
-  MKCCL_CHECK(encodeTileMap(&mapC, c.C, c.type, c.M, c.N, c.N, 64));
+  MKCCL_CHECK(encodeTileMap(&mapB, c.W, c.type, c.N, c.K, c.ldw, static_cast<uint32_t>(gp.bn / gp.clusterSize)));
+  MKCCL_CHECK(encodeTileMap(&mapC, c.C, c.outType, c.M, c.N, c.ldc, 64));
 
   FusedParams p;
   memset(&p, 0, sizeof(p));
@@ -79,9 +79,11 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
   memset(&g, 0, sizeof(g));
   gemmArgsFor(gp, c.M, c.N, c.K, &g);
   g.nCommCtas = plan.commCtas;
-  g.outType = c.type;
+  g.outType = c.outType;
   g.C = c.C;
-  g.ldc = c.N;
+  g.ldc = c.ldc;
+  g.bias = c.bias;  // added by the TMA-store epilogue (kernels/gemm/epilogue.cuh)
+  g.biasType = c.biasType;
   g.waitTimeoutNs = c.timeoutNs + 30ull * 1000 * 1000 * 1000;  // longer than any wait of the comm
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 

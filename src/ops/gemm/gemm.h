@@ -13,4 +13,15 @@ namespace mkccl {
 mkcclResult_t gemmRun(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
                       mkcclDataType_t outType, GemmVariant v, cudaStream_t stream, int splitK = 0, int packK = 0);
 
+// What the fused ops' argument struct adds to a GEMM (mkcclFusedGemmArgs_t): row pitches in
+// elements (0: contiguous, K / K / N) and a bias[N] added in fp32 before the output conversion.
+struct GemmExtras {
+  size_t lda = 0, ldw = 0, ldc = 0;
+  const void* bias = nullptr;
+  mkcclDataType_t biasType = mkcclBfloat16;
+};
+mkcclResult_t gemmRunEx(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
+                        mkcclDataType_t outType, const GemmExtras& x, GemmVariant v, cudaStream_t stream,
+                        int splitK = 0, int packK = 0);
+
 }  // namespace mkccl

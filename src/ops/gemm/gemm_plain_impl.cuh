@@ -37,18 +37,22 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   GemmArgs g;
   memset(&g, 0, sizeof(g));
   gemmArgsFor(plan, p.M, p.N, p.K, &g);
+  const int64_t lda = p.lda ? p.lda : p.K, ldw = p.ldw ? p.ldw : p.K, ldc = p.ldc ? p.ldc : p.N;
   g.outType = p.outType;
   g.C = p.C;
-  g.ldc = p.N;
+  g.ldc = ldc;
+  g.bias = p.bias;
+  g.biasType = p.biasType;
   g.waitTimeoutNs = kGemmWaitTimeoutNs;
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 
   // A row pitch that is not a multiple of 128 bytes: copy A and W to one that is (gemm_pack.h).
   const void* opA = p.A;
   const void* opW = p.W;
-  int64_t ldk = p.K;
+  int64_t ldk = p.K, ldA = lda, ldW = ldw;
   const bool aligned16 = ((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) == 0;
-  if (aligned16 && gemmShouldPack(p.M, p.N, p.K, plan.simple, p.packK)) {
+  // (Strided operands are not packed: their pitch is the caller's.)
+  if (aligned16 && lda == p.K && ldw == p.K && gemmShouldPack(p.M, p.N, p.K, plan.simple, p.packK)) {
     const void* Ap = nullptr;
     const void* Wp = nullptr;
     MKCCL_CHECK(gemmPackOperands(p.A, p.W, p.M, p.N, p.K, dev, stream, &Ap, &Wp));
@@ -56,6 +60,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
       opA = Ap;
       opW = Wp;
       ldk = gemmPackedPitch(p.K);
+      ldA = ldW = ldk;
     }
   }
 
@@ -66,9 +71,9 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   // on the same 64 tiles of 8192 x 8192, H100).
   const int aRows = p.M < 128 ? static_cast<int>((p.M + 7) / 8 * 8) : 128;
   g.aBoxRows = aRows < 128 ? aRows : 0;
-  MKCCL_CHECK(encodeTileMap(&mapA, opA, p.inType, p.M, p.K, ldk, static_cast<uint32_t>(aRows)));
-  MKCCL_CHECK(encodeTileMap(&mapB, opW, p.inType, p.N, p.K, ldk, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
-  if (!plan.simple) MKCCL_CHECK(encodeTileMap(&mapC, p.C, p.outType, p.M, p.N, p.N, 64));
+  MKCCL_CHECK(encodeTileMap(&mapA, opA, p.inType, p.M, p.K, ldA, static_cast<uint32_t>(aRows)));
+  MKCCL_CHECK(encodeTileMap(&mapB, opW, p.inType, p.N, p.K, ldW, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
+  if (!plan.simple) MKCCL_CHECK(encodeTileMap(&mapC, p.C, p.outType, p.M, p.N, ldc, 64));
 
   MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d",
               (long long)p.M, (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn,

@@ -56,7 +56,7 @@ struct ShapePlan {
 using ShapeCache = PlanCache<ShapeKey, ShapePlan>;
 
 mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const void* W, void* C, int64_t M,
-                          int64_t N, int64_t K, mkcclDataType_t t) {
+                          int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw) {
   mkcclComm* comm = ctx.comm;
   const FusedPlan& plan = sp.plan;
   PushMode push = sp.ch.push;
@@ -84,6 +84,8 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
   f.M = M;
   f.N = N;
   f.K = K;
+  f.lda = lda;
+  f.ldw = ldw;
   f.cRows = L.allReduce() ? M : M / ws;
   f.type = t;
   f.ctas = plan.ctas;
@@ -119,30 +121,62 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
 }
 
 mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
-                            mkcclDataType_t t, int mode, GemmVariant v) {
+                            mkcclDataType_t t, int mode, GemmVariant v, int64_t lda, int64_t ldw) {
   mkcclComm* comm = ctx.comm;
   const size_t es = typeSize(t);
+  GemmExtras x;
+  x.lda = size_t(lda);
+  x.ldw = size_t(ldw);
   if (mode == kModeAllReduce) {
-    MKCCL_CHECK(gemmRun(A, W, C, M, N, K, t, t, v, ctx.stream));
+    MKCCL_CHECK(gemmRunEx(A, W, C, M, N, K, t, t, x, v, ctx.stream));
     return allReduceOp(ctx, C, C, size_t(M) * N, t, mkcclSum);
   }
   // The full partial product needs a buffer of its own: the symmetric scratch, used locally.
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(M) * N * es, &region));
   void* partial = region->peer[comm->localRank];
-  MKCCL_CHECK(gemmRun(A, W, partial, M, N, K, t, t, v, ctx.stream));
+  MKCCL_CHECK(gemmRunEx(A, W, partial, M, N, K, t, t, x, v, ctx.stream));
   return reduceScatterOp(ctx, partial, C, size_t(M / comm->nranks) * N, t, mkcclSum);
+}
+
+// The exact route (a bias, an output type other than the input's, or a pitch of C): the GEMM
+// engine writes this rank's fp32 partial product into the symmetric scratch, our ReduceScatter /
+// AllReduce sums the partials in fp32 there, and one elementwise kernel adds the bias once to the
+// sum and rounds once into C. Not fused: the GEMM and the reduction do not overlap.
+mkcclResult_t runExact(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v) {
+  mkcclComm* comm = ctx.comm;
+  const mkcclFusedWeight_t& w = a.w[0];
+  const size_t M = a.M, N = w.N, rows = mode == kModeAllReduce ? M : M / size_t(comm->nranks);
+  const size_t partialBytes = M * N * 4;
+  const size_t sumBytes = mode == kModeAllReduce ? 0 : (rows * N * 4 + 255) / 256 * 256;
+  const SymRegion* region = nullptr;
+  MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, sumBytes + partialBytes, &region));
+  char* base = region->peer[comm->localRank];
+  float* sum = reinterpret_cast<float*>(base);                       // RS: this rank's rows
+  float* partial = reinterpret_cast<float*>(base + sumBytes);        // AR: also the sum (in place)
+  GemmExtras x;
+  x.lda = a.lda;
+  x.ldw = w.ldw;
+  MKCCL_CHECK(gemmRunEx(a.A, w.W, partial, M, N, a.K, a.inType, mkcclFloat32, x, v, ctx.stream));
+  if (mode == kModeAllReduce) {
+    MKCCL_CHECK(allReduceOp(ctx, partial, partial, M * N, mkcclFloat32, mkcclSum));
+    sum = partial;
+  } else {
+    MKCCL_CHECK(reduceScatterOp(ctx, partial, sum, rows * N, mkcclFloat32, mkcclSum));
+  }
+  return finishLaunch(sum, int64_t(rows), int64_t(N), w.C, int64_t(w.ldc), a.outType, w.bias, a.biasType,
+                      comm->smCount, ctx.stream);
 }
 
 // AllReduce as the fused ReduceScatter kernel (plan: a ReduceScatter configuration) into this
 // rank's rows of C, then our AllGather of those rows into C, in place. The AllGather is a kernel
 // with a protocol of its own: it takes the next sequence number.
 mkcclResult_t runRsThenAg(OpCtx& ctx, const ShapePlan& plan, const void* A, const void* W, void* C, int64_t M,
-                          int64_t N, int64_t K, mkcclDataType_t t) {
+                          int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw) {
   const int ws = ctx.comm->nranks;
   const size_t rows = size_t(M / ws), es = typeSize(t);
   char* mine = static_cast<char*>(C) + size_t(ctx.comm->rank) * rows * size_t(N) * es;
-  MKCCL_CHECK(launchFused(ctx, plan, A, W, mine, M, N, K, t));
+  MKCCL_CHECK(launchFused(ctx, plan, A, W, mine, M, N, K, t, lda, ldw));
   opNextKernel(ctx);
   return allGatherOp(ctx, mine, C, rows * size_t(N), t);
 }
@@ -218,9 +252,14 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
 
 }  // namespace
 
-mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
-                           mkcclDataType_t t, int mode) {
+mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
   mkcclComm* comm = ctx.comm;
+  const void* A = a.A;
+  const void* W = a.w[0].W;
+  void* C = a.w[0].C;
+  const size_t M = a.M, N = a.w[0].N, K = a.K;
+  const mkcclDataType_t t = a.inType;
+  const int64_t lda = int64_t(a.lda), ldw = int64_t(a.w[0].ldw);
   const char* name = opName(mode);
   if (comm->nNodes > 1)
     return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (this communicator spans %d nodes)", name,
@@ -230,7 +269,22 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
                     comm->ccMajor, comm->ccMinor);
   const Tuning& tune = tuningOf(comm);
   const Tuning::Reduce& over = mode == kModeAllReduce ? tune.gemmAr : tune.gemmRs;
-  if (comm->nranks == 1) return gemmRun(A, W, C, M, N, K, t, t, tune.gemm.variant, ctx.stream);
+  if (comm->nranks == 1) {
+    GemmExtras x;
+    x.lda = a.lda;
+    x.ldw = a.w[0].ldw;
+    x.ldc = a.w[0].ldc;
+    x.bias = a.w[0].bias;
+    x.biasType = a.biasType;
+    return gemmRunEx(A, W, C, M, N, K, t, a.outType, x, tune.gemm.variant, ctx.stream);
+  }
+  if (a.epilogueExtras(0)) {
+    MKCCL_CHECK(cuDriverLoad());
+    MKCCL_CHECK(gemmCheckFault());
+    MKCCL_TRACE("%s call #%llu: exact route (bias, output type or pitch of C)", name,
+                (unsigned long long)ctx.dev.seq);
+    return runExact(ctx, a, mode, tune.gemm.variant);
+  }
 
   PlanInputs in;
   in.mode = mode;
@@ -266,17 +320,16 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, si
   lock.unlock();
   MKCCL_TRACE("%s call #%llu: %s", name, (unsigned long long)ctx.dev.seq, routeName(sp.route));
   switch (sp.route) {
-    case Route::Fused: return launchFused(ctx, sp, A, W, C, in.M, in.N, in.K, t);
-    case Route::RsThenAg: return runRsThenAg(ctx, sp, A, W, C, in.M, in.N, in.K, t);
-    default: return runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode, in.variant);
+    case Route::Fused: return launchFused(ctx, sp, A, W, C, in.M, in.N, in.K, t, lda, ldw);
+    case Route::RsThenAg: return runRsThenAg(ctx, sp, A, W, C, in.M, in.N, in.K, t, lda, ldw);
+    default: return runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode, in.variant, lda, ldw);
   }
 }
 
 }  // namespace rs
 
-mkcclResult_t gemmReduceScatterOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
-                                  mkcclDataType_t t) {
-  return rs::gemmReduceOp(ctx, A, W, C, M, N, K, t, rs::kModeReduceScatter);
+mkcclResult_t gemmReduceScatterOp(OpCtx& ctx, const FusedArgs& a) {
+  return rs::gemmReduceOp(ctx, a, rs::kModeReduceScatter);
 }
 
 }  // namespace mkccl

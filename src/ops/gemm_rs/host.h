@@ -11,6 +11,7 @@
 #include "mkccl.h"
 #include "runtime/copy_engines.h"
 #include "runtime/enqueue.h"
+#include "runtime/fused_args.h"
 
 namespace mkccl {
 namespace rs {
@@ -25,6 +26,7 @@ struct FusedLaunch {
   const void* A;
   const void* W;
   int64_t M, N, K;       // A [M, K], W [N, K] (K: this rank's share)
+  int64_t lda, ldw;      // their row pitches (elements)
   int64_t cRows;         // rows of C (RS: M / ws; AR: M)
   mkcclDataType_t type;
   int ctas;              // compute CTAs, a multiple of the cluster size
@@ -80,9 +82,14 @@ inline int ceStreamCount(const Layout& L, int streamsPerSlot) {
   return (L.ws - 1) * ceStreamsPerSlot(L, streamsPerSlot);
 }
 
-// The op behind mkcclGemmReduceScatter (mode RS) and mkcclGemmAllReduce (mode AR).
-mkcclResult_t gemmReduceOp(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
-                           mkcclDataType_t t, int mode);
+// The op behind mkcclGemmReduceScatter(Ex) (mode RS) and mkcclGemmAllReduce(Ex) (mode AR).
+mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode);
+
+// The exact route's last step: C[r, j] (pitch ldc, outType) = S[r, j] + bias[j] from the fp32 sum
+// S [rows, N] (finish.cu).
+mkcclResult_t finishLaunch(const float* S, int64_t rows, int64_t N, void* C, int64_t ldc, mkcclDataType_t outType,
+                           const void* bias, mkcclDataType_t biasType, int smCount, cudaStream_t stream);
+mkcclResult_t finishPreload();  // loads finish.cu's kernels (preload.cu)
 
 }  // namespace rs
 }  // namespace mkccl

@@ -46,8 +46,8 @@ mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream) {
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 
   alignas(64) CUtensorMap mapA, mapB, mapC;
-  MKCCL_CHECK(encodeTileMap(&mapA, f.A, f.type, f.M, f.K, f.K, kTileRows));
-  MKCCL_CHECK(encodeTileMap(&mapB, f.W, f.type, f.N, f.K, f.K, static_cast<uint32_t>(L.bn / L.cs)));
+  MKCCL_CHECK(encodeTileMap(&mapA, f.A, f.type, f.M, f.K, f.lda, kTileRows));
+  MKCCL_CHECK(encodeTileMap(&mapB, f.W, f.type, f.N, f.K, f.ldw, static_cast<uint32_t>(L.bn / L.cs)));
   MKCCL_CHECK(encodeTileMap(&mapC, f.params.C, f.type, f.cRows, f.N, f.N, 64));
   if (L.bn == 256) return ReduceLauncher<In, 256>::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
   if (L.bn == 128) return ReduceLauncher<In, 128>::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
