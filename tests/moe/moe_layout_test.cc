@@ -49,15 +49,16 @@ TEST(MoeLayout, RegionPiecesAreAlignedAndDisjoint) {
       for (size_t cap : {1, 3, 4096}) {
         Dims d = dims(ranks, 16 * ranks, 8, H, cap);
         const moe::Region r = moe::regionFor(d);
-        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.copyFrom, r.recvX, r.landing, r.bytes};
+        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.copyFrom, r.recvX, r.landing, r.arrivals, r.bytes};
         const size_t sizes[] = {(size_t)ranks * d.keys() * 4,
                                 (size_t)ranks * cap * d.pairStride() * 4,
                                 d.rows * 16,
                                 d.rows * 4,
                                 d.rows * d.rowBytes(),
-                                (size_t)(ranks - 1) * cap * d.landingPitch()};
+                                (size_t)(ranks - 1) * cap * d.landingPitch(),
+                                (1 + moe::arrivalBlocks(d)) * 8};
         EXPECT_GE(r.counts, moe::kFlagBytes);
-        for (int i = 0; i < 6; ++i) {
+        for (int i = 0; i < 7; ++i) {
           EXPECT_EQ(0u, starts[i] % 256) << i;
           EXPECT_LE(starts[i] + sizes[i], starts[i + 1]) << "piece " << i << " runs into the next";
         }

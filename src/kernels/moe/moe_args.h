@@ -31,6 +31,11 @@ struct Args {
   const int32_t* topkIdx;   // [T][k]
   const float* topkW;       // [T][k]
   bool xVec;                // X rows start on 16-byte boundaries (H * esize % 16 == 0, X aligned)
+  // Fused with the first expert GEMM (mkcclMoeDispatchGemm): every slot's row is stored at its own
+  // row by the sender (no expansion pass), each row raises its 128-row block's arrival counter at
+  // the receiver (Region::arrivals, zeroed on the stream before the call), and CTA 0 raises the
+  // layout flag once expertOffsets / expertCounts of this call are written.
+  bool fused;
   // combine
   const char* y;            // [rows][pitch]
   char* out;                // [T][H]

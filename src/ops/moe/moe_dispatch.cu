@@ -45,6 +45,11 @@ __device__ __forceinline__ int rankInWarp(int32_t* cnt, int key) {
 // An expert id as the kernels use it: -1 (dropped) for -1 and for anything outside [0, E).
 __device__ __forceinline__ int validExpert(int e, int E) { return e >= 0 && e < E ? e : -1; }
 
+// Rank q's arrival words (Region::arrivals): [0] the layout flag, [1 + b] block b's counter.
+__device__ __forceinline__ uint64_t* arrivalsOf(const Args& a, int q) {
+  return reinterpret_cast<uint64_t*>(a.region[q] + a.reg.arrivals);
+}
+
 __device__ __forceinline__ void recordBadId(const DevComm& c, int e, int E) {
   dev::recordError(c, /*mkcclInvalidArgument*/ 4, -1, kSiteMoeExpertId, (uint64_t)(int64_t)e, (uint64_t)E);
 }
@@ -190,6 +195,15 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       a.local.expertCounts[le] = colSum[me * El + le];
     }
     if (threadIdx.x == 0) a.local.expertOffsets[El] = (int32_t)(segScan[(me + 1) * El] - myFirst);
+    if (a.fused) {
+      // The GEMM running beside this kernel reads the offsets once this flag is up (it was zeroed
+      // on the stream before the call, so it names this call).
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence();
+        dev::storeRelease(arrivalsOf(a, me), 1);
+      }
+    }
   }
   {  // padding rows of my segments: no source, no expert
     int4* info = reinterpret_cast<int4*>(a.region[me] + a.reg.rowInfo);
@@ -245,19 +259,31 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
         char* R = a.region[d];
         reinterpret_cast<int4*>(R + a.reg.rowInfo)[pos] =
             make_int4(t, (me & 0xffff) | (j << 16), __float_as_int(wt), e - d * El);
-        reinterpret_cast<int32_t*>(R + a.reg.copyFrom)[pos] = d == me ? pos : primary;
+        reinterpret_cast<int32_t*>(R + a.reg.copyFrom)[pos] = d == me || a.fused ? pos : primary;
         if (d != me) {
           int32_t* rec = reinterpret_cast<int32_t*>(R + a.reg.pairs) + ((size_t)me * cap + pairIdx) * stride;
           rec[1 + sub] = pos;
           if (first) rec[0] = m;
         }
       }
-      // The row itself: once per remote rank, to every slot's row on this rank; read once.
-      const unsigned todo = __ballot_sync(0xffffffffu, d >= 0 && (d == me || first));
+      // The row itself: once per remote rank, to every slot's row on this rank; read once. Fused
+      // with the GEMM, to every slot's row on every rank: a row is then complete where it lands,
+      // so the GEMM may start on its block at once (m times the NVLink bytes for a token with m
+      // experts on one rank, against waiting for an expansion pass after every arrival).
+      const unsigned todo = __ballot_sync(0xffffffffu, d >= 0 && (d == me || first || a.fused));
       char* dst = d >= 0 ? a.region[d] + a.reg.recvX + (size_t)pos * rowBytes : nullptr;
       const char* xrow = a.x + (size_t)t * H * es;
       if (a.xVec) warpCopy16Multi(dst, todo, xrow, H * es / 16);
       else warpCopy2Multi(dst, todo, xrow, H);
+      if (a.fused) {
+        // Every lane's stores are ordered before any lane's release (__syncwarp orders the warp's
+        // memory accesses; the system fence makes them cumulative for the peer's acquire).
+        __syncwarp();
+        if (d >= 0) {
+          dev::fenceSys();
+          dev::addRelease(arrivalsOf(a, d) + 1 + pos / kArrivalBlock, 1);
+        }
+      }
     }
   }
   if (!dev::gridSync(c, 0, 2)) return;
@@ -266,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
 
   // ---- 5. expand ----
   if (!waitRanks(c, moeFlags(a.region[me]) + kDoneFlag, dev::flagValue(seq, 2), false, kSiteMoeDispatch)) return;
-  {
+  if (!a.fused) {  // fused: every row was stored where it belongs
     char* X = a.region[me] + a.reg.recvX;
     const int32_t* from = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.copyFrom);
     const size_t rowBytes = D.rowBytes();

@@ -54,6 +54,9 @@ LocalLayout localLayoutFor(const Dims& d, int ctas) {
 }
 
 void freeHandle(mkcclMoe* h) {
+  if (h->forkEv) cudaEventDestroy(h->forkEv);
+  if (h->joinEv) cudaEventDestroy(h->joinEv);
+  if (h->side) cudaStreamDestroy(h->side);
   symRegionDestroy(h->comm, &h->region);  // also a partly made one
   if (h->localBlock) cudaFree(h->localBlock);
   h->localBlock = nullptr;
@@ -167,6 +170,13 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
                    cudaGetErrorString(e));
   }
   if (res == mkcclSuccess) res = symRegionCreate(comm, h->reg.bytes, &h->region);
+  if (res == mkcclSuccess) {  // mkcclMoeDispatchGemm's second stream and its fork / join events
+    e = cudaStreamCreateWithFlags(&h->side, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&h->forkEv, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&h->joinEv, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+      res = setError(mkcclUnhandledCudaError, "%s: creating the handle's stream and events: %s", op, cudaGetErrorString(e));
+  }
   if (res == mkcclSuccess) {
     char* base = static_cast<char*>(h->localBlock);
     h->local.ctaCounts = reinterpret_cast<int32_t*>(base + l.ctaCounts);
