@@ -1,5 +1,6 @@
 // Public entry points of MoE dispatch/combine: argument checks with messages, then the op
 // (src/ops/moe).
+#include <algorithm>
 #include "mkccl.h"
 #include "ops/moe/moe_handle.h"
 #include "base/check.h"
@@ -104,6 +105,12 @@ mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t h, const void* X, const int32_t* t
             op, d.hidden);
   ARG_CHECK(d.align % 128 == 0, "%s: the handle's rowAlign=%d must be a multiple of 128 (a GEMM tile never "
             "straddles two experts)", op, d.align);
+  // Refused here, before the call takes a sequence number (every rank has the same handle).
+  if (std::min(h->ctas, comm->smCount) < 2)
+    return setError(mkcclInvalidUsage,
+                    "%s: the handle may use %d CTA(s) (maxCtas); the fused call needs at least 2: a few push the rows, "
+                    "the rest compute",
+                    op, std::min(h->ctas, comm->smCount));
   ARG_CHECK(N >= 1 && N <= (size_t(1) << 24) && N % 8 == 0, "%s: N=%zu: expected a multiple of 8 in 8 .. 2^24", op, N);
   const size_t wRows = swiglu ? 2 * ((N + 127) / 128 * 128) : N;
   ARG_CHECK(size_t(El) * wRows < (size_t(1) << 31), "%s: W1 has %zu rows: at most 2^31 - 1", op, size_t(El) * wRows);
