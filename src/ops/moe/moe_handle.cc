@@ -32,7 +32,7 @@ struct Agreed {
 
 // The local buffers, carved from one allocation (each piece 256-byte aligned).
 struct LocalLayout {
-  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, bytes;
+  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, sendList, bytes;
 };
 LocalLayout localLayoutFor(const Dims& d, int ctas) {
   LocalLayout l{};
@@ -49,6 +49,7 @@ LocalLayout localLayoutFor(const Dims& d, int ctas) {
   l.route = take(slots * sizeof(Route));
   l.offsets = take(((size_t)d.localExperts() + 1) * 4);
   l.counts = take((size_t)d.localExperts() * 4);
+  l.sendList = take(slots * 4);
   l.bytes = at;
   return l;
 }
@@ -185,6 +186,7 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
     h->local.route = reinterpret_cast<Route*>(base + l.route);
     h->local.expertOffsets = reinterpret_cast<int32_t*>(base + l.offsets);
     h->local.expertCounts = reinterpret_cast<int32_t*>(base + l.counts);
+    h->local.sendList = reinterpret_cast<int32_t*>(base + l.sendList);
     // Flags must start below every call's values (the counts and pair tables are zeroed too). No
     // peer writes here before this rank has entered a call on the handle, i.e. after this. A
     // stream of our own: ranks sharing a GPU may already run kernels (a device-wide sync could
