@@ -19,6 +19,7 @@
 #include "ops/gemm/gemm_plan.h"
 #include "ops/moe/moe_handle.h"
 #include "ops/moe/moe_kernels.h"
+#include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "base/log.h"
 #include "runtime/comm.h"
@@ -101,7 +102,8 @@ mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());  // an earlier GEMM-family kernel's internal fault, reported once
   const int total = std::min(h->ctas, ctx.comm->smCount);
-  const int dC = fusedDispatchCtas(total), gC = total - dC;
+  const int asked = tuningOf(ctx.comm).moe.dispatchCtas;  // the tuner's moe.dispatch_ctas (0: the rule)
+  const int dC = asked > 0 ? std::min(asked, total - 1) : fusedDispatchCtas(total), gC = total - dC;
   if (gC < 1)
     return setError(mkcclInvalidUsage,
                     "mkcclMoeDispatchGemm: the handle may use %d CTA(s); the fused call needs at least 2 (maxCtas)",
