@@ -401,6 +401,22 @@ mkcclResult_t mkcclMoeDispatch(mkcclMoe_t handle, const void* X, const int32_t* 
  * the last dispatch; out is [T, H], rows contiguous. Collective. */
 mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_t T, cudaStream_t stream);
 
+/* Dispatch fused with the first expert GEMM: what mkcclMoeDispatch does, and at the same time, on
+ * this rank's received rows as they land (a 128-row tile starts once its rows have arrived),
+ *   swiglu != 0:  act[r, :N] = silu(recvX[r] . gate_e^T) * (recvX[r] . up_e^T)   (N = I)
+ *                 W1 [E/nranks, 2*roundup(N, 128), H]: gate and up blocked-interleaved by 128 rows,
+ *                 as mkcclGroupedGemmSwiglu takes it;
+ *   swiglu == 0:  act[r, :N] = recvX[r] . W1_e^T,  W1 [E/nranks, N, H];
+ * for every row r of local expert e's segment (expertOffsets). act is [maxRecvRows, N] of dtype,
+ * rows N apart; padding rows hold any values. fp32 accumulation, one rounding to dtype. After it
+ * (stream order) the handle's buffers are those of a dispatch: mkcclGroupedGemm(act, W2, Y, ...)
+ * then mkcclMoeCombine(handle, Y, ...) finish the layer. Needs H and N multiples of 8, rowAlign a
+ * multiple of 128, a Hopper GPU, and a handle whose maxCtas allows 2+ CTAs: a few of them push the
+ * rows, the rest compute (the two grids run at once on the handle's second stream and this one,
+ * joined before the call returns; capturable in a CUDA graph). Collective. */
+mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t handle, const void* X, const int32_t* topkIdx, const float* topkW,
+                                   size_t T, const void* W1, void* act, size_t N, int swiglu, cudaStream_t stream);
+
 /* Attention (forward; bf16/fp16 inputs, fp32 softmax and accumulation)                            */
 /* ---------------------------------------------------------------------------------------------- */
 

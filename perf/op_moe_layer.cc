@@ -1,15 +1,20 @@
 // mkccl-perf moe: the MoE expert layer, measured in one run as
-//   time        ours: mkcclMoeDispatch, mkcclGroupedGemmSwiglu (gate+up, SwiGLU epilogue),
-//               mkcclGroupedGemm (down), mkcclMoeCombine, one after the other on the stream (the
-//               calls composed; the fused dispatch+GEMM1 / GEMM2+combine kernels are not built yet)
-//   floor       our two grouped GEMMs alone on the dispatched rows (floor_us, floor_ratio)
+//   time        ours, fused: mkcclMoeDispatchGemm (dispatch + gate/up GEMM with the SwiGLU epilogue,
+//               the GEMM starting on rows as they land), mkcclGroupedGemm (down), mkcclMoeCombine
+//               (GEMM2 + combine are not fused yet)
+//   composed_us ours, composed: mkcclMoeDispatch, mkcclGroupedGemmSwiglu, mkcclGroupedGemm,
+//               mkcclMoeCombine one after the other (fused_vs_composed = composed_us / time);
+//               dispatch_gemm1_fused_us / dispatch_gemm1_composed_us: the first half alone, each way
+//   floor       our two grouped GEMMs alone on the dispatched rows (floor_us; floor_ratio = time /
+//               floor, composed_floor_ratio the composed layer's)
 //   baseline    "nccl+cublas": NCCL all-to-all(v) of one row per (token, slot) out, one cuBLAS GEMM
 //               per local expert for gate+up and one for down, NCCL all-to-all(v) of the rows back.
 //               Its routing, counts and permutes are on the host and not timed, and it leaves out
 //               SwiGLU and the weighted sum: a lower bound of the unfused pipeline.
 //   extras      dispatch_us, combine_us (ours, each alone), gemms_tflops (floor, routed rows only:
 //               6 * T*k * H * I flops per rank), dispatch_bytes / combine_bytes (what this rank sends
-//               over NVLink, averaged over the ranks), speedup (baseline / time)
+//               over NVLink, averaged over the ranks), speedup (baseline / time; composed_speedup
+//               baseline / composed_us)
 // Shapes: T x H x E (-m T -n H -k E or --shapes TxHxE,...); I from the model the (H, E) pair names
 // (7168/256: 2048, 2048/128: 768, 4096/8: 14336), else H/2 rounded up to 128; top-8 when E >= 64
 // else top-2. Default: the three models at T = 512, 4096, 16384 tokens per rank, uniform and skewed.
@@ -109,6 +114,22 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     gemms(i);
     combine(i);
   };
+  // The fused path: dispatch + SwiGLU GEMM in one call (mkcclMoeDispatchGemm), then the down GEMM
+  // and combine.
+  auto dispatchGemm = [&](int i) {
+    const int s = i % sets;
+    ck(mkcclMoeDispatchGemm(h, X[s].p, (const int32_t*)Ix[s].p, (const float*)Wt[s].p, T, W1.p, act.p, I, 1,
+                            env.stream));
+  };
+  auto dispatchThenGemm = [&](int i) {
+    dispatch(i);
+    ck(mkcclGroupedGemmSwiglu(buf.recvX, W1.p, act.p, buf.expertOffsets, El, P, I, H, t, t, env.stream));
+  };
+  auto fusedLayer = [&](int i) {
+    dispatchGemm(i);
+    ck(mkcclGroupedGemm(act.p, W2.p, Y.p, buf.expertOffsets, El, P, H, I, t, t, env.stream));
+    combine(i);
+  };
 
   Result r;
   r.op = kOp;
@@ -117,18 +138,25 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
   r.hasShape = true;
   r.shape = Shape{T, H, (size_t)E};
   r.count = T * H;
-  if (a.check) {  // every output finite (the values themselves: tests/moe)
-    layer(0);
-    std::vector<uint16_t> o(T * H);
-    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
-        !cudaOk(kOp, cudaMemcpy(o.data(), out.p, T * H * es, cudaMemcpyDeviceToHost), "copy")) {
-      fprintf(stderr, "moe: rank %d: the checked run failed: %s\n", me, mkcclGetLastError(env.comm));
-      return 1;
-    }
+  if (a.check) {  // every output of both paths finite (the values themselves: tests/moe)
     long long bad = 0;
-    for (uint16_t v : o) bad += std::isfinite(halfToDouble(v, t)) ? 0 : 1;
+    for (int path = 0; path < 2; ++path) {
+      if (path == 0) layer(0);
+      else fusedLayer(0);
+      std::vector<uint16_t> o(T * H);
+      if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
+          !cudaOk(kOp, cudaMemcpy(o.data(), out.p, T * H * es, cudaMemcpyDeviceToHost), "copy")) {
+        fprintf(stderr, "moe: rank %d: the checked run (%s) failed: %s\n", me, path ? "fused" : "composed",
+                mkcclGetLastError(env.comm));
+        return 1;
+      }
+      for (uint16_t v : o) bad += std::isfinite(halfToDouble(v, t)) ? 0 : 1;
+    }
     r.wrong = bad;
   }
+  const double fusedUs = timeMedianUs(fusedLayer, a.warmup, a.iters, env.stream);
+  const double dgFusedUs = timeMedianUs(dispatchGemm, a.warmup, a.iters, env.stream);
+  const double dgComposedUs = timeMedianUs(dispatchThenGemm, a.warmup, a.iters, env.stream);
   const double layerUs = timeMedianUs(layer, a.warmup, a.iters, env.stream);
   const double dispUs = timeMedianUs(dispatch, a.warmup, a.iters, env.stream);
   dispatch(0);
@@ -142,7 +170,7 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
   // What set 0 sends: rows per (token, rank) pair out, one row (or fp32 row) per pair back; slot
   // rows per rank and per expert for the baseline.
   std::vector<size_t> slots(ws, 0), perExpert(E, 0);
-  double ourOut = 0, ourBack = 0;
+  double ourOut = 0, ourBack = 0, fusedOut = 0;  // fused: every slot's row travels (no expansion)
   for (size_t tok = 0; tok < T; ++tok) {
     std::vector<int> m(ws, 0);
     for (int j = 0; j < k; ++j) {
@@ -153,7 +181,7 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     }
     for (int q = 0; q < ws; ++q) {
       slots[q] += m[q];
-      if (m[q] && q != me) ourOut += H * es, ourBack += m[q] == 1 ? H * es : H * 4.0;
+      if (m[q] && q != me) ourOut += H * es, ourBack += m[q] == 1 ? H * es : H * 4.0, fusedOut += m[q] * H * es;
     }
   }
   std::vector<size_t> allSlots((size_t)ws * ws), allExpert((size_t)ws * E);
@@ -220,29 +248,39 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     }
   }
 
-  std::vector<double> tm = {layerUs, dispUs, floorUs, combUs, ncUs};
-  std::vector<double> by = {ourOut, ourBack};
+  std::vector<double> tm = {layerUs, dispUs, floorUs, combUs, ncUs, fusedUs, dgFusedUs, dgComposedUs};
+  std::vector<double> by = {ourOut, ourBack, fusedOut};
   if (!combineOverRanks("moe", tm.data(), tm.size(), false) || !combineOverRanks("moe", by.data(), by.size(), true))
     return 1;
   for (double& b : by) b /= ws;
-  r.timeUs = tm[0];
-  r.bytes = (size_t)(by[0] + by[1]);
+  // time: the fused layer (mkcclMoeDispatchGemm + grouped GEMM + combine); composed_us: the four
+  // calls one after the other.
+  r.timeUs = tm[5];
+  r.bytes = (size_t)(by[2] + by[1]);
+  r.extra["composed_us"] = tm[0];
+  r.extra["fused_vs_composed"] = tm[0] / tm[5];
+  r.extra["dispatch_gemm1_fused_us"] = tm[6];
+  r.extra["dispatch_gemm1_composed_us"] = tm[7];
   r.extra["dispatch_us"] = tm[1];
   r.extra["floor_us"] = tm[2];
-  r.extra["floor_ratio"] = tm[0] / tm[2];
+  r.extra["floor_ratio"] = tm[5] / tm[2];
+  r.extra["composed_floor_ratio"] = tm[0] / tm[2];
   r.extra["combine_us"] = tm[3];
   r.extra["gemms_tflops"] = 6.0 * double(T) * k * H * I / (tm[2] * 1e-6) / 1e12;
   r.extra["dispatch_bytes"] = by[0];
+  r.extra["fused_dispatch_bytes"] = by[2];
   r.extra["combine_bytes"] = by[1];
   r.extra["inter"] = double(I);
   r.extra["top_k"] = k;
   if (base) {
     r.baseline = "nccl+cublas";
     r.baselineTimeUs = tm[4];
-    r.extra["speedup"] = tm[4] / tm[0];
+    r.extra["speedup"] = tm[4] / tm[5];
+    r.extra["composed_speedup"] = tm[4] / tm[0];
   }
   r.note = std::string(skewed ? "skewed" : "uniform") + " routing, top-" + std::to_string(k) + ", I " +
-           std::to_string(I) + ", composed calls (not fused)" + (base ? "" : ", no NCCL+cuBLAS baseline");
+           std::to_string(I) + ", time = fused dispatch+GEMM1 (GEMM2 and combine composed)" +
+           (base ? "" : ", no NCCL+cuBLAS baseline");
   env.emit(r);
   return 0;
 }
@@ -269,7 +307,8 @@ int runMoeLayer(const Args& a, Env& env, std::vector<Result>*) {
 }  // namespace
 
 MKCCL_PERF_SHAPE_OP("moe", runMoeLayer,
-                    "MoE expert layer: dispatch + SwiGLU grouped GEMM + grouped GEMM + combine (composed calls) "
+                    "MoE expert layer: fused dispatch + SwiGLU grouped GEMM, grouped GEMM, combine; the same as four "
+                    "composed calls; "
                     "against NCCL all-to-all(v) + cuBLAS per expert + NCCL back, and our grouped GEMMs alone (floor). "
                     "-m T -n H -k E or --shapes TxHxE,...; default: DeepSeek-V3-, Qwen3-30B-A3B- and Mixtral-like "
                     "shapes at T = 512, 4096, 16384, uniform and skewed routing");

@@ -1,6 +1,7 @@
 // CPU checks of the MoE index math (src/kernels/moe/moe_layout.h) and of the dispatch kernel's
 // placement, emulated: rows inside their segments, none shared, sources in rank order, capacity.
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <stdint.h>
 #include <random>
 #include <set>
@@ -49,15 +50,16 @@ TEST(MoeLayout, RegionPiecesAreAlignedAndDisjoint) {
       for (size_t cap : {1, 3, 4096}) {
         Dims d = dims(ranks, 16 * ranks, 8, H, cap);
         const moe::Region r = moe::regionFor(d);
-        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.copyFrom, r.recvX, r.landing, r.bytes};
+        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.copyFrom, r.recvX, r.landing, r.arrivals, r.bytes};
         const size_t sizes[] = {(size_t)ranks * d.keys() * 4,
                                 (size_t)ranks * cap * d.pairStride() * 4,
                                 d.rows * 16,
                                 d.rows * 4,
                                 d.rows * d.rowBytes(),
-                                (size_t)(ranks - 1) * cap * d.landingPitch()};
+                                (size_t)(ranks - 1) * cap * d.landingPitch(),
+                                (1 + moe::arrivalBlocks(d)) * 8};
         EXPECT_GE(r.counts, moe::kFlagBytes);
-        for (int i = 0; i < 6; ++i) {
+        for (int i = 0; i < 7; ++i) {
           EXPECT_EQ(0u, starts[i] % 256) << i;
           EXPECT_LE(starts[i] + sizes[i], starts[i + 1]) << "piece " << i << " runs into the next";
         }
@@ -168,6 +170,62 @@ TEST(MoeLayout, PlacementFillsSegmentsInSourceOrder) {
           const Placement p = emulatePlacement(d, r, ctas);
           EXPECT_EQ("", checkPlacement(d, r, lay, p));
         }
+}
+
+// mkcclMoeDispatchGemm's arrival counts: the fused dispatch walks each source's send list (index
+// myScan[e] + rank of the slot among the source's rows of global expert e, i.e. row - the source's
+// first row of e at the owner) and adds one per row to the row's 128-row block at the owner; the
+// GEMM waits, per block, for clamp(count_e - (block start - offset_e), 0, 128). Checked on the
+// emulated placement: the send list is a permutation of [0, rows sent) ordered by (expert, row),
+// and every block receives exactly what the GEMM waits for (no more: a counter above the wait
+// would mean a row of another block counted here; no less: a hang).
+TEST(MoeLayout, FusedArrivalsMatchTheGemmsWait) {
+  std::mt19937_64 g(29);
+  for (int ranks : {1, 2, 3, 4})
+    for (RouteKind kind : {RouteKind::Uniform, RouteKind::Skewed, RouteKind::EmptyExperts, RouteKind::Dropped,
+                           RouteKind::Duplicates, RouteKind::OneRank})
+      for (int ctas : {1, 5}) {
+        Dims d = dims(ranks, 4 * ranks, 3, 8, 700, 128);
+        std::vector<Routing> r(ranks);
+        for (int s = 0; s < ranks; ++s) r[s] = makeRouting(kind, s == 0 ? 1 : (int)(g() % 700), d, g());
+        SCOPED_TRACE(testing::Message() << ranks << " ranks, " << routeKindName(kind) << ", " << ctas << " CTAs");
+        const auto lay = referenceLayout(d, r);
+        const Placement p = emulatePlacement(d, r, ctas);
+        ASSERT_EQ("", checkPlacement(d, r, lay, p));
+        const int E = d.experts, El = d.localExperts(), k = d.topk;
+        std::vector<std::vector<long long>> arrived(ranks);
+        for (int q = 0; q < ranks; ++q) arrived[q].assign((lay[q].total() + 127) / 128, 0);
+        for (int s = 0; s < ranks; ++s) {
+          std::vector<long long> mine(E, 0), first(E, -1);
+          for (int i = 0; i < r[s].T * k; ++i) {
+            const int e = r[s].idx[i];
+            if (e < 0 || e >= E) continue;
+            ++mine[e];
+            if (first[e] < 0 || p.pos[s][i] < first[e]) first[e] = p.pos[s][i];
+          }
+          std::vector<long long> scan(E + 1, 0);
+          for (int e = 0; e < E; ++e) scan[e + 1] = scan[e] + mine[e];
+          std::vector<int> seen(scan[E], 0);
+          for (int i = 0; i < r[s].T * k; ++i) {
+            const int e = r[s].idx[i];
+            if (e < 0 || e >= E) continue;
+            const long long L = scan[e] + (p.pos[s][i] - first[e]);
+            ASSERT_GE(L, scan[e]);
+            ASSERT_LT(L, scan[e + 1]) << "source " << s << "'s rows of expert " << e << " are not contiguous";
+            ++seen[L];
+            arrived[e / El][p.pos[s][i] / 128]++;
+          }
+          for (long long L = 0; L < scan[E]; ++L) ASSERT_EQ(1, seen[L]) << "send list entry " << L;
+        }
+        for (int q = 0; q < ranks; ++q) {
+          const RankLayout& l = lay[q];
+          for (int le = 0; le < El; ++le)
+            for (long long b = l.offsets[le] / 128; b < l.offsets[le + 1] / 128; ++b) {
+              const long long want = std::min<long long>(128, std::max<long long>(0, l.counts[le] - (b * 128 - l.offsets[le])));
+              EXPECT_EQ(want, arrived[q][b]) << "rank " << q << " expert " << le << " block " << b;
+            }
+        }
+      }
 }
 
 // The expansion's lookup: every row of every segment (empty ones included) maps to its expert.

@@ -955,10 +955,14 @@ void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Ro
   }
 }
 
-void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
+// fused: the layer made twice per rank, composed (into a second output) and then with
+// mkcclMoeDispatchGemm for the dispatch and the SwiGLU GEMM, recvX and act poisoned in between (a
+// GEMM that read a row before it landed would compute on the poison, not on the composed call's
+// identical rows); both outputs against the reference and against each other.
+void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused = false) {
   const int ws = w.size();
   SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I << ", "
-                                  << routeKindName(c.kind) << ", seed " << seed);
+                                  << routeKindName(c.kind) << (fused ? ", fused" : ", composed") << ", seed " << seed);
   Case base{"layer", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
   size_t cap = 1;
   for (int r = 0; r < ws; ++r) cap = std::max(cap, (size_t)c.T(r));
@@ -970,7 +974,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
   struct Rank {
     RankData d;
     LayerWeights wt;
-    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr;
+    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dOutC = nullptr;
   };
   std::vector<Rank> rk(ws);
   Dims d;
@@ -979,6 +983,8 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
     Rank& x = rk[r];
     ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.d.buf));
     ASSERT_EQ(c.H, x.d.buf.rowPitch) << "the layer test keeps H a multiple of 8";
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOutC, std::max<size_t>((size_t)c.T(r) * c.H * 2, 16)));
+    test::poison(x.dOutC, (size_t)c.T(r) * c.H * 2, w.streams[r]);
     d = dimsOf(cfg, ws, x.d.buf.maxRecvRows);
     const int T = c.T(r);
     x.d.route = makeRouting(c.kind, T, d, g());
@@ -1009,7 +1015,17 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
     if (e == mkcclSuccess)
       e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
                            mkcclBfloat16, w.streams[r]);
-    if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, x.d.dOut, c.T(r), w.streams[r]);
+    if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, fused ? x.dOutC : x.d.dOut, c.T(r), w.streams[r]);
+    if (fused && e == mkcclSuccess) {
+      cudaMemsetAsync(b.recvX, 0xff, b.maxRecvRows * b.rowPitch * 2, w.streams[r]);  // bf16 NaN
+      cudaMemsetAsync(x.dAct, 0xff, b.maxRecvRows * c.I * 2, w.streams[r]);
+      e = mkcclMoeDispatchGemm(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), x.dW1, x.dAct,
+                               c.I, 1, w.streams[r]);
+      if (e == mkcclSuccess)
+        e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
+                             mkcclBfloat16, w.streams[r]);
+      if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, x.d.dOut, c.T(r), w.streams[r]);
+    }
     res[r] = e;
     sync[r] = cudaStreamSynchronize(w.streams[r]);
   });
@@ -1026,6 +1042,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
     Rank& x = rk[r];
     const int T = c.T(r);
     x.d.out = download<uint16_t>(x.d.dOut, (size_t)T * c.H);
+    const std::vector<uint16_t> outC = fused ? download<uint16_t>(x.dOutC, (size_t)T * c.H) : std::vector<uint16_t>();
     std::vector<double> ref(c.H);
     for (int t = 0; t < T; ++t) {
       layerReference(c, x.d.X, x.d.route, t, [&](int owner) -> const LayerWeights& { return rk[owner].wt; }, ref.data());
@@ -1037,6 +1054,12 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
         if (!(err <= 3e-2) && wrongAll++ < 5)
           ADD_FAILURE() << "rank " << r << " out[" << t << ", " << h << "] = " << got << ", expected " << ref[h];
         if (err > worst) worst = err;
+        if (!fused) continue;
+        // Same tiles on the same rows and weights: the fused layer is expected to equal the
+        // composed one; a small tolerance only.
+        const float comp = fromBits(outC[(size_t)t * c.H + h], false);
+        if (!(fabs(got - comp) / scale <= 1e-2) && wrongAll++ < 5)
+          ADD_FAILURE() << "rank " << r << " fused out[" << t << ", " << h << "] = " << got << ", composed " << comp;
       }
     }
   }
@@ -1047,6 +1070,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed) {
     cudaFree(rk[r].dW1);
     cudaFree(rk[r].dW2);
     cudaFree(rk[r].dAct);
+    cudaFree(rk[r].dOutC);
     rk[r].d.release();
   }
 }
@@ -1075,8 +1099,9 @@ TEST(MoeGpu, LayerComposedOneToFourRanks) {
 // match the eager call of its round, and both the fp32 reference on rounds 0, 1, 50 and 99: a replay
 // that reused its capture's sequence number would pass on the flags of the call before and combine
 // stale rows (or hang until the device timeout).
-TEST(MoeGpu, LayerReplayedInACudaGraph) {
-  MKCCL_REQUIRE_GPUS(1);
+// fused: the same with mkcclMoeDispatchGemm for the dispatch and the SwiGLU GEMM (its fork and
+// join of the handle's second stream captured too).
+void runGraphLayer(bool fused) {
   const TestEnv env;
   const int ws = 2, rounds = 100;
   InProcessRanks w(devicesFor(ws));
@@ -1132,10 +1157,16 @@ TEST(MoeGpu, LayerReplayedInACudaGraph) {
     Rank& x = rk[r];
     const mkcclMoeBuffers& b = x.d.buf;
     cudaStream_t s = w.streams[r];
-    mkcclResult_t e = mkcclMoeDispatch(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), s);
-    if (e == mkcclSuccess)
-      e = mkcclGroupedGemmSwiglu(b.recvX, x.dW1, x.dAct, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H,
-                                 mkcclBfloat16, mkcclBfloat16, s);
+    mkcclResult_t e;
+    if (fused) {
+      e = mkcclMoeDispatchGemm(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), x.dW1, x.dAct,
+                               c.I, 1, s);
+    } else {
+      e = mkcclMoeDispatch(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), s);
+      if (e == mkcclSuccess)
+        e = mkcclGroupedGemmSwiglu(b.recvX, x.dW1, x.dAct, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H,
+                                   mkcclBfloat16, mkcclBfloat16, s);
+    }
     if (e == mkcclSuccess)
       e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
                            mkcclBfloat16, s);
@@ -1183,7 +1214,7 @@ TEST(MoeGpu, LayerReplayedInACudaGraph) {
     for (int r = 0; r < ws; ++r) {
       EXPECT_EQ("", err[r]) << "rank " << r;
       expectNoAsyncError(w.comms[r]);
-      ok = ok && err[r].empty() && !HasFailure();
+      ok = ok && err[r].empty() && !::testing::Test::HasFailure();
     }
     ASSERT_TRUE(ok);
     const bool withRef = round == 0 || round == 1 || round == rounds / 2 || round == rounds - 1;
@@ -1233,6 +1264,368 @@ TEST(MoeGpu, LayerReplayedInACudaGraph) {
     cudaFree(rk[r].dAct);
     cudaFree(rk[r].dOutE);
     rk[r].d.release();
+  }
+}
+
+
+TEST(MoeGpu, LayerReplayedInACudaGraph) {
+  MKCCL_REQUIRE_GPUS(1);
+  runGraphLayer(false);
+}
+
+TEST(MoeGpu, FusedLayerReplayedInACudaGraph) {
+  MKCCL_REQUIRE_GPUS(1);
+  runGraphLayer(true);
+}
+
+// ---- mkcclMoeDispatchGemm (dispatch fused with the first expert GEMM) ----
+
+// The fused layer against the composed one and the fp32 reference, 1-4 ranks sharing the GPU:
+// H and I not multiples of 128, T = 0 (one rank, and every rank), 1, 3 and larger, uniform /
+// skewed / dropped / empty-expert routings.
+TEST(MoeGpu, LayerFusedOneToFourRanks) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  uint64_t seed = freshSeed();
+  const std::vector<LayerCase> cs = {
+      {4, 4, 136, 200, RouteKind::Uniform, [](int r) { return 150 + 29 * r; }},
+      {3, 2, 264, 128, RouteKind::Skewed, [](int r) { return r == 0 ? 0 : r == 1 ? 1 : 3 + 40 * r; }},
+      {4, 3, 128, 72, RouteKind::Dropped, [](int r) { return 90; }},
+      {6, 2, 72, 256, RouteKind::EmptyExperts, [](int r) { return 60 + r; }},
+      {2, 2, 72, 136, RouteKind::Uniform, [](int) { return 0; }},
+      {8, 8, 200, 144, RouteKind::Uniform, [](int r) { return 3 + 380 * (r % 2); }},
+  };
+  for (int ws = 1; ws <= 4; ++ws) {
+    InProcessRanks w(devicesFor(ws));
+    ASSERT_TRUE(w.ok());
+    for (const LayerCase& c : cs) runLayer(w, c, ++seed, true);
+  }
+}
+
+// swiglu = 0: act = recvX . W1_e^T per row, checked row by row against fp32 dot products of the
+// source rank's X row (found through rowInfo) and the expert's W1 rows; recvX and act poisoned
+// before the call. N not a multiple of 128 (a 128-wide tile) and above (256-wide tiles).
+TEST(MoeGpu, DispatchGemmPlainAgainstFp32) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  uint64_t seed = freshSeed();
+  struct P {
+    int El, k;
+    size_t H, N;
+    RouteKind kind;
+    int T;
+  };
+  for (const P& p : {P{4, 3, 136, 72, RouteKind::Uniform, 130}, P{3, 2, 64, 264, RouteKind::Skewed, 77}}) {
+    for (int ws : {1, 3}) {
+      InProcessRanks w(devicesFor(ws));
+      ASSERT_TRUE(w.ok());
+      SCOPED_TRACE(testing::Message() << ws << " ranks, H " << p.H << " N " << p.N << ", seed " << seed + 1);
+      std::mt19937_64 g(++seed);
+      Case base{"plain", p.El, p.k, p.H, p.kind, 0, false, [&](int) { return p.T; }, Case::YRandom};
+      const mkcclMoeConfig_t cfg = configOf(base, ws, p.T);
+      Handles hs(w, cfg);
+      ASSERT_TRUE(hs.ok);
+      std::vector<RankData> rd(ws);
+      std::vector<std::vector<uint16_t>> W(ws);
+      std::vector<void*> dW1(ws), dAct(ws);
+      for (int r = 0; r < ws; ++r) {
+        cudaSetDevice(w.devs[r]);
+        RankData& x = rd[r];
+        ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
+        const Dims d = dimsOf(cfg, ws, x.buf.maxRecvRows);
+        x.route = makeRouting(p.kind, p.T, d, g());
+        x.X = randomHalves((size_t)p.T * p.H, false, g);
+        W[r] = randomHalves(size_t(p.El) * p.N * p.H, false, g);
+        dW1[r] = upload(W[r].data(), W[r].size() * 2);
+        x.dX = upload(x.X.data(), x.X.size() * 2);
+        x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+        x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+        ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct[r], x.buf.maxRecvRows * p.N * 2));
+      }
+      std::vector<mkcclResult_t> res(ws, mkcclInternalError);
+      w.onEveryRank([&](int r) {
+        RankData& x = rd[r];
+        cudaMemsetAsync(x.buf.recvX, 0xff, x.buf.maxRecvRows * x.buf.rowPitch * 2, w.streams[r]);
+        cudaMemsetAsync(dAct[r], 0xff, x.buf.maxRecvRows * p.N * 2, w.streams[r]);
+        res[r] = mkcclMoeDispatchGemm(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, p.T, dW1[r], dAct[r],
+                                      p.N, 0, w.streams[r]);
+        if (cudaStreamSynchronize(w.streams[r]) != cudaSuccess) res[r] = mkcclUnhandledCudaError;
+      });
+      size_t wrong = 0, rows = 0;
+      for (int r = 0; r < ws; ++r) {
+        ASSERT_EQ(mkcclSuccess, res[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
+        expectNoAsyncError(w.comms[r]);
+        cudaSetDevice(w.devs[r]);
+        const mkcclMoeBuffers& b = rd[r].buf;
+        const std::vector<int32_t> off = download<int32_t>(b.expertOffsets, p.El + 1);
+        const std::vector<int32_t> cnt = download<int32_t>(b.expertCounts, p.El);
+        const std::vector<mkcclMoeRowInfo> info = download<mkcclMoeRowInfo>(b.rowInfo, b.maxRecvRows);
+        const std::vector<uint16_t> act = download<uint16_t>(dAct[r], b.maxRecvRows * p.N);
+        for (int e = 0; e < p.El; ++e)
+          for (int i = 0; i < cnt[e]; ++i) {
+            const size_t row = size_t(off[e]) + i;
+            const mkcclMoeRowInfo& ri = info[row];
+            ASSERT_EQ(e, ri.expert);
+            ASSERT_TRUE(ri.srcRank >= 0 && ri.srcRank < ws && ri.token >= 0 && ri.token < p.T);
+            const uint16_t* xr = &rd[ri.srcRank].X[size_t(ri.token) * p.H];
+            std::vector<double> ref(p.N);
+            double scale = 1e-3;
+            for (size_t n = 0; n < p.N; ++n) {
+              const uint16_t* wr = &W[r][(size_t(e) * p.N + n) * p.H];
+              double acc = 0;
+              for (size_t h = 0; h < p.H; ++h) acc += double(fromBits(xr[h], false)) * fromBits(wr[h], false);
+              ref[n] = acc;
+              scale = std::max(scale, fabs(acc));
+            }
+            for (size_t n = 0; n < p.N; ++n) {
+              const float got = fromBits(act[row * p.N + n], false);
+              if (!(fabs(got - ref[n]) / scale <= 1e-2) && wrong++ < 5)
+                ADD_FAILURE() << "rank " << r << " act[" << row << ", " << n << "] = " << got << ", expected " << ref[n];
+            }
+            ++rows;
+          }
+      }
+      EXPECT_EQ(0u, wrong);
+      EXPECT_GT(rows, 0u);
+      for (int r = 0; r < ws; ++r) {
+        cudaSetDevice(w.devs[r]);
+        cudaFree(dW1[r]);
+        cudaFree(dAct[r]);
+        rd[r].release();
+      }
+    }
+  }
+}
+
+// 50 fused layers (mkcclMoeDispatchGemm, grouped GEMM, combine) queued back to back on every rank
+// with no host sync, fresh X and routing per call, every output against the fp32 reference: the
+// arrival counters and the layout flag are zeroed on the stream before each call, and a call must
+// never see the rows or layout of the one before.
+TEST(MoeGpu, FusedFiftyCallsBackToBack) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  const int ws = 2, calls = 50;
+  InProcessRanks w(devicesFor(ws));
+  ASSERT_TRUE(w.ok());
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 g(seed);
+  const LayerCase c{4, 3, 72, 136, RouteKind::Uniform, [](int r) { return 40 + 17 * r; }};
+  Case base{"fused back to back", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(base, ws, 57);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  struct Rank {
+    std::vector<RankData> d;  // per call
+    LayerWeights wt;
+    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dY = nullptr;
+    mkcclMoeBuffers b{};
+  };
+  std::vector<Rank> rk(ws);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    Rank& x = rk[r];
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.b));
+    const Dims d = dimsOf(cfg, ws, x.b.maxRecvRows);
+    x.wt = randomWeights(c, g);
+    const std::vector<uint16_t> w1 = packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
+    x.dW1 = upload(w1.data(), w1.size() * 2);
+    x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dAct, x.b.maxRecvRows * c.I * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.b.maxRecvRows * c.H * 2));
+    x.d.resize(calls);
+    const int T = c.T(r);
+    for (int i = 0; i < calls; ++i) {
+      RankData& y = x.d[i];
+      y.route = makeRouting(i % 3 == 2 ? RouteKind::Skewed : c.kind, T, d, g());
+      y.X = randomHalves((size_t)T * c.H, false, g);
+      y.dX = upload(y.X.data(), y.X.size() * 2);
+      y.dIdx = upload(y.route.idx.data(), y.route.idx.size() * 4);
+      y.dW = upload(y.route.w.data(), y.route.w.size() * 4);
+      ASSERT_EQ(cudaSuccess, cudaMalloc(&y.dOut, (size_t)T * c.H * 2));
+      test::poison(y.dOut, (size_t)T * c.H * 2, w.streams[r]);
+    }
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
+  }
+  std::vector<std::string> err(ws);
+  w.onEveryRank([&](int r) {
+    Rank& x = rk[r];
+    cudaStream_t s = w.streams[r];
+    for (int i = 0; i < calls && err[r].empty(); ++i) {
+      RankData& y = x.d[i];
+      mkcclResult_t e = mkcclMoeDispatchGemm(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), x.dW1,
+                                             x.dAct, c.I, 1, s);
+      if (e == mkcclSuccess)
+        e = mkcclGroupedGemm(x.dAct, x.dW2, x.dY, x.b.expertOffsets, c.El, x.b.maxRecvRows, c.H, c.I, mkcclBfloat16,
+                             mkcclBfloat16, s);
+      if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, y.dOut, c.T(r), s);
+      if (e != mkcclSuccess) err[r] = std::string("call ") + std::to_string(i) + ": " + mkcclGetLastError(w.comms[r]);
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess && err[r].empty()) err[r] = "stream";
+  });
+  for (int r = 0; r < ws; ++r) {
+    ASSERT_EQ("", err[r]) << "rank " << r;
+    expectNoAsyncError(w.comms[r]);
+  }
+  size_t wrong = 0, checked = 0;
+  for (int i = 0; i < calls; ++i)
+    for (int r = 0; r < ws; ++r) {
+      cudaSetDevice(w.devs[r]);
+      const int T = c.T(r);
+      const std::vector<uint16_t> out = download<uint16_t>(rk[r].d[i].dOut, (size_t)T * c.H);
+      std::vector<double> ref(c.H);
+      for (int t = 0; t < T; ++t) {
+        Routing route = rk[r].d[i].route;
+        layerReference(c, rk[r].d[i].X, route, t, [&](int o) -> const LayerWeights& { return rk[o].wt; }, ref.data());
+        double scale = 1e-3;
+        for (double v : ref) scale = std::max(scale, fabs(v));
+        for (size_t h = 0; h < c.H; ++h) {
+          const float got = fromBits(out[(size_t)t * c.H + h], false);
+          if (!(fabs(got - ref[h]) / scale <= 3e-2) && wrong++ < 5)
+            ADD_FAILURE() << "call " << i << " rank " << r << " out[" << t << ", " << h << "] = " << got
+                          << ", expected " << ref[h];
+        }
+        ++checked;
+      }
+    }
+  EXPECT_EQ(0u, wrong);
+  EXPECT_EQ(size_t(calls) * (c.T(0) + c.T(1)), checked);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    for (RankData& y : rk[r].d) y.release();
+    for (void* p : {rk[r].dW1, rk[r].dW2, rk[r].dAct, rk[r].dY}) cudaFree(p);
+  }
+}
+
+// A rank that never joins: the other rank's fused call (dispatch waiting for the peer's entry, the
+// GEMM waiting for the layout) ends within the communicator's timeout with mkcclTimeout recorded,
+// both kernels finished (the GEMM drained), and the next call refused.
+TEST(MoeGpu, FusedPeerNeverJoins) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env(1500);
+  InProcessRanks w(devicesFor(2));
+  ASSERT_TRUE(w.ok());
+  Case c{"lonely fused", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
+  {
+    Handles hs(w, cfg);
+    ASSERT_TRUE(hs.ok);
+    const Dims d = dimsOf(cfg, 2, 0);
+    cudaSetDevice(w.devs[0]);
+    mkcclMoeBuffers b{};
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[0], &b));
+    RankData x;
+    x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
+    std::mt19937_64 g(3);
+    x.X = randomHalves(8 * c.H, false, g);
+    x.dX = upload(x.X.data(), x.X.size() * 2);
+    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    const size_t N = 64;
+    std::vector<uint16_t> W1 = randomHalves(size_t(c.El) * N * c.H, false, g);
+    void* dW1 = upload(W1.data(), W1.size() * 2);
+    void* dAct = nullptr;
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct, b.maxRecvRows * N * 2));
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(mkcclSuccess, mkcclMoeDispatchGemm(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, dW1,
+                                                 dAct, N, 0, w.streams[0]))
+        << mkcclGetLastError(w.comms[0]);
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "the kernels must exit cleanly";
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(secs, 1.3);
+    EXPECT_LT(secs, 20.0);
+    mkcclResult_t async = mkcclSuccess;
+    ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[0], &async));
+    EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(w.comms[0]);
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find("MoE dispatch"))
+        << mkcclGetLastError(w.comms[0]);
+    EXPECT_EQ(mkcclTimeout, mkcclMoeDispatchGemm(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, dW1,
+                                                 dAct, N, 0, w.streams[0]));
+    cudaFree(dW1);
+    cudaFree(dAct);
+    x.release();
+  }
+}
+
+// Mistakes refused before anything is queued, with a message; the handle stays usable.
+TEST(MoeGpu, DispatchGemmBadArguments) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  InProcessRanks w(devicesFor(1));
+  ASSERT_TRUE(w.ok());
+  Case c{"bad fused args", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(c, 1, 8);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  mkcclMoeBuffers b{};
+  ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[0], &b));
+  std::mt19937_64 g(5);
+  const Dims d = dimsOf(cfg, 1, b.maxRecvRows);
+  RankData x;
+  x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
+  x.X = randomHalves(8 * c.H, false, g);
+  x.dX = upload(x.X.data(), x.X.size() * 2);
+  x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+  x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+  const size_t I = 64, Ip = 128;
+  void *dW1 = nullptr, *dAct = nullptr;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&dW1, size_t(c.El) * 2 * Ip * c.H * 2));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct, b.maxRecvRows * I * 2));
+  cudaStream_t s = w.streams[0];
+  auto call = [&](const void* W1, void* act, size_t N, int swiglu, size_t T) {
+    return mkcclMoeDispatchGemm(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, T, W1, act, N, swiglu, s);
+  };
+  EXPECT_EQ(mkcclInvalidArgument, call(dW1, dAct, 60, 1, 8)) << "N not a multiple of 8";
+  EXPECT_EQ(mkcclInvalidArgument, call(dW1, dAct, 0, 1, 8)) << "N = 0";
+  EXPECT_EQ(mkcclInvalidArgument, call(nullptr, dAct, I, 1, 8)) << "W1 NULL";
+  EXPECT_EQ(mkcclInvalidArgument, call(dW1, nullptr, I, 1, 8)) << "act NULL";
+  EXPECT_EQ(mkcclInvalidArgument, call(dW1, dAct, 4 * I, 1, 8)) << "act too small for N";
+  EXPECT_EQ(mkcclInvalidArgument, call(dW1, b.recvX, I, 1, 8)) << "act inside the handle's buffers";
+  EXPECT_EQ(mkcclInvalidArgument, call(dW1, dAct, I, 1, 9)) << "T over capacity";
+  ASSERT_EQ(mkcclSuccess, call(dW1, dAct, I, 1, 8)) << "the handle stays usable: " << mkcclGetLastError(w.comms[0]);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  expectNoAsyncError(w.comms[0]);
+  cudaFree(dW1);
+  cudaFree(dAct);
+  x.release();
+}
+
+// A handle with rowAlign 64 (GEMM tiles would straddle experts) and one limited to a single CTA
+// (no room for both grids) are refused by the fused call.
+TEST(MoeGpu, DispatchGemmNeedsAlignAndCtas) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  InProcessRanks w(devicesFor(1));
+  ASSERT_TRUE(w.ok());
+  for (int variant = 0; variant < 2; ++variant) {
+    Case c{"fused limits", 2, 2, 64, RouteKind::Uniform, variant == 0 ? 64 : 0, false, [](int) { return 8; },
+           Case::YRandom};
+    c.maxCtas = variant == 0 ? 16 : 1;
+    const mkcclMoeConfig_t cfg = configOf(c, 1, 8);
+    Handles hs(w, cfg);
+    ASSERT_TRUE(hs.ok);
+    mkcclMoeBuffers b{};
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[0], &b));
+    std::mt19937_64 g(7);
+    const Dims d = dimsOf(cfg, 1, b.maxRecvRows);
+    RankData x;
+    x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
+    x.X = randomHalves(8 * c.H, false, g);
+    x.dX = upload(x.X.data(), x.X.size() * 2);
+    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    void *dW1 = nullptr, *dAct = nullptr;
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dW1, size_t(c.El) * 64 * c.H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct, b.maxRecvRows * 64 * 2));
+    const mkcclResult_t e = mkcclMoeDispatchGemm(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, dW1,
+                                                 dAct, 64, 0, w.streams[0]);
+    EXPECT_EQ(variant == 0 ? mkcclInvalidArgument : mkcclInvalidUsage, e) << "variant " << variant;
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find(variant == 0 ? "rowAlign" : "CTA"))
+        << mkcclGetLastError(w.comms[0]);
+    cudaStreamSynchronize(w.streams[0]);
+    cudaFree(dW1);
+    cudaFree(dAct);
+    x.release();
   }
 }
 

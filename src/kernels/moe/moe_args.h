@@ -16,6 +16,8 @@ struct LocalBufs {
   Route* route;            // [cap][k]: where combine finds each slot (moe_layout.h)
   int32_t* expertOffsets;  // [E_loc + 1]
   int32_t* expertCounts;   // [E_loc]
+  int32_t* sendList;       // [cap * k] fused mode: this rank's slots (t * 16 + j) in the order of
+                           // their rows at the destinations (by global expert, then row)
 };
 
 struct Args {
@@ -31,6 +33,12 @@ struct Args {
   const int32_t* topkIdx;   // [T][k]
   const float* topkW;       // [T][k]
   bool xVec;                // X rows start on 16-byte boundaries (H * esize % 16 == 0, X aligned)
+  // Fused with the first expert GEMM (mkcclMoeDispatchGemm): CTA 0 raises the layout flag once
+  // expertOffsets / expertCounts of this call are written; the send step writes the metadata and
+  // the send list only, and after it every slot's row is stored at its own row by the sender (no
+  // expansion pass) in the order of the destination rows, each raising its 128-row block's
+  // arrival counter at the receiver (Region::arrivals, zeroed on the stream before the call).
+  bool fused;
   // combine
   const char* y;            // [rows][pitch]
   char* out;                // [T][H]

@@ -59,6 +59,11 @@ struct Dims {
   MOE_HD int pairStride() const { return (int)alignUp((size_t)topk + 1, 4); }
 };
 
+// The fused dispatch + GEMM1 (mkcclMoeDispatchGemm) counts arrivals per block of this many rows
+// of recvX: a GEMM tile's height, so one counter tells a tile that its rows have landed.
+constexpr int kArrivalBlock = 128;
+MOE_HD size_t arrivalBlocks(const Dims& d) { return (d.rows + kArrivalBlock - 1) / kArrivalBlock; }
+
 // The worst case of the receive buffer: every rank sends every token here with all k slots on
 // this rank's experts (a token may name an expert twice), and each local expert pads its segment
 // by up to align-1 rows.
@@ -74,6 +79,8 @@ struct Region {
   size_t copyFrom = 0;  // int32 [rows]: row to copy this row from after the arrivals (itself: none)
   size_t recvX = 0;     // [rows][pitch] elements
   size_t landing = 0;   // [ranks - 1][cap][landingPitch bytes]: combine results from each peer
+  size_t arrivals = 0;  // uint64 [1 + arrivalBlocks]: the fused dispatch+GEMM's layout flag, then
+                        // one counter per 128-row block of recvX (rows of this call landed in it)
   size_t bytes = 0;
 };
 
@@ -92,6 +99,8 @@ MOE_HD Region regionFor(const Dims& d) {
   at = alignUp(at + d.rows * d.rowBytes(), 256);
   r.landing = at;
   at = alignUp(at + (size_t)(d.ranks - 1) * d.cap * d.landingPitch(), 256);
+  r.arrivals = at;
+  at = alignUp(at + (1 + arrivalBlocks(d)) * 8, 256);
   r.bytes = at;
   return r;
 }

@@ -1,5 +1,6 @@
 // Public entry points of MoE dispatch/combine: argument checks with messages, then the op
 // (src/ops/moe).
+#include <algorithm>
 #include "mkccl.h"
 #include "ops/moe/moe_handle.h"
 #include "base/check.h"
@@ -55,13 +56,13 @@ mkcclResult_t mkcclMoeGetBuffers(mkcclMoe_t h, mkcclMoeBuffers* b) {
   return mkcclSuccess;
 }
 
-mkcclResult_t mkcclMoeDispatch(mkcclMoe_t h, const void* X, const int32_t* topkIdx, const float* topkW, size_t T,
-                               cudaStream_t stream) {
-  const char* op = "mkcclMoeDispatch";
-  MKCCL_CHECK(moe::handleLookup(h, op));
+namespace {
+
+// The arguments a dispatch takes (mkcclMoeDispatch, mkcclMoeDispatchGemm). The caller holds a
+// DeviceGuard and has looked the handle up.
+mkcclResult_t checkDispatchArgs(const char* op, mkcclMoe_t h, const void* X, const int32_t* topkIdx,
+                                const float* topkW, size_t T, cudaStream_t stream) {
   mkcclComm* comm = h->comm;
-  MKCCL_CHECK(commCheckUsable(comm, op));
-  DeviceGuard guard(comm->cudaDev);
   const moe::Dims& d = h->dims;
   ARG_CHECK(T <= d.cap, "%s: T=%zu tokens is more than the handle's capacity (maxTokensPerRank=%zu)", op, T, d.cap);
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, op));
@@ -74,7 +75,58 @@ mkcclResult_t mkcclMoeDispatch(mkcclMoe_t h, const void* X, const int32_t* topkI
   MKCCL_CHECK(checkDevicePtr(topkW, slotBytes, comm->cudaDev, op, "topkW"));
   ARG_CHECK(!overlaps(X, xBytes, ownRegion(h), h->reg.bytes),
             "%s: X lies in the handle's own buffers (recvX is rewritten by the dispatch)", op);
+  return mkcclSuccess;
+}
+
+}  // namespace
+
+mkcclResult_t mkcclMoeDispatch(mkcclMoe_t h, const void* X, const int32_t* topkIdx, const float* topkW, size_t T,
+                               cudaStream_t stream) {
+  const char* op = "mkcclMoeDispatch";
+  MKCCL_CHECK(moe::handleLookup(h, op));
+  mkcclComm* comm = h->comm;
+  MKCCL_CHECK(commCheckUsable(comm, op));
+  DeviceGuard guard(comm->cudaDev);
+  MKCCL_CHECK(checkDispatchArgs(op, h, X, topkIdx, topkW, T, stream));
   return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return moe::dispatchOp(ctx, h, X, topkIdx, topkW, T); });
+}
+
+mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t h, const void* X, const int32_t* topkIdx, const float* topkW, size_t T,
+                                   const void* W1, void* act, size_t N, int swiglu, cudaStream_t stream) {
+  const char* op = "mkcclMoeDispatchGemm";
+  MKCCL_CHECK(moe::handleLookup(h, op));
+  mkcclComm* comm = h->comm;
+  MKCCL_CHECK(commCheckUsable(comm, op));
+  DeviceGuard guard(comm->cudaDev);
+  MKCCL_CHECK(checkDispatchArgs(op, h, X, topkIdx, topkW, T, stream));
+  const moe::Dims& d = h->dims;
+  const int El = d.localExperts();
+  ARG_CHECK(d.hidden % 8 == 0, "%s: the handle's hidden=%zu must be a multiple of 8 (the GEMM's K: 16-byte rows)",
+            op, d.hidden);
+  ARG_CHECK(d.align % 128 == 0, "%s: the handle's rowAlign=%d must be a multiple of 128 (a GEMM tile never "
+            "straddles two experts)", op, d.align);
+  // Refused here, before the call takes a sequence number (every rank has the same handle).
+  if (std::min(h->ctas, comm->smCount) < 2)
+    return setError(mkcclInvalidUsage,
+                    "%s: the handle may use %d CTA(s) (maxCtas); the fused call needs at least 2: a few push the rows, "
+                    "the rest compute",
+                    op, std::min(h->ctas, comm->smCount));
+  ARG_CHECK(N >= 1 && N <= (size_t(1) << 24) && N % 8 == 0, "%s: N=%zu: expected a multiple of 8 in 8 .. 2^24", op, N);
+  const size_t wRows = swiglu ? 2 * ((N + 127) / 128 * 128) : N;
+  ARG_CHECK(size_t(El) * wRows < (size_t(1) << 31), "%s: W1 has %zu rows: at most 2^31 - 1", op, size_t(El) * wRows);
+  const size_t wBytes = size_t(El) * wRows * d.hidden * d.esize, actBytes = d.rows * N * d.esize;
+  ARG_CHECK(W1 != nullptr && act != nullptr, "%s: W1 and act must not be NULL", op);
+  MKCCL_CHECK(checkAligned(op, "W1", W1, 16));
+  MKCCL_CHECK(checkAligned(op, "act", act, 16));
+  MKCCL_CHECK(checkDevicePtr(W1, wBytes, comm->cudaDev, op,
+                             swiglu ? "W1 ([E/nranks, 2*roundup(N,128), H])" : "W1 ([E/nranks, N, H])"));
+  MKCCL_CHECK(checkDevicePtr(act, actBytes, comm->cudaDev, op, "act ([maxRecvRows, N])"));
+  ARG_CHECK(!overlaps(act, actBytes, W1, wBytes), "%s: act overlaps W1", op);
+  ARG_CHECK(!overlaps(act, actBytes, ownRegion(h), h->reg.bytes), "%s: act lies in the handle's buffers", op);
+  ARG_CHECK(!overlaps(act, actBytes, X, T * d.hidden * d.esize), "%s: act overlaps X", op);
+  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
+    return moe::dispatchGemmOp(ctx, h, X, topkIdx, topkW, T, W1, act, N, swiglu != 0);
+  });
 }
 
 mkcclResult_t mkcclMoeCombine(mkcclMoe_t h, const void* Y, void* out, size_t T, cudaStream_t stream) {

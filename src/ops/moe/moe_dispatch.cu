@@ -17,8 +17,12 @@
 //              its first slot on d (or to every slot's position when d is this rank), with the
 //              rowInfo and copyFrom of each slot and, for d != me, the pair record combine uses.
 //   -- grid sync --   then CTA 0 raises done flag [me] at every peer.
+//   4b. fused  (mkcclMoeDispatchGemm) the send step wrote the metadata and a send list only; now
+//              every slot's row goes to its own row, walked in the destinations' row order, each
+//              raising its 128-row block's arrival counter there (the GEMM waits for those).
 //   5. expand  every CTA waits for every peer's done flag and copies, inside this rank's buffer,
-//              each row whose copyFrom names another row (a token's further experts here).
+//              each row whose copyFrom names another row (a token's further experts here; none
+//              in fused mode).
 #include "kernels/moe/moe_common.cuh"
 #include "ops/moe/moe_kernels.h"
 
@@ -44,6 +48,11 @@ __device__ __forceinline__ int rankInWarp(int32_t* cnt, int key) {
 
 // An expert id as the kernels use it: -1 (dropped) for -1 and for anything outside [0, E).
 __device__ __forceinline__ int validExpert(int e, int E) { return e >= 0 && e < E ? e : -1; }
+
+// Rank q's arrival words (Region::arrivals): [0] the layout flag, [1 + b] block b's counter.
+__device__ __forceinline__ uint64_t* arrivalsOf(const Args& a, int q) {
+  return reinterpret_cast<uint64_t*>(a.region[q] + a.reg.arrivals);
+}
 
 __device__ __forceinline__ void recordBadId(const DevComm& c, int e, int E) {
   dev::recordError(c, /*mkcclInvalidArgument*/ 4, -1, kSiteMoeExpertId, (uint64_t)(int64_t)e, (uint64_t)E);
@@ -71,6 +80,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   int32_t* sendBase = ctaBase + K;                        // [E]: my first row of expert e at its owner
   int32_t* colSum = sendBase + E;                         // [E]: rows of expert e from every rank
   long long* segScan = reinterpret_cast<long long*>(smem + alignUp((size_t)(kWarps * K + K + 2 * E) * 4, 8));  // [E+1]
+  long long* myScan = segScan + E + 1;  // [E+1] fused: my rows of global expert e start at myScan[e] of my send list
 
   if (b == 0) postEntry(c);
 
@@ -166,10 +176,15 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       colSum[e] = col;
       sendBase[e] = before;
       segScan[e] = (long long)alignUp((size_t)col, (size_t)D.align);
+      if (a.fused) myScan[e] = __ldcg(counts + me * K + e);
     }
   }
   if (threadIdx.x == 0) s_over = -1;
   __syncthreads();
+  if (a.fused) {
+    blockExclusiveScan(myScan, E, warpSums);
+    __syncthreads();  // warpSums again below
+  }
   blockExclusiveScan(segScan, E, warpSums);
   for (int e = threadIdx.x; e < E; e += blockDim.x) sendBase[e] += (int)(segScan[e] - segScan[e / El * El]);
   if ((int)threadIdx.x < n && segScan[(threadIdx.x + 1) * El] - segScan[threadIdx.x * El] > (long long)D.rows)
@@ -190,6 +205,15 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       a.local.expertCounts[le] = colSum[me * El + le];
     }
     if (threadIdx.x == 0) a.local.expertOffsets[El] = (int32_t)(segScan[(me + 1) * El] - myFirst);
+    if (a.fused) {
+      // The GEMM running beside this kernel reads the offsets once this flag is up (it was zeroed
+      // on the stream before the call, so it names this call).
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence();
+        dev::storeRelease(arrivalsOf(a, me), 1);
+      }
+    }
   }
   {  // padding rows of my segments: no source, no expert
     int4* info = reinterpret_cast<int4*>(a.region[me] + a.reg.rowInfo);
@@ -245,12 +269,16 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
         char* R = a.region[d];
         reinterpret_cast<int4*>(R + a.reg.rowInfo)[pos] =
             make_int4(t, (me & 0xffff) | (j << 16), __float_as_int(wt), e - d * El);
-        reinterpret_cast<int32_t*>(R + a.reg.copyFrom)[pos] = d == me ? pos : primary;
+        reinterpret_cast<int32_t*>(R + a.reg.copyFrom)[pos] = d == me || a.fused ? pos : primary;
         if (d != me) {
           int32_t* rec = reinterpret_cast<int32_t*>(R + a.reg.pairs) + ((size_t)me * cap + pairIdx) * stride;
           rec[1 + sub] = pos;
           if (first) rec[0] = m;
         }
+      }
+      if (a.fused) {  // the rows go after the grid sync, in destination order (step 4b)
+        if (d >= 0) a.local.sendList[myScan[e] + (pos - sendBase[e])] = t * 16 + j;
+        continue;
       }
       // The row itself: once per remote rank, to every slot's row on this rank; read once.
       const unsigned todo = __ballot_sync(0xffffffffu, d >= 0 && (d == me || first));
@@ -264,9 +292,39 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me)
     dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kDoneFlag + me, dev::flagValue(seq, 2));
 
+  // ---- 4b. fused: the rows, in the order of their places at the destinations ----
+  // Every rank walks its send list by global expert, so each destination's segments fill from
+  // their first 128-row block on and the GEMM beside us (which takes its tiles in that order)
+  // starts on a block as soon as every source's rows in it are there. Every slot's row is sent
+  // (m rows for a token with m experts on one rank): a row is complete where it lands. The done
+  // flags above already cover the metadata (combine's concern); the GEMM waits for the counters.
+  if (a.fused) {
+    const size_t H = D.hidden, es = D.esize, rowBytes = D.rowBytes();
+    const long long R = myScan[E];
+    const long long gw = (long long)b * kWarps + warp, nw = (long long)a.ctas * kWarps;
+    for (long long i = gw; i < R; i += nw) {
+      const int ent = __ldcg(a.local.sendList + i);
+      const int t = ent >> 4, j = ent & 15;
+      const int e = validExpert(a.topkIdx[(size_t)t * k + j], E);
+      const int d = e / El;
+      const long long pos = sendBase[e] + (i - myScan[e]);
+      char* dst = a.region[d] + a.reg.recvX + (size_t)pos * rowBytes;
+      const char* xrow = a.x + (size_t)t * H * es;
+      if (a.xVec) warpCopy16(dst, xrow, H * es / 16);
+      else warpCopy2Multi(dst, 1u, xrow, H);
+      // Every lane's stores before lane 0's release: __syncwarp orders the warp's accesses, the
+      // system fence makes them cumulative for the receiver's acquire.
+      __syncwarp();
+      if (lane == 0) {
+        dev::fenceSys();
+        dev::addRelease(arrivalsOf(a, d) + 1 + pos / kArrivalBlock, 1);
+      }
+    }
+  }
+
   // ---- 5. expand ----
   if (!waitRanks(c, moeFlags(a.region[me]) + kDoneFlag, dev::flagValue(seq, 2), false, kSiteMoeDispatch)) return;
-  {
+  if (!a.fused) {  // fused: every row was stored where it belongs
     char* X = a.region[me] + a.reg.recvX;
     const int32_t* from = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.copyFrom);
     const size_t rowBytes = D.rowBytes();
@@ -302,7 +360,7 @@ const void* dispatchKernelFn() { return reinterpret_cast<const void*>(&dispatchK
 
 size_t dispatchSmemBytes(const Dims& d) {
   const size_t K = (size_t)d.keys(), E = (size_t)d.experts;
-  return alignUp((kWarps * K + K + 2 * E) * 4, 8) + (E + 1) * 8;
+  return alignUp((kWarps * K + K + 2 * E) * 4, 8) + 2 * (E + 1) * 8;
 }
 
 }  // namespace moe

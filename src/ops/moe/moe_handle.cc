@@ -31,7 +31,7 @@ struct Agreed {
 
 // The local buffers, carved from one allocation (each piece 256-byte aligned).
 struct LocalLayout {
-  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, bytes;
+  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, sendList, bytes;
 };
 LocalLayout localLayoutFor(const Dims& d, int ctas) {
   LocalLayout l{};
@@ -48,11 +48,15 @@ LocalLayout localLayoutFor(const Dims& d, int ctas) {
   l.route = take(slots * sizeof(Route));
   l.offsets = take(((size_t)d.localExperts() + 1) * 4);
   l.counts = take((size_t)d.localExperts() * 4);
+  l.sendList = take(slots * 4);
   l.bytes = at;
   return l;
 }
 
 void freeHandle(mkcclMoe* h) {
+  if (h->forkEv) cudaEventDestroy(h->forkEv);
+  if (h->joinEv) cudaEventDestroy(h->joinEv);
+  if (h->side) cudaStreamDestroy(h->side);
   symRegionDestroy(h->comm, &h->region);  // also a partly made one
   if (h->localBlock) cudaFree(h->localBlock);
   h->localBlock = nullptr;
@@ -166,6 +170,13 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
                    cudaGetErrorString(e));
   }
   if (res == mkcclSuccess) res = symRegionCreate(comm, h->reg.bytes, &h->region);
+  if (res == mkcclSuccess) {  // mkcclMoeDispatchGemm's second stream and its fork / join events
+    e = cudaStreamCreateWithFlags(&h->side, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&h->forkEv, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&h->joinEv, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+      res = setError(mkcclUnhandledCudaError, "%s: creating the handle's stream and events: %s", op, cudaGetErrorString(e));
+  }
   if (res == mkcclSuccess) {
     char* base = static_cast<char*>(h->localBlock);
     h->local.ctaCounts = reinterpret_cast<int32_t*>(base + l.ctaCounts);
@@ -174,6 +185,7 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
     h->local.route = reinterpret_cast<Route*>(base + l.route);
     h->local.expertOffsets = reinterpret_cast<int32_t*>(base + l.offsets);
     h->local.expertCounts = reinterpret_cast<int32_t*>(base + l.counts);
+    h->local.sendList = reinterpret_cast<int32_t*>(base + l.sendList);
     // Flags must start below every call's values (the counts and pair tables are zeroed too). No
     // peer writes here before this rank has entered a call on the handle, i.e. after this. A
     // stream of our own: ranks sharing a GPU may already run kernels (a device-wide sync could

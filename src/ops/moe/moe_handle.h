@@ -21,6 +21,10 @@ struct mkcclMoe {
   size_t smemBytes = 0;               // dispatch's dynamic shared memory
   bool dispatched = false;            // a dispatch was enqueued: combine has a layout to use
   size_t lastT = 0;                   // T of the last dispatch (combine's out has T rows)
+  // mkcclMoeDispatchGemm runs the dispatch on a stream of the handle's beside the GEMM on the
+  // caller's (forked and joined by these events: capturable, nothing allocated per call).
+  cudaStream_t side = nullptr;
+  cudaEvent_t forkEv = nullptr, joinEv = nullptr;
 };
 
 namespace mkccl {
@@ -40,6 +44,17 @@ mkcclResult_t handleLookup(const mkcclMoe* h, const char* caller);
 // The enqueues (arguments checked by the API, src/ops/moe/moe_api.cc).
 mkcclResult_t dispatchOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx, const float* topkW, size_t T);
 mkcclResult_t combineOp(OpCtx& ctx, mkcclMoe* h, const void* Y, void* out, size_t T);
+// The fused dispatch + first expert GEMM (src/ops/moe/moe_dispatch_gemm.cu); W1 and act as
+// mkcclMoeDispatchGemm takes them.
+mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx, const float* topkW,
+                             size_t T, const void* W1, void* act, size_t N, bool swiglu);
+
+// Shared by the enqueues: the kernels' arguments for a call of T tokens, and a launch of the
+// dispatch or combine kernel (a.ctas CTAs) on `stream`.
+Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T);
+mkcclResult_t launchMoeKernel(const void* fn, const Args& a, size_t smem, cudaStream_t stream, const char* what);
+// How mkcclMoeDispatchGemm splits the handle's CTAs: the dispatch's share (the GEMM gets the rest).
+int fusedDispatchCtas(int total);
 
 }  // namespace moe
 }  // namespace mkccl

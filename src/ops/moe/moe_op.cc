@@ -8,8 +8,6 @@
 namespace mkccl {
 namespace moe {
 
-namespace {
-
 Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T) {
   Args a{};
   a.dev = ctx.dev;
@@ -22,13 +20,19 @@ Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T) {
   return a;
 }
 
+mkcclResult_t launchMoeKernel(const void* fn, const Args& a, size_t smem, cudaStream_t stream, const char* what) {
+  MKCCL_TRACE("%s: T %d, %d CTAs, host seq %llu", what, a.T, a.ctas, (unsigned long long)a.dev.seq);
+  void* params[] = {const_cast<Args*>(&a)};
+  CUDA_CHECK(cudaLaunchKernel(fn, dim3(a.ctas), dim3(kThreads), params, smem, stream));
+  return mkcclSuccess;
+}
+
+namespace {
+
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
 mkcclResult_t launch(const OpCtx& ctx, const void* fn, const Args& a, size_t smem, const char* what) {
-  MKCCL_TRACE("%s: T %d, %d CTAs, host seq %llu", what, a.T, a.ctas, (unsigned long long)a.dev.seq);
-  void* params[] = {const_cast<Args*>(&a)};
-  CUDA_CHECK(cudaLaunchKernel(fn, dim3(a.ctas), dim3(kThreads), params, smem, ctx.stream));
-  return mkcclSuccess;
+  return launchMoeKernel(fn, a, smem, ctx.stream, what);
 }
 
 }  // namespace

@@ -89,6 +89,8 @@ const std::vector<Key>& keys() {
     v.push_back({"attention.variant", {"auto", "fast", "overlap", "simple"}, 0, 0,
                  [](Tuning& t, long long x) { t.attention.variant = int(x); },
                  [](const Tuning& t) { return (long long)t.attention.variant; }});
+    v.push_back({"moe.dispatch_ctas", {}, 0, 1024, [](Tuning& t, long long x) { t.moe.dispatchCtas = int(x); },
+                 [](const Tuning& t) { return (long long)t.moe.dispatchCtas; }});
     return v;
   }();
   return k;

@@ -48,6 +48,11 @@ struct Tuning {
     enum Variant : int { kAuto = 0, kFast, kOverlap, kSimple };
     int variant = kAuto;  // attention.variant: the kernel's pipeline (attn_params.h); auto = fast
   } attention;
+
+  struct Moe {
+    int dispatchCtas = 0;  // moe.dispatch_ctas: mkcclMoeDispatchGemm's dispatch CTAs (the GEMM gets
+                           // the rest); 0 the rule's (moe_dispatch_gemm.cu: fusedDispatchCtas)
+  } moe;
 };
 
 // Parses `text` (may be null or empty: no overrides) into *out, starting from the defaults.
