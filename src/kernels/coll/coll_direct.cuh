@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include "kernels/abi/devcomm.h"
 #include "kernels/abi/direct_site.h"
+#include "kernels/coll/direct_rule.h"
 #include "kernels/device/reduce.cuh"
 #include "kernels/device/signal.cuh"
 #include "kernels/device/vec.cuh"
@@ -62,11 +63,6 @@ enum DirectKind : int {
   kDirectAllToAll = 2,
 };
 
-// Registration index + 1 in the top 16 bits, byte offset in the registration below (0: none).
-constexpr uint64_t kRegOffMask = (1ull << 48) - 1;
-__host__ __device__ __forceinline__ uint64_t regWord(int regIndex, uint64_t offset) {
-  return ((uint64_t)(regIndex + 1) << 48) | (offset & kRegOffMask);
-}
 
 struct DirectArgs {
   DevComm dev;
@@ -121,7 +117,7 @@ __device__ __forceinline__ bool directEnter(const DirectArgs& a, uint64_t seq, D
   __syncthreads();
   if (t < n) {
     bool ok = true;
-    uint64_t src = a.pubSrc[me] & kRegOffMask, dst = a.pubDst[me] & kRegOffMask;
+    uint64_t src = regWordOffset(a.pubSrc[me]), dst = regWordOffset(a.pubDst[me]);
     if (t != me) {
       const uint64_t* entry = dev::flagsOf(c, me) + kBarrierSlot + t;
       const uint64_t want = dev::flagValue(seq, kDirectEntry);
@@ -138,10 +134,10 @@ __device__ __forceinline__ bool directEnter(const DirectArgs& a, uint64_t seq, D
         // ranks would change.
         const uint64_t expect = a.kind == kDirectAllToAll ? a.inLen[t] : a.bytes;
         if (wl != expect) ok = directMismatch(a, t, wl, expect);
-        else if (a.srcReg && (ws >> 48) != (uint64_t)a.srcReg) ok = directMismatch(a, t, ws >> 48, a.srcReg);
-        else if (a.dstReg && (wd >> 48) != (uint64_t)a.dstReg) ok = directMismatch(a, t, wd >> 48, a.dstReg);
-        src = ws & kRegOffMask;
-        dst = wd & kRegOffMask;
+        else if (a.srcReg && regWordIndex(ws) + 1 != a.srcReg) ok = directMismatch(a, t, ws >> 48, a.srcReg);
+        else if (a.dstReg && regWordIndex(wd) + 1 != a.dstReg) ok = directMismatch(a, t, wd >> 48, a.dstReg);
+        src = regWordOffset(ws);
+        dst = regWordOffset(wd);
       }
     }
     sh.src[t] = src;

@@ -2,6 +2,7 @@
 #pragma once
 #include <stddef.h>
 #include "kernels/coll/coll_args.h"
+#include "kernels/coll/direct_rule.h"
 #include "mkccl.h"
 #include "runtime/enqueue.h"
 
@@ -37,7 +38,7 @@ struct Tuning {
   static constexpr size_t kUnset = ~(size_t)0;
   size_t oneShotMaxBytes = kUnset;  // kUnset: the protocol's default
   int direct = 0;                     // 0 auto, 1 on, 2 off
-  size_t directMinBytes = size_t(1) << 20;
+  size_t directMinBytes = kDirectMinBlockBytes;
 };
 constexpr size_t kMinSlotBytes = 1 << 10;
 constexpr int kMaxChannels = 64;
