@@ -3,9 +3,10 @@
 // run on registered buffers and on unregistered ones (cudaMalloc) with the same inputs, both
 // outputs poisoned, both checked on the GPU against an fp64 / exact reference (perf/coll_data.cu)
 // and the copy kinds' two outputs against each other byte for byte. Under coll.direct=on every
-// size takes the in-place path (odd counts, one element, misaligned blocks: AllGather's staged
-// fallback); under auto the sizes lie on both sides of the cut (coll.direct_bytes). Each rank uses
-// its own offset inside the registrations (the peers learn it from the kernel's entry words).
+// size takes the in-place path (odd counts, one element, blocks of any alignment); under auto the
+// sizes lie on both sides of the cut (coll.direct_bytes). Each rank uses its own offset inside the
+// registrations (the peers learn it from the kernel's entry words); rank 2's is only 8-byte
+// aligned, so the 3- and 4-rank worlds also run the narrow (unvectorised) copies and reductions.
 // Also: captured registered calls replayed with fresh inputs, interleaved with eager unregistered
 // calls; and ranks that disagree (one rank unregistered, AllToAllv counts that do not match) end
 // with an error on every rank within the timeout instead of a hang or a wrong result.
@@ -171,7 +172,7 @@ struct RegWorld {
     std::vector<std::string> errs(devs.size());
     ranks->onEveryRank([&](int r) {
       RankBufs& b = bufs[r];
-      const size_t off = 256 * (size_t)(r % 2);  // the ranks' buffers at different offsets
+      const size_t off = 256 * (size_t)(r % 2) + (r == 2 ? 8 : 0);  // the ranks' buffers at different offsets
       const size_t sizes[2] = {sendBytes, recvBytes};
       for (int i = 0; i < 2; ++i) {
         mkcclResult_t e = mkcclMemAlloc(&b.regMem[i], sizes[i] + 512);
@@ -291,8 +292,11 @@ TEST(RegColl, AllToAllvUneven) {
   for (const std::vector<int>& devs : worlds()) {
     SCOPED_TRACE(label(devs));
     const int n = int(devs.size());
-    // counts[p][q]: elements p sends to q (int32), some 0, some large, odd.
-    auto count = [](int p, int q) -> size_t { return (p + 2 * q) % 3 == 0 ? 0 : (size_t)(1 + p) * 100003 + q * 7; };
+    // counts[p][q]: elements p sends to q (int32), some 0, some large, odd; the last rank sends
+    // nothing at all (it still takes part in place: its send pointer lies in the registration).
+    auto count = [n](int p, int q) -> size_t {
+      return p == n - 1 || (p + 2 * q) % 3 == 0 ? 0 : (size_t)(1 + p) * 100003 + q * 7;
+    };
     auto value = [](int p, int q, size_t i) { return (int32_t)((p << 28) ^ (q << 24) ^ (int32_t)(i * 2654435761u)); };
     size_t sendMax = 0, recvMax = 0;
     for (int p = 0; p < n; ++p) {

@@ -8,6 +8,8 @@ namespace mkccl {
 namespace coll {
 
 // ---- AllGather: push my block into every peer's receive buffer ------------------------------
+// Any alignment: what decides the path (registration, size) must not depend on a rank's own
+// pointers, or one rank could stage while its peers go in place.
 
 __global__ void __launch_bounds__(kDirectThreads, 1) directAllGatherKernel(const __grid_constant__ DirectArgs a) {
   const uint64_t seq = dev::beginCall(a.dev);
@@ -28,13 +30,24 @@ __global__ void __launch_bounds__(kDirectThreads, 1) directAllGatherKernel(const
       s_nd = nd;
     }
     __syncthreads();
+    // Parts of 16-byte units; one read for every destination when all are 16-byte aligned (the
+    // usual case), else a copy per destination at whatever width the pointers allow (a peer's
+    // offset, this rank's send buffer and the block size may be anything).
     uint64_t lo, hi;
-    ctaRange(a.bytes / 16, lo, hi);
+    ctaRange((a.bytes + 15) / 16, lo, hi);
+    lo *= 16;
+    hi = hi * 16 < a.bytes ? hi * 16 : a.bytes;
     if (hi > lo) {
       __shared__ char* s_d[kMaxLocalRanks];
-      if (t < s_nd) s_d[t] = s_dst[t] + lo * 16;
+      if (t < s_nd) s_d[t] = s_dst[t] + lo;
       __syncthreads();
-      dev::blockCopyMulti16(s_d, s_nd, a.send + lo * 16, (hi - lo) * 16);
+      uintptr_t phase = reinterpret_cast<uintptr_t>(a.send) | (uintptr_t)a.bytes;
+      for (int j = 0; j < s_nd; ++j) phase |= reinterpret_cast<uintptr_t>(s_dst[j]);
+      if ((phase & 15) == 0) {
+        dev::blockCopyMulti16(s_d, s_nd, a.send + lo, hi - lo);
+      } else {
+        for (int j = 0; j < s_nd; ++j) dev::blockCopy(s_d[j], a.send + lo, hi - lo);
+      }
     }
   }
   directExit(a, seq);

@@ -23,11 +23,6 @@ mkcclResult_t findReg(OpCtx& ctx, const void* p, size_t bytes, Registration** g)
   return mkcclSuccess;
 }
 
-bool directAllGatherFits(const void* send, const void* recv, size_t bytes) {
-  const uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-  return ((s | r | bytes) & 15) == 0 && bytes > 0;
-}
-
 namespace {
 
 // The index of g among the communicator's registrations: registering and deregistering are

@@ -28,8 +28,7 @@ bool directWanted(const Tuning& tune, size_t block);
 mkcclResult_t findReg(OpCtx& ctx, const void* p, size_t bytes, Registration** g);
 
 // AllGather of `bytes` per rank into recv, which lies in gRecv: each rank stores its block straight
-// into every peer's receive buffer. Needs send, recv and bytes 16-byte aligned (directAllGatherFits).
-bool directAllGatherFits(const void* send, const void* recv, size_t bytes);
+// into every peer's receive buffer (any alignment).
 mkcclResult_t directAllGather(OpCtx& ctx, Registration* gRecv, const void* send, void* recv, size_t bytes);
 
 // ReduceScatter of `recvBytes` per rank from send, which lies in gSend: each rank pulls its block

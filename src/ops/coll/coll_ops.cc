@@ -65,7 +65,7 @@ mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendc
   const Tuning& tune = tuningOf(ctx);
   Registration* g = nullptr;  // a registered receive buffer: stored into in place
   MKCCL_CHECK(findReg(ctx, recv, B * (size_t)ctx.dev.nranks, &g));
-  if (g && directWanted(tune, B) && directAllGatherFits(send, recv, B)) return directAllGather(ctx, g, send, recv, B);
+  if (g && directWanted(tune, B)) return directAllGather(ctx, g, send, recv, B);
   Args a;
   initArgs(ctx, kAllGather, send, recv, &a);
   for (int q = 0; q < n; ++q) {
@@ -184,11 +184,12 @@ mkcclResult_t allToAllvOp(OpCtx& ctx, const void* send, const size_t* sendcounts
   {
     // A registered send buffer: every rank pulls its blocks from the peers' send buffers. AllToAll
     // by the size rule; AllToAllv whenever registered (directWanted: its blocks differ per rank).
+    // A rank that sends nothing still takes part (its send pointer inside the registration).
     size_t extent = 0;
     for (int p = 0; p < ctx.dev.nranks; ++p)
       if (sendcounts[p]) extent = std::max(extent, (sdispls[p] + sendcounts[p]) * ts);
     Registration* g = nullptr;
-    if (extent) MKCCL_CHECK(findReg(ctx, send, extent, &g));
+    MKCCL_CHECK(findReg(ctx, send, extent, &g));
     if (g && (uniform ? directWanted(tune, sendcounts[0] * ts) : tune.direct != 2)) {
       std::vector<size_t> sb(ctx.dev.nranks), sd(ctx.dev.nranks), rb(ctx.dev.nranks), rd(ctx.dev.nranks);
       for (int p = 0; p < ctx.dev.nranks; ++p) {
