@@ -505,9 +505,14 @@ mkcclResult_t mkcclMemFree(void* ptr);
 /* Collective over the communicator's ranks (every rank calls it, with its own buffer of the same
  * size): registers [buff, buff + size), which must lie in memory from mkcclMemAlloc on the
  * communicator's device, and maps every local peer's buffer here. *handle names the registration
- * for mkcclCommDeregister. A call whose buffers lie in a registration at the same offset on every
- * rank uses them in place (docs/GRAPHS.md lists which ops do); every rank must then pass
- * registered buffers (or none). A range that overlaps a registration of the communicator is
+ * for mkcclCommDeregister. A collective whose buffers lie in registrations uses them in place,
+ * with no copy through the workspace (docs/GRAPHS.md: AllGather's receive buffer, ReduceScatter's
+ * and AllToAll(v)'s send buffer, AllReduce's receive buffer; one node; from 1 MiB per block between
+ * two ranks, tuner keys coll.direct / coll.direct_bytes). Each rank may use its own offset inside
+ * the registration, but every rank must pass buffers of the same registration (or every rank
+ * unregistered ones) with counts that agree: a call where they do not ends with an error on every
+ * rank (mkcclInvalidUsage where the in-place path found the mismatch, mkcclTimeout on a rank that
+ * staged) instead of a hang or a silent wrong result; its outputs are undefined. A range that overlaps a registration of the communicator is
  * refused (mkcclInvalidUsage). */
 mkcclResult_t mkcclCommRegister(const mkcclComm_t comm, void* buff, size_t size, void** handle);
 /* Collective: ends a registration; waits (bounded) for the communicator's outstanding eager work.

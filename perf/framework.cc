@@ -143,6 +143,12 @@ Result combine(const Result& mine, int nranks) {
       }
     }
   }
+  // -R: registered vs unregistered (and their graph replays), from the combined (slowest-rank)
+  // times: > 1 means the registered buffers were faster.
+  const auto reg = r.extra.find("reg_us");
+  if (reg != r.extra.end() && reg->second > 0 && r.timeUs > 0) r.extra["reg_speedup"] = r.timeUs / reg->second;
+  const auto regG = r.extra.find("reg_graph_us"), g = r.extra.find("graph_us");
+  if (regG != r.extra.end() && g != r.extra.end() && regG->second > 0) r.extra["reg_graph_speedup"] = g->second / regG->second;
   if (r.busFactor >= 0 && r.bytes > 0 && r.timeUs > 0) {
     r.algbwGbps = (double)r.bytes / (r.timeUs * 1e3);
     r.busbwGbps = r.algbwGbps * r.busFactor;

@@ -37,14 +37,17 @@ mkcclResult_t loadCollectives() {
   MKCCL_CHECK(load(coll::copyKernel()));
   MKCCL_CHECK(load(coll::llCopyKernel()));
   MKCCL_CHECK(load(coll::directAllGatherKernelPtr()));
+  MKCCL_CHECK(load(coll::directAllToAllKernelPtr()));
   for (mkcclRedOp_t op : ops) {
     for (mkcclDataType_t t : floats) {
       MKCCL_CHECK(load(coll::reduceKernelFloat(t, op)));
       MKCCL_CHECK(load(coll::llReduceKernelFloat(t, op)));
+      MKCCL_CHECK(load(coll::directReduceKernelFloat(t, op)));
     }
     for (mkcclDataType_t t : ints) {
       MKCCL_CHECK(load(coll::reduceKernelInt(t, op)));
       MKCCL_CHECK(load(coll::llReduceKernelInt(t, op)));
+      MKCCL_CHECK(load(coll::directReduceKernelInt(t, op)));
     }
   }
   return mkcclSuccess;

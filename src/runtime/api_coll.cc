@@ -123,7 +123,8 @@ mkcclResult_t mkcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
   std::vector<size_t> counts(comm->nranks, count), displs(comm->nranks);
   for (int p = 0; p < comm->nranks; ++p) displs[p] = (size_t)p * count;
   return opEnqueue(comm, stream, name, [&](OpCtx& ctx) {
-    return allToAllvOp(ctx, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data(), datatype);
+    return allToAllvOp(ctx, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data(), datatype,
+                       true);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <unordered_set>
 #include "base/check.h"
+#include "kernels/abi/direct_site.h"
 
 namespace mkccl {
 namespace {
@@ -90,6 +91,14 @@ mkcclResult_t commPollError(mkcclComm_t comm) {
                  "slot was dropped (%s)",
                  e->rank, (unsigned long long)e->seq, (long long)e->seen, (unsigned long long)e->want,
                  mkcclGetErrorString((mkcclResult_t)code));
+      else if (e->site == kSiteDirectMismatch)
+        snprintf(msg, sizeof(msg),
+                 "rank %d: collective call #%llu used registered buffers in place, but local peer %d (rank %d) did "
+                 "not do the same (posted %llu, expected %llu): every rank must pass buffers of the same "
+                 "registration at the same sizes, or every rank unregistered ones (docs/GRAPHS.md) (%s)",
+                 e->rank, (unsigned long long)e->seq, e->peer,
+                 e->peer >= 0 && e->peer < (int)comm->localToRank.size() ? comm->localToRank[e->peer] : -1,
+                 (unsigned long long)e->seen, (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
       else if (e->peer >= 0)
         snprintf(msg, sizeof(msg),
                  "rank %d: a device wait (%s) of call #%llu gave up waiting for local peer %d (rank %d): "

@@ -24,9 +24,11 @@ mkcclResult_t reduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t r
                               mkcclRedOp_t op);
 mkcclResult_t allReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count, mkcclDataType_t t,
                           mkcclRedOp_t op);
-// All-to-all(v): counts/displacements in elements, host arrays of nranks entries.
+// All-to-all(v): counts/displacements in elements, host arrays of nranks entries. uniform: the
+// call is mkcclAllToAll (every count the same on every rank), so a size rule may choose its path.
 mkcclResult_t allToAllvOp(OpCtx& ctx, const void* send, const size_t* sendcounts, const size_t* sdispls,
-                          void* recv, const size_t* recvcounts, const size_t* rdispls, mkcclDataType_t t);
+                          void* recv, const size_t* recvcounts, const size_t* rdispls, mkcclDataType_t t,
+                          bool uniform = false);
 
 // GEMM engine on one GPU (src/kernels/gemm). Arguments already checked.
 mkcclResult_t gemmOp(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,

@@ -1,5 +1,5 @@
-// graph_bench: eager calls against the same calls replayed from a CUDA graph, and (AllGather)
-// unregistered against registered receive buffers, for ranks of ONE process (a thread per rank):
+// graph_bench: eager calls against the same calls replayed from a CUDA graph, and (the collectives)
+// unregistered against registered send and receive buffers, for ranks of ONE process (a thread per rank):
 // two GPUs where there are two, else two ranks sharing GPU 0 (MKCCL_SHARE_GPUS; then the kernels
 // of both ranks share the SMs: a relative figure, not the 2-GPU one). mkccl-perf -G / -R measure
 // the same thing with one process per GPU; this tool exists because two processes on one GPU
@@ -9,7 +9,9 @@
 // after a host barrier of the ranks, of 20 calls enqueued back to back between two CUDA events
 // (eager); then the 20 calls captured once into one graph, replayed the same 15 times (graph).
 // Inputs alternate between two buffer sets. Per-call time = event time / 20; the median over the
-// repetitions per rank, the max over ranks. Usage: graph_bench [out.json]; MKCCL_COMMIT names the
+// repetitions per rank, the max over ranks. Registered rows: the auto rule (reg: in place only at
+// blocks >= coll.direct_bytes) and the in-place path forced (reg_on: coll.direct=on), so that both
+// sides of the cut are timed. Usage: graph_bench [out.json]; MKCCL_COMMIT names the
 // commit in the JSON.
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -33,7 +35,7 @@ constexpr int kCalls = 20, kReps = 15, kWarm = 3;
 struct Row {
   std::string op, note;
   size_t bytes = 0, M = 0, N = 0, K = 0;
-  double eager = -1, graph = -1, regEager = -1, regGraph = -1;
+  double eager = -1, graph = -1, regEager = -1, regGraph = -1, onEager = -1, onGraph = -1;
 };
 
 // A call of the item on a rank: set i of its buffers; reg: the registered buffers.
@@ -148,6 +150,8 @@ int main(int argc, char** argv) {
     void* out[2];
     void* regOut[2];
     void* regH[2];
+    void* regIn[2];
+    void* regInH[2];
     void* w[2];
   };
   std::vector<RankBufs> rb(n);
@@ -160,30 +164,53 @@ int main(int argc, char** argv) {
       fillRandom(rb[r].w[i], maxBytes, mkcclBfloat16, 101 + 2 * r + i, 1.0f, R->streams[r]);
       rb[r].regOut[i] = nullptr;
       rb[r].regH[i] = nullptr;
+      rb[r].regIn[i] = nullptr;
+      rb[r].regInH[i] = nullptr;
       if (mkcclMemAlloc(&rb[r].regOut[i], maxBytes) != mkcclSuccess ||
-          mkcclCommRegister(R->comms[r], rb[r].regOut[i], maxBytes, &rb[r].regH[i]) != mkcclSuccess)
+          mkcclCommRegister(R->comms[r], rb[r].regOut[i], maxBytes, &rb[r].regH[i]) != mkcclSuccess ||
+          mkcclMemAlloc(&rb[r].regIn[i], maxBytes) != mkcclSuccess ||
+          mkcclCommRegister(R->comms[r], rb[r].regIn[i], maxBytes, &rb[r].regInH[i]) != mkcclSuccess)
         fprintf(stderr, "graph_bench: rank %d: registration: %s\n", r, mkcclGetLastError(R->comms[r]));
+      else
+        fillRandom(rb[r].regIn[i], maxBytes / 2, mkcclBfloat16, 1 + 2 * r + i, 1.0f, R->streams[r]);
     }
     cudaStreamSynchronize(R->streams[r]);
   });
 
-  for (size_t bytes : {size_t(8) << 10, size_t(64) << 10, size_t(512) << 10, size_t(4) << 20, size_t(32) << 20}) {
-    Row ar;
-    ar.op = "allreduce";
-    ar.bytes = bytes;
-    B.time([&](int r, int i, bool, mkcclComm_t c, cudaStream_t s) {
-      return mkcclAllReduce(rb[r].in[i], rb[r].out[i], bytes / 2, mkcclBfloat16, mkcclSum, c, s);
-    }, false, &ar.eager, &ar.graph);
-    rows.push_back(ar);
-    Row ag;
-    ag.op = "allgather";
-    ag.bytes = bytes;  // the gathered output
-    auto agCall = [&](int r, int i, bool reg, mkcclComm_t c, cudaStream_t s) {
+  // A collective: unregistered, registered (auto rule), registered with the in-place path forced.
+  auto tune = [&](const char* t) {
+    R->onEveryRank([&](int r) {
+      if (mkcclSetTuning(R->comms[r], t) != mkcclSuccess) fprintf(stderr, "graph_bench: tuning %s failed\n", t);
+    });
+  };
+  auto coll = [&](const char* op, size_t bytes, const Call& call) {
+    Row w;
+    w.op = op;
+    w.bytes = bytes;
+    B.time(call, false, &w.eager, &w.graph);
+    B.time(call, true, &w.regEager, &w.regGraph);
+    tune("coll.direct=on");
+    B.time(call, true, &w.onEager, &w.onGraph);
+    tune("");
+    rows.push_back(w);
+  };
+  for (size_t bytes : {size_t(8) << 10, size_t(64) << 10, size_t(512) << 10, size_t(1) << 20, size_t(2) << 20,
+                       size_t(4) << 20, size_t(32) << 20}) {
+    // bytes: AllReduce's buffer, AllGather's gathered output, ReduceScatter's and AllToAll's input.
+    coll("allreduce", bytes, [&](int r, int i, bool reg, mkcclComm_t c, cudaStream_t s) {
+      return mkcclAllReduce(reg ? rb[r].regIn[i] : rb[r].in[i], reg ? rb[r].regOut[i] : rb[r].out[i], bytes / 2,
+                            mkcclBfloat16, mkcclSum, c, s);
+    });
+    coll("allgather", bytes, [&](int r, int i, bool reg, mkcclComm_t c, cudaStream_t s) {
       return mkcclAllGather(rb[r].in[i], reg ? rb[r].regOut[i] : rb[r].out[i], bytes / 2 / n, mkcclBfloat16, c, s);
-    };
-    B.time(agCall, false, &ag.eager, &ag.graph);
-    B.time(agCall, true, &ag.regEager, &ag.regGraph);
-    rows.push_back(ag);
+    });
+    coll("reducescatter", bytes, [&](int r, int i, bool reg, mkcclComm_t c, cudaStream_t s) {
+      return mkcclReduceScatter(reg ? rb[r].regIn[i] : rb[r].in[i], rb[r].out[i], bytes / 2 / n, mkcclBfloat16,
+                                mkcclSum, c, s);
+    });
+    coll("alltoall", bytes, [&](int r, int i, bool reg, mkcclComm_t c, cudaStream_t s) {
+      return mkcclAllToAll(reg ? rb[r].regIn[i] : rb[r].in[i], rb[r].out[i], bytes / 2 / n, mkcclBfloat16, c, s);
+    });
   }
   // The small-M regime of decoding: M = 16..256 rows, N and K 4096 and 8192, bf16, the auto plan.
   for (size_t NK : {size_t(4096), size_t(8192)})
@@ -216,6 +243,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 2; ++i) {
       if (rb[r].regH[i]) mkcclCommDeregister(R->comms[r], rb[r].regH[i]);
       if (rb[r].regOut[i]) mkcclMemFree(rb[r].regOut[i]);
+      if (rb[r].regInH[i]) mkcclCommDeregister(R->comms[r], rb[r].regInH[i]);
+      if (rb[r].regIn[i]) mkcclMemFree(rb[r].regIn[i]);
       cudaFree(rb[r].in[i]);
       cudaFree(rb[r].out[i]);
       cudaFree(rb[r].w[i]);
@@ -226,12 +255,12 @@ int main(int argc, char** argv) {
   cudaGetDeviceProperties(&prop, 0);
   printf("# graph_bench: %d ranks in one process on %s%s; per-call us (median of %d x %d calls, max over ranks)\n",
          n, prop.name, shared ? " (sharing ONE GPU: relative figures only)" : "", kReps, kCalls);
-  printf("%-10s %10s %6s %6s %6s %10s %10s %8s %10s %10s %8s\n", "op", "bytes", "M", "N", "K", "eager", "graph",
-         "e/g", "reg", "reg_graph", "unreg/reg");
+  printf("%-13s %10s %6s %6s %6s %10s %10s %8s %10s %10s %8s %10s %8s\n", "op", "bytes", "M", "N", "K", "eager",
+         "graph", "e/g", "reg", "reg_graph", "unreg/reg", "reg_on", "unreg/on");
   for (const Row& w : rows)
-    printf("%-10s %10zu %6zu %6zu %6zu %10.2f %10.2f %8.2f %10.2f %10.2f %8.2f\n", w.op.c_str(), w.bytes, w.M, w.N,
-           w.K, w.eager, w.graph, w.graph > 0 ? w.eager / w.graph : 0.0, w.regEager, w.regGraph,
-           w.regEager > 0 ? w.eager / w.regEager : 0.0);
+    printf("%-13s %10zu %6zu %6zu %6zu %10.2f %10.2f %8.2f %10.2f %10.2f %8.2f %10.2f %8.2f\n", w.op.c_str(), w.bytes,
+           w.M, w.N, w.K, w.eager, w.graph, w.graph > 0 ? w.eager / w.graph : 0.0, w.regEager, w.regGraph,
+           w.regEager > 0 ? w.eager / w.regEager : 0.0, w.onEager, w.onEager > 0 ? w.eager / w.onEager : 0.0);
   if (argc > 1) {
     FILE* f = fopen(argv[1], "w");
     if (!f) return 1;
@@ -254,6 +283,9 @@ int main(int argc, char** argv) {
       if (w.regEager > 0)
         fprintf(f, ", \"reg_us\": %.3f, \"reg_graph_us\": %.3f, \"reg_speedup\": %.3f", w.regEager, w.regGraph,
                 w.eager / w.regEager);
+      if (w.onEager > 0)
+        fprintf(f, ", \"reg_on_us\": %.3f, \"reg_on_graph_us\": %.3f, \"reg_on_speedup\": %.3f", w.onEager,
+                w.onGraph, w.eager / w.onEager);
       fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
     }
     fprintf(f, "  ]\n}\n");

@@ -4,6 +4,7 @@
 // llStreamLimit, simple (coll_kernel.cuh) for longer ones. Senders and receivers choose alike:
 // the choice depends only on a stream's length and settings every rank shares.
 #include <algorithm>
+#include <vector>
 #include "base/check.h"
 #include "ops/coll/coll_direct.h"
 #include "ops/coll/coll_net.h"
@@ -61,12 +62,10 @@ mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendc
   const int n = ctx.dev.localRanks, me = ctx.dev.localRank;
   char* mine = static_cast<char*>(recv) + (size_t)ctx.dev.rank * B;
   if (n == 1) return localCopy(ctx, mine, send, B);
-  if (!ctx.comm->regs.empty()) {  // a registered receive buffer: stored into in place
-    Registration* g = regFind(ctx.comm, recv, B * (size_t)ctx.dev.nranks);
-    if (g) MKCCL_CHECK(regNoteUse(g, ctx.stream, ctx.capturing));  // a graph keeps it registered
-    if (B >= kDirectMinBlockBytes && directAllGatherFits(ctx, g, send, recv, B))
-      return directAllGather(ctx, g, send, recv, B);
-  }
+  const Tuning& tune = tuningOf(ctx);
+  Registration* g = nullptr;  // a registered receive buffer: stored into in place
+  MKCCL_CHECK(findReg(ctx, recv, B * (size_t)ctx.dev.nranks, &g));
+  if (g && directWanted(tune, B)) return directAllGather(ctx, g, send, recv, B);
   Args a;
   initArgs(ctx, kAllGather, send, recv, &a);
   for (int q = 0; q < n; ++q) {
@@ -75,7 +74,6 @@ mkcclResult_t allGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendc
     a.inOff[q] = (size_t)rankOf(ctx, q) * B;
   }
   if (send == mine) a.outLen[me] = 0;  // in place: nothing to copy locally
-  const Tuning& tune = tuningOf(ctx);
   return planAndLaunch(ctx, tune, B <= llStreamLimit(ctx, tune), B, &a, t, mkcclSum);
 }
 
@@ -88,6 +86,10 @@ mkcclResult_t reduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t r
   const size_t R = recvcount * typeSize(t);
   const int n = ctx.dev.localRanks, me = ctx.dev.localRank;
   if (n == 1) return localCopy(ctx, recv, send, R);
+  const Tuning& tune = tuningOf(ctx);
+  Registration* g = nullptr;  // a registered send buffer: every rank pulls its block from the peers'
+  MKCCL_CHECK(findReg(ctx, send, R * (size_t)ctx.dev.nranks, &g));
+  if (g && directWanted(tune, R)) return directReduceScatter(ctx, g, send, recv, R, t, op);
   Args a;
   initArgs(ctx, kReduceScatter, send, recv, &a);
   for (int p = 0; p < n; ++p) {
@@ -98,7 +100,6 @@ mkcclResult_t reduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t r
   a.redInOff = (size_t)ctx.dev.rank * R;
   a.redOutOff = 0;
   a.avgDiv = op == mkcclAvg ? n : 0;
-  const Tuning& tune = tuningOf(ctx);
   return planAndLaunch(ctx, tune, R <= llStreamLimit(ctx, tune), R, &a, t, op);
 }
 
@@ -116,6 +117,20 @@ mkcclResult_t allReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count
   // block is vector aligned.
   const size_t per = 16 / ts;
   const size_t blkElems = ((count + n - 1) / n + per - 1) / per * per;
+  // Registered receive buffer (and send buffer, or in place): pulled, reduced and pushed in place.
+  // A registered receive buffer with an unregistered send buffer: the input is copied into the
+  // receive buffer first (a local copy) and reduced in place there.
+  Registration *gs = nullptr, *gr = nullptr;
+  MKCCL_CHECK(findReg(ctx, send, bytes, &gs));
+  MKCCL_CHECK(findReg(ctx, recv, bytes, &gr));
+  if (gr && directWanted(tune, blkElems * ts)) {
+    if (!gs) {
+      MKCCL_CHECK(localCopy(ctx, recv, send, bytes));
+      send = recv;
+      gs = gr;
+    }
+    return directAllReduce(ctx, gs, gr, send, recv, count, blkElems, t, op);
+  }
   const size_t llMax = llStreamLimit(ctx, tune);
   bool oneShot, ll;
   if (tune.algo == 1) {
@@ -155,7 +170,7 @@ mkcclResult_t allReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count
 }
 
 mkcclResult_t allToAllvOp(OpCtx& ctx, const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
-                          const size_t* recvcounts, const size_t* rdispls, mkcclDataType_t t) {
+                          const size_t* recvcounts, const size_t* rdispls, mkcclDataType_t t, bool uniform) {
   MKCCL_CHECK(requireSingleNode(ctx, "mkcclAllToAllv"));
   const size_t ts = typeSize(t);
   const int n = ctx.dev.localRanks, r = ctx.dev.rank;
@@ -165,10 +180,28 @@ mkcclResult_t allToAllvOp(OpCtx& ctx, const void* send, const size_t* sendcounts
   if (n == 1)
     return localCopy(ctx, static_cast<char*>(recv) + rdispls[r] * ts, static_cast<const char*>(send) + sdispls[r] * ts,
                      sendcounts[r] * ts);
+  const Tuning& tune = tuningOf(ctx);
+  {
+    // A registered send buffer: every rank pulls its blocks from the peers' send buffers. AllToAll
+    // by the size rule; AllToAllv whenever registered (directWanted: its blocks differ per rank).
+    // A rank that sends nothing still takes part (its send pointer inside the registration).
+    size_t extent = 0;
+    for (int p = 0; p < ctx.dev.nranks; ++p)
+      if (sendcounts[p]) extent = std::max(extent, (sdispls[p] + sendcounts[p]) * ts);
+    Registration* g = nullptr;
+    MKCCL_CHECK(findReg(ctx, send, extent, &g));
+    if (g && (uniform ? directWanted(tune, sendcounts[0] * ts) : tune.direct != 2)) {
+      std::vector<size_t> sb(ctx.dev.nranks), sd(ctx.dev.nranks), rb(ctx.dev.nranks), rd(ctx.dev.nranks);
+      for (int p = 0; p < ctx.dev.nranks; ++p) {
+        sb[p] = sendcounts[p] * ts, sd[p] = sdispls[p] * ts;
+        rb[p] = recvcounts[p] * ts, rd[p] = rdispls[p] * ts;
+      }
+      return directAllToAll(ctx, g, send, sb.data(), sd.data(), recv, rb.data(), rd.data());
+    }
+  }
   // Each stream goes LL or simple by its own length (both ends see the same length): one kernel
   // per protocol that has streams here (the LL one also when none has, so that the call posts its
   // entry flag like every collective).
-  const Tuning& tune = tuningOf(ctx);
   const size_t llMax = llStreamLimit(ctx, tune);
   Args ll, simple;
   initArgs(ctx, kAllToAll, send, recv, &ll);

@@ -2,6 +2,7 @@
 #pragma once
 #include <stddef.h>
 #include "kernels/coll/coll_args.h"
+#include "kernels/coll/direct_rule.h"
 #include "mkccl.h"
 #include "runtime/enqueue.h"
 
@@ -19,6 +20,10 @@ namespace coll {
 //   coll.slots               simple: ring slots per (channel, peer) (2..16)
 //   allreduce.algo           oneshot | twoshot | auto
 //   allreduce.oneshot_bytes  largest AllReduce that auto runs one-shot (LL: 64 KiB, simple: 256 KiB)
+//   coll.direct              auto | on | off: registered buffers used in place (coll_direct.h); auto
+//                            where the block between two ranks is >= coll.direct_bytes, on: always
+//                            when registered, off: never (every call staged)
+//   coll.direct_bytes        auto's cut: the smallest block between two ranks that goes in place (1 MiB)
 //
 // The workspace data region belongs to the collectives: [0, llLayout().base) holds the simple
 // protocol's rings, the rest is the LL area (coll_args.h).
@@ -32,6 +37,8 @@ struct Tuning {
   int algo = 0;               // 0 auto, 1 one-shot, 2 two-shot
   static constexpr size_t kUnset = ~(size_t)0;
   size_t oneShotMaxBytes = kUnset;  // kUnset: the protocol's default
+  int direct = 0;                     // 0 auto, 1 on, 2 off
+  size_t directMinBytes = kDirectMinBlockBytes;
 };
 constexpr size_t kMinSlotBytes = 1 << 10;
 constexpr int kMaxChannels = 64;

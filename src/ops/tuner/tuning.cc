@@ -86,6 +86,11 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) {
                    return t.coll.oneShotMaxBytes == coll::Tuning::kUnset ? -1ll : (long long)t.coll.oneShotMaxBytes;
                  }});
+    v.push_back({"coll.direct", {"auto", "on", "off"}, 0, 0, [](Tuning& t, long long x) { t.coll.direct = int(x); },
+                 [](const Tuning& t) { return (long long)t.coll.direct; }});
+    v.push_back({"coll.direct_bytes", {}, 0, 1ll << 40,
+                 [](Tuning& t, long long x) { t.coll.directMinBytes = size_t(x); },
+                 [](const Tuning& t) { return (long long)t.coll.directMinBytes; }});
     v.push_back({"attention.variant", {"auto", "fast", "overlap", "simple"}, 0, 0,
                  [](Tuning& t, long long x) { t.attention.variant = int(x); },
                  [](const Tuning& t) { return (long long)t.attention.variant; }});
