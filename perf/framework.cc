@@ -145,8 +145,11 @@ Result combine(const Result& mine, int nranks) {
   }
   // -R: registered vs unregistered (and their graph replays), from the combined (slowest-rank)
   // times: > 1 means the registered buffers were faster.
-  const auto reg = r.extra.find("reg_us");
-  if (reg != r.extra.end() && reg->second > 0 && r.timeUs > 0) r.extra["reg_speedup"] = r.timeUs / reg->second;
+  // An op whose registered call differs from its row's call in more than the buffers (AllGather+
+  // GEMM: the row's call asks for no gathered A) gives its unregistered twin as reg_base_us.
+  const auto reg = r.extra.find("reg_us"), regBase = r.extra.find("reg_base_us");
+  const double unreg = regBase != r.extra.end() ? regBase->second : r.timeUs;
+  if (reg != r.extra.end() && reg->second > 0 && unreg > 0) r.extra["reg_speedup"] = unreg / reg->second;
   const auto regG = r.extra.find("reg_graph_us"), g = r.extra.find("graph_us");
   if (regG != r.extra.end() && g != r.extra.end() && regG->second > 0) r.extra["reg_graph_speedup"] = g->second / regG->second;
   if (r.busFactor >= 0 && r.bytes > 0 && r.timeUs > 0) {

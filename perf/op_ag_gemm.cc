@@ -8,6 +8,10 @@
 //               model), fused_side_us (the compute CTAs' idle warps pushing instead of comm CTAs:
 //               ag_gemm.plan=fused;ag_gemm.comm_ctas=0), ce_us (every SM computes, the copy
 //               engines push: ag_gemm.plan=ce), tflops, speedup
+//   -R 1        reg_base_us: the library's plan asked for the gathered A into a cudaMalloc buffer;
+//               reg_us: the same into a registered one (mkcclMemAlloc + mkcclCommRegister: the
+//               peers push straight into it, no copy out of the region); reg_speedup =
+//               reg_base_us / reg_us (> 1: registered faster)
 // Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
 // Every number is the max over ranks of the ranks' medians (the row is then the same on all).
 #include <cublas_v2.h>
@@ -133,6 +137,46 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
       return 1;
     }
   }
+  // -R: the call with a gathered A, into a plain buffer and into a registered one (each checked
+  // against the reference's gathered A first).
+  double regBaseUs = -1, regUs = -1;
+  if (a.registered) {
+    void* regMem = nullptr;
+    void* handle = nullptr;
+    if (mkcclMemAlloc(&regMem, M * K * 2) != mkcclSuccess ||
+        mkcclCommRegister(env.comm, regMem, M * K * 2, &handle) != mkcclSuccess) {
+      fprintf(stderr, "ag_gemm: rank %d: registered buffers: %s\n", env.rank, mkcclGetLastError(env.comm));
+      return 1;
+    }
+    DevBuf Gp;
+    if (!Gp.alloc(M * K * 2, kOp, "gathered A")) return 1;
+    for (void* g : {Gp.p, regMem}) {
+      auto withG = [&](int i) {
+        const int k = i % sets;
+        if (mkcclAllGatherGemm(A[k].p, W[k].p, C.p, g, M, N, K, t, env.comm, env.stream) != mkcclSuccess) failed = true;
+      };
+      if (a.check) {
+        cudaMemsetAsync(g, 0xff, M * K * 2, env.stream);
+        withG(0);
+        gather(0);
+        std::vector<uint16_t> got(M * K), ref(M * K);
+        if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
+            !cudaOk(kOp, cudaMemcpy(got.data(), g, M * K * 2, cudaMemcpyDeviceToHost), "copy") ||
+            !cudaOk(kOp, cudaMemcpy(ref.data(), G.p, M * K * 2, cudaMemcpyDeviceToHost), "copy"))
+          failed = true;
+        else if (got != ref)
+          r.wrong += 1;  // the gathered A must be bit-identical to the reference AllGather's
+      }
+      (g == regMem ? regUs : regBaseUs) = timeOurs("", withG, a, env, &failed);
+    }
+    if (cudaStreamSynchronize(env.stream) != cudaSuccess) failed = true;
+    mkcclCommDeregister(env.comm, handle);
+    mkcclMemFree(regMem);
+    if (failed) {
+      fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu, registered: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
+      return 1;
+    }
+  }
   // The baseline and its parts, on the same buffers.
   double baseUs = -1, gemmUs = -1, commUs = -1;
   if (env.cublas) {
@@ -155,7 +199,7 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     }
   }
 
-  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, ceUs, graphUs};
+  std::vector<double> v = {oursUs, fusedUs, seqUs, baseUs, gemmUs, commUs, sideUs, ceUs, graphUs, regBaseUs, regUs};
   if (!maxOverRanks(kOp, v.data(), v.size())) return 1;
   r.timeUs = v[0];
   r.extra["fused_us"] = v[1];
@@ -166,6 +210,10 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   if (a.graphCalls > 0) {
     r.extra["graph_us"] = v[8];
     r.extra["graph_speedup"] = v[0] / v[8];  // eager / replay
+  }
+  if (a.registered) {
+    r.extra["reg_base_us"] = v[9];
+    r.extra["reg_us"] = v[10];
   }
   if (nccl) {
     r.baseline = "nccl+cublas";

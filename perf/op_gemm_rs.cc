@@ -167,6 +167,47 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       fprintf(stderr, "%s: rank %d: %zux%zux%zu: %s\n", name, env.rank, M, N, K, mkcclGetLastError(env.comm));
       return 1;
     }
+    // -R: the library's plan with C registered (GEMM+AllReduce: finished tiles stored straight into
+    // the peers' C; GEMM+ReduceScatter: the same path as unregistered). Its output on set 0 must be
+    // bit-identical to the unregistered call's (the same plan reduces in the same order).
+    double regUs[1] = {-1};
+    if (a.registered) {
+      void* regMem = nullptr;
+      void* handle = nullptr;
+      if (mkcclMemAlloc(&regMem, cRows * N * es) != mkcclSuccess ||
+          mkcclCommRegister(env.comm, regMem, cRows * N * es, &handle) != mkcclSuccess) {
+        fprintf(stderr, "%s: rank %d: registered buffers: %s\n", name, env.rank, mkcclGetLastError(env.comm));
+        return 1;
+      }
+      auto runReg = [&](int i) {
+        const int k = i % nsets;
+        const mkcclResult_t e =
+            allReduce ? mkcclGemmAllReduce(A[k].p, W[k].p, regMem, M, N, Kr, t, env.comm, env.stream)
+                      : mkcclGemmReduceScatter(A[k].p, W[k].p, regMem, M, N, Kr, t, env.comm, env.stream);
+        if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
+      };
+      if (a.check) {
+        cudaMemsetAsync(regMem, 0xff, cRows * N * es, env.stream);
+        run(0);
+        runReg(0);
+        std::vector<uint16_t> plain(cRows * N), reg(cRows * N);
+        if (firstErr != mkcclSuccess || !cudaOk(name, cudaStreamSynchronize(env.stream), "check") ||
+            !cudaOk(name, cudaMemcpy(plain.data(), C.p, plain.size() * 2, cudaMemcpyDeviceToHost), "copy") ||
+            !cudaOk(name, cudaMemcpy(reg.data(), regMem, reg.size() * 2, cudaMemcpyDeviceToHost), "copy"))
+          oursFailed = true;
+        else if (plain != reg)
+          r.wrong += 1;  // registered and unregistered must agree bit for bit
+      }
+      regUs[0] = timeWithTuning("", runReg, a.warmup, a.iters, env.stream, env.comm, &oursFailed);
+      if (cudaStreamSynchronize(env.stream) != cudaSuccess) oursFailed = true;
+      mkcclCommDeregister(env.comm, handle);
+      mkcclMemFree(regMem);
+      if (firstErr != mkcclSuccess || oursFailed || regUs[0] < 0) {
+        fprintf(stderr, "%s: rank %d: %zux%zux%zu, registered C: %s\n", name, env.rank, M, N, K,
+                mkcclGetLastError(env.comm));
+        return 1;
+      }
+    }
 
     // cuBLAS alone, NCCL alone, and the two in sequence (the baseline), on the same buffers.
     bool failed = false;
@@ -203,6 +244,11 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       if (!maxOverRanks(name, g, 1)) return 1;
       r.extra["graph_us"] = g[0];
       r.extra["graph_speedup"] = v[0] / g[0];  // eager / replay
+    }
+    if (a.registered) {
+      if (!maxOverRanks(name, regUs, 1)) return 1;
+      r.extra["reg_us"] = regUs[0];
+      r.extra["reg_speedup"] = v[0] / regUs[0];  // > 1: registered faster
     }
     r.timeUs = v[0];
     r.baselineTimeUs = v[1];

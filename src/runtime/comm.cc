@@ -93,9 +93,10 @@ mkcclResult_t commPollError(mkcclComm_t comm) {
                  mkcclGetErrorString((mkcclResult_t)code));
       else if (e->site == kSiteDirectMismatch)
         snprintf(msg, sizeof(msg),
-                 "rank %d: collective call #%llu used registered buffers in place, but local peer %d (rank %d) did "
-                 "not do the same (posted %llu, expected %llu): every rank must pass buffers of the same "
-                 "registration at the same sizes, or every rank unregistered ones (docs/GRAPHS.md) (%s)",
+                 "rank %d: call #%llu (a collective, or AllGather+GEMM's gatheredA / GEMM+AllReduce's C) used "
+                 "registered buffers in place, or unregistered ones, and local peer %d (rank %d) did not do the "
+                 "same (posted %llu, expected %llu): every rank must pass buffers of the same registration at the "
+                 "same sizes, or every rank unregistered ones (docs/GRAPHS.md) (%s)",
                  e->rank, (unsigned long long)e->seq, e->peer,
                  e->peer >= 0 && e->peer < (int)comm->localToRank.size() ? comm->localToRank[e->peer] : -1,
                  (unsigned long long)e->seen, (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));

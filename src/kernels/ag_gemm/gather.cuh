@@ -14,8 +14,8 @@ constexpr int kGatherUnit = 4;  // slices per claim
 __global__ void __launch_bounds__(kGatherThreads) gatherKernel(const __grid_constant__ PushArgs p) {
   const Team team{threadIdx.x, blockDim.x, 1};
   if (!commTeam(p, team, blockIdx.x == 0, kGatherUnit)) return;
-  // gatherOut already waited for every peer slice when it copied them out.
-  if (p.gathered == nullptr) waitArrivals(p, team, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  // gatherOut already waited for every peer slice when it copied them out (not in place).
+  if (p.gathered == nullptr || p.direct) waitArrivals(p, team, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 }  // namespace ag

@@ -52,6 +52,9 @@ __device__ __forceinline__ bool waitTileRows(const PushArgs& p, int mb, bool* en
     const uint64_t want = entry ? F : F + static_cast<uint64_t>(L.slicesOfChunk(c));
     if (!dev::waitGeq(p.dev, flag, want, entry ? L.me : q, entry ? kSiteBarrier : kSiteGemmChunk)) return false;
     if (entry) {
+      // A peer in the other mode (gatheredA registered or not) or with other buffers: the
+      // leader recorded it; drain.
+      if (dev::loadRelaxed(agWords(p) + kAgFailWord) != 0) return false;
       *entered = true;
       continue;
     }

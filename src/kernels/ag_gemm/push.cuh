@@ -20,13 +20,26 @@
 //           slices belong to (red.release.sys).
 //   gather  when the user wants the gathered A: teams claim peers' slices in arrival order, wait
 //           for their chunk, copy them from this rank's region (L2-only loads).
+// In place (gatheredA registered on every rank, PushArgs.direct): the pushes go straight into each
+// peer's gatheredA, the tiles read this rank's gatheredA, and there is no gather-out. The leader
+// then posts, before its entry, the collectives' info words (kernels/coll/direct_rule.h: where
+// each peer writes into my registration) and its entries carry flagValue(s, kDirectEntry). In both
+// modes the leader posts its own entry only after it has seen every peer's entry and checked that
+// the peer is in the same mode (and, in place, names the same registration and shard size); it
+// records the verdict and the peers' offsets in this rank's data region first (kAgOffWord,
+// kAgFailWord), so every team and producer, which waits for the own entry, reads them. A peer
+// cannot leave call s before this rank's own entry (it needs this rank's shard, pushed only after
+// that entry), so the leader always reads the peer's entry and words of call s. On a mismatch the
+// error is mkcclInvalidUsage (kSiteDirectMismatch) on every rank and nothing is pushed.
 // Work queues hold F + items claimed; items are only claimed by running teams, so a CTA that is
 // not resident yet holds no work. Every wait is dev::waitGeq (bounded; on failure the team stops
 // and the error is recorded).
 #pragma once
 #include <stdint.h>
 #include "kernels/abi/devcomm.h"
+#include "kernels/abi/direct_site.h"
 #include "kernels/ag_gemm/layout.h"
+#include "kernels/coll/direct_rule.h"
 #include "kernels/device/signal.cuh"
 #include "kernels/device/team.cuh"
 
@@ -50,6 +63,12 @@ struct PushArgs {
   uint64_t* ceGo;                     // ce: this rank's go word for its copy-engine streams
   const uint64_t* seqCtr;             // this rank's call counter (kSeqSlot): the call's number, which a
                                       // graph replay must not take from `dev.seq` (signal.cuh)
+  // In place (gatheredA registered, docs/GRAPHS.md): region[me] is this rank's gatheredA, and a
+  // push to peer q goes to regBase[q] + the offset q posts (its info word for this rank).
+  int direct;
+  int regIndex;                       // the registration's index (the same on every rank)
+  uint64_t regOff;                    // gatheredA's byte offset in it
+  char* regBase[kMaxLocalRanks];      // rank q's registration, mapped here
 
   __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
 };
@@ -65,27 +84,80 @@ MKCCL_HD int receiverAt(const Layout& L, int i) {
   return q >= L.ws ? q - L.ws : q;
 }
 
+// This rank's words in its own data region, after the collectives' info words: the offset in
+// peer q's registration where this rank's shard goes (kAgOffWord + q), and the call's verdict
+// (kAgFailWord: nonzero when a peer is in the other mode or names other buffers). Written by the
+// leader before its own entry, read after it.
+constexpr int kAgOffWord = coll::kDirectInfoWords * kMaxLocalRanks;
+constexpr int kAgFailWord = kAgOffWord + kMaxLocalRanks;
+
+__device__ __forceinline__ uint64_t* agWords(const PushArgs& p) {
+  return reinterpret_cast<uint64_t*>(dev::dataOf(p.dev, p.L.me));
+}
+
+// The leader's thread 0, once peer q has entered call s (want: this rank's own entry value): is q
+// in the same mode, and in place, does it name the same registration and shard size? Records
+// mkcclInvalidUsage otherwise. Keeps the offset q posted for this rank.
+__device__ __forceinline__ bool checkPeer(const PushArgs& p, int q, uint64_t want) {
+  const Layout& L = p.L;
+  const uint64_t v = dev::loadAcquire(p.flags[L.me] + kBarrierSlot + q);
+  uint64_t seen = v, expect = want;
+  if (v == want) {
+    if (!p.direct) return true;
+    const uint64_t* w = reinterpret_cast<const uint64_t*>(dev::dataOf(p.dev, q)) + coll::kDirectInfoWords * L.me;
+    const uint64_t len = dev::loadRelaxed(w + 1), dst = dev::loadRelaxed(w + 2);
+    if (len == static_cast<uint64_t>(L.shardBytes()) && coll::regWordIndex(dst) == p.regIndex) {
+      dev::storeRelaxed(agWords(p) + kAgOffWord + q, coll::regWordOffset(dst));
+      return true;
+    }
+    seen = len != static_cast<uint64_t>(L.shardBytes()) ? len : dst >> 48;
+    expect = len != static_cast<uint64_t>(L.shardBytes()) ? static_cast<uint64_t>(L.shardBytes()) : p.regIndex + 1;
+  }
+  dev::recordError(p.dev, /*mkcclInvalidUsage*/ 5, q, kSiteDirectMismatch, seen, expect);
+  return false;
+}
+
 // The leader's start of the call, then every team's wait for the entries it needs.
 __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool leader) {
   const Layout& L = p.L;
-  const uint64_t F = dev::flagValue(p.callSeq(), 0);
+  const uint64_t s = p.callSeq();
+  const uint64_t F = dev::flagValue(s, 0);
+  const uint64_t E = dev::flagValue(s, p.direct ? coll::kDirectEntry : 0);
   const uint64_t* entries = p.flags[L.me] + kBarrierSlot;
+  uint64_t* words = agWords(p);
   if (leader) {
     uint64_t* mine = p.counters[L.me];
     for (int i = static_cast<int>(t.tid); i < L.slotsUsed(); i += static_cast<int>(t.n)) dev::storeRelaxed(mine + i, F);
+    if (p.direct && t.tid < static_cast<uint32_t>(L.ws)) {
+      // The collectives' info words for peer t: where its shard goes in my gatheredA.
+      uint64_t* w = words + coll::kDirectInfoWords * t.tid;
+      dev::storeRelaxed(w + 0, 0);
+      dev::storeRelaxed(w + 1, static_cast<uint64_t>(L.shardBytes()));
+      dev::storeRelaxed(w + 2, coll::regWord(p.regIndex, p.regOff + t.tid * static_cast<uint64_t>(L.shardBytes())));
+    }
     __threadfence_system();
     t.sync();
-    if (t.tid < static_cast<uint32_t>(L.ws)) dev::storeRelease(p.flags[t.tid] + kBarrierSlot + L.me, F);
+    if (t.tid < static_cast<uint32_t>(L.ws) && t.tid != static_cast<uint32_t>(L.me))
+      dev::storeRelease(p.flags[t.tid] + kBarrierSlot + L.me, E);
   }
   bool ok = true;
   if (t.tid == 0) {
-    // Peers, then this rank (receiverAt(ws - 1)). Keep this a single wait call in a loop: with a
-    // second call site here ptxas spends many minutes and gigabytes on the fused kernel (seen with
-    // ptxas 13.0; check the build time of ag_gemm_bf16.cu after touching this file).
+    // Peers, then this rank (receiverAt(ws - 1)); the leader checks each peer and posts its own
+    // entry just before that last wait. Keep this a single wait call in a loop: with a second call
+    // site here ptxas spends many minutes and gigabytes on the fused kernel (seen with ptxas 13.0;
+    // check the build time of ag_gemm_bf16.cu after touching this file).
+    bool same = true;
     for (int i = 0; i < L.ws && ok; ++i) {
       const int q = receiverAt(L, i);
+      if (leader && q == L.me) {
+        dev::storeRelaxed(words + kAgFailWord, same ? 0 : 1);
+        __threadfence_system();
+        dev::storeRelease(p.flags[L.me] + kBarrierSlot + L.me, E);
+      }
       ok = dev::waitGeq(p.dev, entries + q, F, q, kSiteBarrier);
+      if (ok && leader && q != L.me && same) same = checkPeer(p, q, E);
     }
+    if (ok && dev::loadRelaxed(words + kAgFailWord) != 0) ok = false;
   }
   return dev::teamBroadcast(t, ok ? 1 : 0) != 0;
 }
@@ -99,7 +171,12 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
   __shared__ char* dsts[kMaxDsts];
   if (t.tid == 0) {
     const int64_t at = L.me * L.shardBytes();  // the shard's place in every gathered A
-    for (int i = 0; i < receivers; ++i) dsts[i] = p.region[receiverAt(L, i)] + at;
+    for (int i = 0; i < receivers; ++i) {
+      const int q = receiverAt(L, i);
+      // In place: straight into peer q's gatheredA, where q said (its offset includes `at`).
+      dsts[i] = p.direct && q != L.me ? p.regBase[q] + dev::loadRelaxed(agWords(p) + kAgOffWord + q)
+                                      : p.region[q] + at;
+    }
     if (p.gatheredOwn) dsts[receivers] = p.gathered + at;
   }
   const int nd = receivers + (p.gatheredOwn ? 1 : 0);
@@ -135,7 +212,7 @@ __device__ __forceinline__ bool waitRows(const PushArgs& p, int q, int r0, int r
 // Copies peers' shards from this rank's region to the user's gathered A as they land.
 __device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int unit) {
   const Layout& L = p.L;
-  if (p.gathered == nullptr || L.ws == 1) return true;
+  if (p.gathered == nullptr || p.direct || L.ws == 1) return true;  // in place: the pushes wrote it
   const uint64_t F = dev::flagValue(p.callSeq(), 0);
   uint64_t* mine = p.counters[L.me];
   const int peers = L.ws - 1;

@@ -52,10 +52,7 @@ constexpr int kDirectMaxCtas = 32;
 constexpr int kDirectArriveSlot = kGridSyncSlot + 26;
 // Done flags: slot kDirectDoneSlot + q of my flags holds local rank q's "done with my buffers".
 constexpr int kDirectDoneSlot = kOpFlagSlot;
-// Info words: 64-bit word 3 q + w of my workspace data region holds my word w for local rank q.
-constexpr int kDirectInfoWords = 3;
-// The sub-value of a direct kernel's entry flag (a staged kernel posts 0).
-constexpr uint64_t kDirectEntry = 1;
+// (kDirectInfoWords, kDirectEntry: direct_rule.h, shared with the fused ops' in-place paths.)
 
 enum DirectKind : int {
   kDirectAllGather = 0,

@@ -19,6 +19,14 @@ MKCCL_HD bool directRule(int mode, size_t minBytes, size_t block) {
   return mode == 1 || block >= minBytes;
 }
 
+// Info words: 64-bit word 3 q + w of a rank's workspace data region holds its word w for local
+// rank q (w: 0 where q reads from me, 1 how many bytes, 2 where q writes into me). The fused ops'
+// in-place paths (AllGather+GEMM, GEMM+AllReduce) post the same words.
+constexpr int kDirectInfoWords = 3;
+// The sub-value of an in-place kernel's entry flag (a staged kernel, or a fused op's call on
+// unregistered buffers, posts 0).
+constexpr uint64_t kDirectEntry = 1;
+
 // An entry word: registration index + 1 in the top 16 bits, a byte offset in the registration
 // below (0: no word).
 constexpr uint64_t kRegOffMask = (1ull << 48) - 1;

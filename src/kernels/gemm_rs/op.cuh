@@ -217,10 +217,23 @@ struct GemmReduceOp : GemmOpDefaults {
 
   // This call has started here, so our earlier kernels are done with our areas: others may send.
   static constexpr bool kStart = true;
+  // AR in place (p.direct): first the info words (where each peer stores into our C, how many
+  // bytes C has; kernels/coll/direct_rule.h), which the entry's release publishes; the entry
+  // carries kDirectEntry then, so that a peer in the other mode is told apart (arWorker).
   __device__ static void start(const GemmArgs&, const Params& p, uint32_t) {
-    if (blockIdx.x == 0)
-      for (int q = 0; q < p.L.ws; ++q)
-        if (q != p.rank) dev::storeRelease(p.entrySlotAt(q), dev::flagValue(p.callSeq()));
+    if (blockIdx.x != 0) return;
+    if (p.direct) {
+      uint64_t* w = reinterpret_cast<uint64_t*>(dev::dataOf(p.comm, p.localOf[p.rank]));
+      for (int q = 0; q < p.L.ws; ++q) {
+        uint64_t* wq = w + coll::kDirectInfoWords * p.localOf[q];
+        dev::storeRelaxed(wq + 0, 0);
+        dev::storeRelaxed(wq + 1, uint64_t(p.L.M) * uint64_t(p.L.N) * 2);
+        dev::storeRelaxed(wq + 2, coll::regWord(p.regIndex, p.regOff));
+      }
+      __threadfence_system();
+    }
+    for (int q = 0; q < p.L.ws; ++q)
+      if (q != p.rank) dev::storeRelease(p.entrySlotAt(q), p.entryValue());
   }
 
   static constexpr bool kSideWarps = true;

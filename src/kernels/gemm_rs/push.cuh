@@ -20,7 +20,14 @@
 //   arWorker  AR, one warp: claims items of the CTA's final tiles from a shared counter. Item
 //             (n, 0) copies our finished tile #n from C to every other rank's ag slot and raises
 //             their flags; item (n, s) copies the tile of chunk (r + s) mod ws that its owner sent
-//             us from our ag slot into C.
+//             us from our ag slot into C. In place (C registered on every rank, ReduceParams.direct)
+//             item (n, 0) stores the tile straight into every other rank's C, where that rank's
+//             info word (kernels/coll/direct_rule.h, posted by `start` before its entry) says, and
+//             item (n, s) only waits for the owner's flag: no ag slot, no copy. Before it sends,
+//             item (n, 0) checks that every other rank entered in the same mode (its entry's
+//             sub-value, kDirectEntry in place, 0 otherwise) and, in place, names the same
+//             registration and size of C; a mismatch records mkcclInvalidUsage
+//             (kSiteDirectMismatch) and sends nothing.
 // Before its first write into rank q's memory a warp waits for q's entry into this call (q is then
 // done with every earlier call's use of that memory). A failed wait (recorded as dev::waitGeq does)
 // puts the CTA in drain mode: nothing more is sent, missing partials are skipped, the GEMM runs
@@ -32,6 +39,8 @@
 #include "kernels/device/warpgroup.cuh"
 #include "kernels/gemm_rs/layout.h"
 #include "kernels/abi/devcomm.h"
+#include "kernels/abi/direct_site.h"
+#include "kernels/coll/direct_rule.h"
 
 namespace mkccl {
 namespace rs {
@@ -54,6 +63,17 @@ struct ReduceParams {
                                     // (gemm_rs.push=ce; L.ceBatch > 0)
   const uint64_t* seqCtr;           // this rank's call counter (kSeqSlot): the call's number, which a
                                     // graph replay must not take from `comm.seq` (signal.cuh)
+  // AR in place (C registered, docs/GRAPHS.md): finished tiles go straight into every other
+  // rank's C (regBase[q] + the offset q posts in its info words).
+  int direct;
+  int regIndex;                     // the registration's index (the same on every rank)
+  uint64_t regOff;                  // C's byte offset in it
+  char* regBase[kMaxLocalRanks];    // rank q's registration, mapped here
+
+  // This call's entry value (in place: flagValue(s, kDirectEntry)).
+  __device__ __forceinline__ uint64_t entryValue() const {
+    return dev::flagValue(callSeq(), direct ? coll::kDirectEntry : 0);
+  }
 
   __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
 
@@ -329,6 +349,67 @@ __device__ __forceinline__ void sendFinished(const ReduceParams& p, uint32_t lan
   }
 }
 
+// AR item (n, 0) in place, one warp: the same tile straight into every other rank's C (pitch ldc
+// vectors there too); lane d - 1 holds the byte offset of the tile's place in rank (rank + d)'s
+// registration (checkPeersInPlace).
+template <int kVpr, int kUnroll>
+__device__ __forceinline__ void sendFinishedInPlace(const ReduceParams& p, uint32_t lane, const uint4* src,
+                                                    int64_t ldc, int rows, int vpr, uint64_t myOff) {
+  const int ws = p.L.ws;
+  const int total = rows * kVpr;
+  for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
+    uint4 r[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * 32;
+      if (e < total && e % kVpr < vpr) r[u] = __ldcg(src + (e / kVpr) * ldc + e % kVpr);
+    }
+    for (int d = 1; d < ws; ++d) {
+      const uint64_t off = __shfl_sync(0xffffffffu, myOff, d - 1);
+      uint4* dst = reinterpret_cast<uint4*>(p.regBase[(p.rank + d) % ws] + off);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int e = e0 + u * 32;
+        if (e < total && e % kVpr < vpr) dst[(e / kVpr) * ldc + e % kVpr] = r[u];
+      }
+    }
+  }
+}
+
+// Every lane of a warp, after lane 0 saw every other rank's entry: lane d - 1 checks rank
+// (rank + d): the same mode (entry sub-value), and in place the same registration and size of C;
+// returns in *off where C starts in that rank's registration. False on every lane if any rank
+// differs (recorded: mkcclInvalidUsage, kSiteDirectMismatch).
+__device__ __forceinline__ bool checkPeersInPlace(const ReduceParams& p, uint32_t lane, uint64_t* off) {
+  const int ws = p.L.ws;
+  bool ok = true;
+  *off = 0;
+  if (int(lane) < ws - 1) {
+    const int q = (p.rank + 1 + int(lane)) % ws;
+    const uint64_t want = p.entryValue();
+    uint64_t seen = dev::loadAcquire(p.entryOf(q)), expect = want;
+    if (seen == want && p.direct) {
+      const uint64_t* w = reinterpret_cast<const uint64_t*>(dev::dataOf(p.comm, p.localOf[q])) +
+                          coll::kDirectInfoWords * p.localOf[p.rank];
+      const uint64_t len = dev::loadRelaxed(w + 1), dst = dev::loadRelaxed(w + 2);
+      const uint64_t bytes = uint64_t(p.L.M) * uint64_t(p.L.N) * 2;
+      if (len != bytes) {
+        seen = len;
+        expect = bytes;
+      } else if (coll::regWordIndex(dst) != p.regIndex) {
+        seen = dst >> 48;
+        expect = uint64_t(p.regIndex + 1);
+      }
+      *off = coll::regWordOffset(dst);
+    }
+    if (seen != expect) {
+      dev::recordError(p.comm, /*mkcclInvalidUsage*/ 5, p.localOf[q], kSiteDirectMismatch, seen, expect);
+      ok = false;
+    }
+  }
+  return __all_sync(0xffffffffu, ok ? 1 : 0) != 0;
+}
+
 // AR item (n, s > 0), one warp: a received tile (ag slot, row-major, pitch kVpr) into C.
 template <int kVpr, int kUnroll>
 __device__ __forceinline__ void copyReceived(uint32_t lane, uint4* dst, int64_t ldc, const uint4* src, int rows,
@@ -400,13 +481,21 @@ __device__ __forceinline__ void arWorker(const ReduceParams& p, uint32_t lane, u
     __syncwarp();  // lane 0's acquires before every lane's reads
     if (__shfl_sync(0xffffffffu, ok ? 1 : 0, 0) == 0) continue;
     if (s == 0) {
-      sendFinished<kVpr, kUnroll>(p, lane, reinterpret_cast<const uint4*>(p.C + (r0 * L.N + col0) * 2), ldc, rows,
-                                  vpr, L.agOffset(p.rank, tile.u));
+      const uint4* src = reinterpret_cast<const uint4*>(p.C + (r0 * L.N + col0) * 2);
+      uint64_t off = 0;
+      if (!checkPeersInPlace(p, lane, &off)) {
+        if (lane == 0) setDrain(words);
+        continue;
+      }
+      if (p.direct)
+        sendFinishedInPlace<kVpr, kUnroll>(p, lane, src, ldc, rows, vpr, off + uint64_t(r0 * L.N + col0) * 2);
+      else
+        sendFinished<kVpr, kUnroll>(p, lane, src, ldc, rows, vpr, L.agOffset(p.rank, tile.u));
       dev::fenceSys();
       __syncwarp();
       if (lane == 0)
         for (int d = 1; d < ws; ++d) dev::storeRelease(p.opFlags((p.rank + d) % ws) + L.agSlot(p.rank, tile.u), want());
-    } else {
+    } else if (!p.direct) {  // in place the owner stored it into our C already
       copyReceived<kVpr, kUnroll>(lane, reinterpret_cast<uint4*>(p.C + (r0 * L.N + col0) * 2), ldc,
                                   reinterpret_cast<const uint4*>(p.scratchOf[p.rank] + L.agOffset(c, tile.u)), rows,
                                   vpr);

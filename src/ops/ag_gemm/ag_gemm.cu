@@ -17,6 +17,7 @@
 #include "kernels/ag_gemm/layout.h"
 #include "ops/ag_gemm/model.h"
 #include "ops/ag_gemm/rule.h"
+#include "ops/coll/coll_direct.h"
 #include "ops/gemm/gemm.h"
 #include "ops/tuner/op_state.h"
 #include "base/check.h"
@@ -24,6 +25,7 @@
 #include "base/log.h"
 #include "runtime/fused_args.h"
 #include "runtime/ops.h"
+#include "runtime/comm.h"
 #include "runtime/symmem.h"
 
 namespace mkccl {
@@ -164,8 +166,9 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
     return gemmRunEx(c.push.region[L.me], c.W, c.C, c.M, c.N, c.K, c.type, c.outType, x, c.variant, ctx.stream);
   }
   // Tiles wholly inside the own shard load it from the user's A; a tile that straddles a shard
-  // boundary (m not a multiple of 128) reads the own rows from the region.
-  c.push.ownToRegion = L.m % ag::kTileRows != 0 || c.fullRegion;
+  // boundary (m not a multiple of 128) reads the own rows from the region. In place the region is
+  // the user's gatheredA, which needs the own shard unless A lies in it already.
+  c.push.ownToRegion = L.m % ag::kTileRows != 0 || c.fullRegion || c.directOwn;
   return ag::fusedLaunch<In>(c, fp, ctx.stream);
 }
 
@@ -196,6 +199,11 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
       MKCCL_WARN("%s: ag_gemm.plan=ce is not used once a call of the communicator was captured into a CUDA "
                  "graph: fused (said once)",
                  kOp);
+    plan = Plan::Fused;
+  }
+  if (plan == Plan::Ce && c.push.direct) {
+    // In place the pushes go to addresses the peers post in the kernel (their offsets in the
+    // registration); the copy engines would need them on the host: the fused plan runs.
     plan = Plan::Fused;
   }
   if (plan == Plan::Ce && c.packedA) {
@@ -296,7 +304,27 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   MKCCL_CHECK(symScratchGet(comm, kScratchAllGatherGemm, static_cast<size_t>(L.regionBytes()), &region));
   c.push.dev = ctx.dev;
   c.push.A = static_cast<const char*>(A);
-  if (a.lda != K) {
+  // gatheredA registered (mkcclCommRegister; coll.direct=off keeps the staged path): the peers
+  // push their shards straight into it and the tiles read it; no copy out of the region. Every
+  // rank must pass a gatheredA of the same registration (the kernel checks, push.cuh).
+  Registration* reg = nullptr;
+  if (gatheredA != nullptr && coll::tuningOf(ctx).direct != 2)
+    MKCCL_CHECK(coll::findReg(ctx, gatheredA, M * K * es, &reg));
+  char* const ownSlot = reg ? static_cast<char*>(gatheredA) + static_cast<int64_t>(me) * L.shardBytes() : nullptr;
+  if (reg != nullptr) {
+    c.push.direct = 1;
+    c.push.regIndex = coll::regIndexOf(comm, reg);
+    c.push.regOff = static_cast<uint64_t>(static_cast<char*>(gatheredA) - reg->base);
+    for (int q = 0; q < ws; ++q) c.push.regBase[q] = reg->peer[q];
+  }
+  if (a.lda != K && reg != nullptr) {
+    // In place, a strided A is packed straight into its rows of gatheredA (which it needs anyway).
+    CUDA_CHECK(cudaMemcpy2DAsync(ownSlot, K * es, A, a.lda * es, K * es, size_t(L.m), cudaMemcpyDeviceToDevice,
+                                 ctx.stream));
+    c.push.A = ownSlot;
+    A = ownSlot;
+    c.packedA = 1;
+  } else if (a.lda != K) {
     // A strided A: copied (one 2-D copy, a graph node like any other) into this rank's slot of its
     // own region, which nothing else writes and only this rank reads; the pushes and the own tiles'
     // loads then read the contiguous copy.
@@ -315,6 +343,13 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   c.push.seqCtr = c.push.flags[me] + kSeqSlot;
   c.push.gathered = static_cast<char*>(gatheredA);
   c.push.gatheredOwn = gatheredA != nullptr && static_cast<const char*>(A) != c.push.gathered + me * L.shardBytes();
+  if (reg != nullptr) {
+    // This rank's "region" is its gatheredA: the own shard goes there as to a region (ownToRegion)
+    // unless A lies in it already.
+    c.push.region[me] = static_cast<char*>(gatheredA);
+    c.directOwn = c.push.gatheredOwn;
+    c.push.gatheredOwn = 0;
+  }
   c.A = A;
   c.W = a.w[0].W;
   c.C = a.w[0].C;

@@ -34,6 +34,7 @@ struct FusedCall {
   int packedA;          // a strided A was copied into this rank's region slot (push.A, A point there)
   int fullRegion;       // this rank's region must hold the whole gathered A after the call (the
                         // further weights' GEMMs read it): the own shard goes there too
+  int directOwn;        // in place (push.direct) with A not inside gatheredA: the own shard goes there
 };
 
 struct FusedPlan {

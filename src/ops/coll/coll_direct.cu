@@ -23,16 +23,16 @@ mkcclResult_t findReg(OpCtx& ctx, const void* p, size_t bytes, Registration** g)
   return mkcclSuccess;
 }
 
-namespace {
-
-// The index of g among the communicator's registrations: registering and deregistering are
-// collective, so the same buffer has the same index on every rank (the peers check it).
-int regIndex(const OpCtx& ctx, const Registration* g) {
-  const auto& regs = ctx.comm->regs;
+int regIndexOf(const mkcclComm* comm, const Registration* g) {
+  const auto& regs = comm->regs;
   for (size_t i = 0; i < regs.size(); ++i)
     if (regs[i].get() == g) return (int)i;
   return -1;
 }
+
+namespace {
+
+int regIndex(const OpCtx& ctx, const Registration* g) { return regIndexOf(ctx.comm, g); }
 
 uint64_t offIn(const Registration* g, const void* p) {
   return (uint64_t)(static_cast<const char*>(p) - g->base);

@@ -47,6 +47,11 @@ mkcclResult_t directAllReduce(OpCtx& ctx, Registration* gSend, Registration* gRe
 mkcclResult_t directAllToAll(OpCtx& ctx, Registration* gSend, const void* send, const size_t* sendBytes,
                              const size_t* sdisplBytes, void* recv, const size_t* recvBytes, const size_t* rdisplBytes);
 
+// The index of g among comm's registrations: registering and deregistering are collective, so the
+// same buffer has the same index on every rank (the in-place kernels check it). Also used by the
+// fused ops' in-place paths.
+int regIndexOf(const mkcclComm* comm, const Registration* g);
+
 // For preloading.
 const void* directAllGatherKernelPtr();
 const void* directAllToAllKernelPtr();

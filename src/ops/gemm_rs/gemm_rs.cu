@@ -9,6 +9,7 @@
 #include <mutex>
 #include "ops/gemm/gemm.h"
 #include "ops/gemm/gemm_plan.h"
+#include "ops/coll/coll_direct.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/tuner/op_state.h"
 #include "base/check.h"
@@ -104,6 +105,19 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
   }
   p.seqCtr = p.wsOf[p.rank] + kSeqSlot;
   p.C = static_cast<char*>(C);
+  if (L.allReduce() && coll::tuningOf(ctx).direct != 2) {
+    // C registered (mkcclCommRegister; coll.direct=off keeps the ag slots): finished tiles go
+    // straight into every other rank's C, no copy out of the ag slots. Every rank must pass a C of
+    // the same registration; the kernel checks (push.cuh, checkPeersInPlace).
+    Registration* reg = nullptr;
+    MKCCL_CHECK(coll::findReg(ctx, C, size_t(M) * size_t(N) * 2, &reg));
+    if (reg != nullptr) {
+      p.direct = 1;
+      p.regIndex = coll::regIndexOf(comm, reg);
+      p.regOff = uint64_t(static_cast<char*>(C) - reg->base);
+      for (int q = 0; q < ws; ++q) p.regBase[q] = reg->peer[comm->rankLocal[q]];
+    }
+  }
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
   p.pushCe = push == PushMode::Ce ? 1 : 0;
   p.earlyPublish = sp.ch.earlyPublish;
