@@ -343,8 +343,8 @@ TEST(FusedReg, GemmAllReduceCRegistered) {
     ASSERT_EQ("", w.setupError);
     const int n = w.n;
     for (const RsShape& s : {RsShape{384, 264, 136}, RsShape{200, 520, 64}, RsShape{130 * size_t(n), 72, 72}})
-      for (const char* t : {"gemm_ar.plan=fused,gemm_ar.push=team", "gemm_ar.plan=fused,gemm_ar.push=bulk",
-                            "gemm_ar.plan=fused,gemm_ar.push=ce", "gemm_ar.plan=rs_ag", "gemm_ar.plan=sequential",
+      for (const char* t : {"gemm_ar.plan=fused;gemm_ar.push=team", "gemm_ar.plan=fused;gemm_ar.push=bulk",
+                            "gemm_ar.plan=fused;gemm_ar.push=ce", "gemm_ar.plan=rs_ag", "gemm_ar.plan=sequential",
                             "gemm_ar.plan=auto"})
         for (bool reg : {true, false}) runRs(w, s, true, reg, t, seed + s.M);
   }
@@ -382,7 +382,7 @@ TEST(FusedReg, CapturedAndReplayed) {
   w.ranks->onEveryRank([&](int r) {
     mkcclComm_t comm = w.ranks->comms[r];
     cudaStream_t st = w.ranks->streams[r];
-    mkcclSetTuning(comm, "ag_gemm.plan=fused,gemm_ar.plan=fused");
+    mkcclSetTuning(comm, "ag_gemm.plan=fused;gemm_ar.plan=fused");
     char* G = w.regG(r);
     char* C1 = w.regC(r);
     char* C2 = C1 + ((M * ag.N * 2 + 4095) / 4096) * 4096;
@@ -398,7 +398,13 @@ TEST(FusedReg, CapturedAndReplayed) {
       if (e == mkcclSuccess) e = mkcclGemmAllReduce(A2, W2, C2, ar.M, ar.N, ar.K, mkcclBfloat16, comm, st);
       return e;
     };
-    for (int round = -1; round < rounds && errs[r].empty(); ++round) {
+    // Every rank passes every barrier (a failed rank skips its work, never a barrier).
+    for (int round = -1; round < rounds; ++round) {
+      if (round == 0) bar.wait();  // capture together
+      if (!errs[r].empty()) {
+        bar.wait();
+        continue;
+      }
       // Every rank makes the same inputs for the round (each rank's own part by its seed).
       const uint64_t seed = seed0 + uint64_t(round + 1) * 1000;
       AgData d;
@@ -421,31 +427,30 @@ TEST(FusedReg, CapturedAndReplayed) {
         e = enqueue();  // eager: grows the scratch, makes the plans
       } else {
         if (exec == nullptr) {
-          bar.wait();
           if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
             errs[r] = "begin capture";
-            break;
-          }
-          e = enqueue();
-          if (cudaStreamEndCapture(st, &graph) != cudaSuccess || e != mkcclSuccess ||
-              cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-            errs[r] = std::string("capture: ") + mkcclGetLastError(comm);
-            break;
+          } else {
+            e = enqueue();
+            if (cudaStreamEndCapture(st, &graph) != cudaSuccess || e != mkcclSuccess ||
+                cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+              errs[r] = std::string("capture: ") + mkcclGetLastError(comm);
           }
         }
-        if (cudaGraphLaunch(exec, st) != cudaSuccess) errs[r] = "graph launch";
+        if (errs[r].empty() && cudaGraphLaunch(exec, st) != cudaSuccess) errs[r] = "graph launch";
       }
-      if (e != mkcclSuccess) errs[r] = std::string("call: ") + mkcclGetLastError(comm);
+      if (errs[r].empty() && e != mkcclSuccess) errs[r] = std::string("call: ") + mkcclGetLastError(comm);
       if (errs[r].empty()) errs[r] = finish(comm, st);
-      if (errs[r].empty()) errs[r] = checkBf16(C1, d.C(ag, r), "round " + std::to_string(round) + " AG C");
-      if (errs[r].empty()) errs[r] = checkBf16(G, d.gathered(ag), "round " + std::to_string(round) + " gatheredA");
-      if (errs[r].empty())
-        errs[r] = checkBf16(C2, sumRef(A2s, W2s, ar.M, ar.N, ar.K), "round " + std::to_string(round) + " AR C");
+      const std::string tag = "round " + std::to_string(round);
+      if (errs[r].empty()) errs[r] = checkBf16(C1, d.C(ag, r), tag + " AG C");
+      if (errs[r].empty()) errs[r] = checkBf16(G, d.gathered(ag), tag + " gatheredA");
+      const std::vector<double> arRef = sumRef(A2s, W2s, ar.M, ar.N, ar.K);
+      if (errs[r].empty()) errs[r] = checkBf16(C2, arRef, tag + " AR C");
       // An eager call on unregistered buffers between replays (the same communicator).
       if (errs[r].empty() && round >= 0) {
+        poison(w.plainC[r], ar.M * ar.N * 2, st);
         e = mkcclGemmAllReduce(A2, W2, w.plainC[r], ar.M, ar.N, ar.K, mkcclBfloat16, comm, st);
         errs[r] = e != mkcclSuccess ? std::string("eager: ") + mkcclGetLastError(comm) : finish(comm, st);
-        if (errs[r].empty()) errs[r] = checkBf16(w.plainC[r], sumRef(A2s, W2s, ar.M, ar.N, ar.K), "eager AR C");
+        if (errs[r].empty()) errs[r] = checkBf16(w.plainC[r], arRef, tag + " eager AR C");
       }
       bar.wait();
     }
@@ -497,7 +502,7 @@ TEST(FusedReg, DisagreeingRanksFail) {
         cudaMalloc(&C, 1 << 20);
         cudaMemset(A, 0, 1 << 20);
         cudaMemset(W, 0, 1 << 20);
-        mkcclSetTuning(comms[r], "ag_gemm.plan=fused,gemm_ar.plan=fused");
+        mkcclSetTuning(comms[r], "ag_gemm.plan=fused;gemm_ar.plan=fused");
         void* mine = r == 0 ? mem[r] : plain;
         bar.wait();
         mkcclResult_t res =

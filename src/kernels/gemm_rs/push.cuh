@@ -357,7 +357,9 @@ __device__ __forceinline__ void sendFinishedInPlace(const ReduceParams& p, uint3
                                                     int64_t ldc, int rows, int vpr, uint64_t myOff) {
   const int ws = p.L.ws;
   const int total = rows * kVpr;
-  for (int e0 = int(lane); e0 < total; e0 += kUnroll * 32) {
+  // Every lane runs every round (the shuffles below need the whole warp).
+  for (int b = 0; b < total; b += kUnroll * 32) {
+    const int e0 = b + int(lane);
     uint4 r[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
