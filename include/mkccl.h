@@ -508,11 +508,16 @@ mkcclResult_t mkcclMemFree(void* ptr);
  * for mkcclCommDeregister. A collective whose buffers lie in registrations uses them in place,
  * with no copy through the workspace (docs/GRAPHS.md: AllGather's receive buffer, ReduceScatter's
  * and AllToAll(v)'s send buffer, AllReduce's receive buffer; one node; from 1 MiB per block between
- * two ranks, tuner keys coll.direct / coll.direct_bytes). Each rank may use its own offset inside
+ * two ranks, tuner keys coll.direct / coll.direct_bytes). The fused ops use a registered gatheredA
+ * (mkcclAllGatherGemm: the peers' shards land in it directly) and a registered C (mkcclGemmAllReduce,
+ * fused route: finished tiles are stored into every peer's C) in place at every size; coll.direct=off
+ * turns that off too. A registered A, or mkcclGemmReduceScatter's C, changes nothing (no copy of
+ * them exists). Each rank may use its own offset inside
  * the registration, but every rank must pass buffers of the same registration (or every rank
  * unregistered ones) with counts that agree: a call where they do not ends with an error on every
  * rank (mkcclInvalidUsage where the in-place path found the mismatch, mkcclTimeout on a rank that
- * staged) instead of a hang or a silent wrong result; its outputs are undefined. A range that overlaps a registration of the communicator is
+ * staged; the fused ops check on every rank: mkcclInvalidUsage) instead of a hang or a silent wrong
+ * result; its outputs are undefined. A range that overlaps a registration of the communicator is
  * refused (mkcclInvalidUsage). */
 mkcclResult_t mkcclCommRegister(const mkcclComm_t comm, void* buff, size_t size, void** handle);
 /* Collective: ends a registration; waits (bounded) for the communicator's outstanding eager work.
