@@ -36,6 +36,43 @@ __device__ __forceinline__ void warpCopy16Multi(char* dst, unsigned dsts, const 
   }
 }
 
+// Up to 32 rows of nvec 16-byte vectors, row r from lane r's (dst, src) for the lanes in `rows`
+// (every lane calls it), four rows at a time with two vectors of each per lane in flight: a warp
+// walking rows one by one waits one memory latency per row.
+__device__ __forceinline__ void warpCopyRows16(char* dst, const char* src, unsigned rows, size_t nvec) {
+  constexpr int Q = 4, U = 2;
+  while (rows) {
+    char* d[Q];
+    const char* s[Q];
+    int n = 0;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      const int l = rows ? __ffs(rows) - 1 : 0;
+      const bool have = rows != 0;
+      d[q] = reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(dst), l));
+      s[q] = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(src), l));
+      if (have) {
+        ++n;
+        rows &= rows - 1;
+      }
+    }
+    for (size_t base = 0; base < nvec; base += U * 32) {
+      const size_t i = base + laneId();
+      uint4 r[Q][U];
+#pragma unroll
+      for (int q = 0; q < Q; ++q)
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (q < n && i + u * 32 < nvec) r[q][u] = __ldcg(reinterpret_cast<const uint4*>(s[q]) + i + u * 32);
+#pragma unroll
+      for (int q = 0; q < Q; ++q)
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (q < n && i + u * 32 < nvec) reinterpret_cast<uint4*>(d[q])[i + u * 32] = r[q][u];
+    }
+  }
+}
+
 // One destination (every lane passes the same dst).
 __device__ __forceinline__ void warpCopy16(char* dst, const char* src, size_t nvec) {
   warpCopy16Multi(dst, 1u, src, nvec);
