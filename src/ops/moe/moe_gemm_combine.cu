@@ -109,14 +109,21 @@ mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void
   CUDA_CHECK(cudaMemsetAsync(done, 0, (1 + arrivalBlocks(h->dims)) * 8, ctx.stream));
   CUDA_CHECK(cudaEventRecord(h->forkEv, ctx.stream));
   CUDA_CHECK(cudaStreamWaitEvent(h->side, h->forkEv, 0));
-  MKCCL_CHECK(launchMoeKernel(combineKernelFn(h->dtype == mkcclFloat16), a, 0, h->side, "mkcclMoeGemmCombine combine"));
+  // The GEMM (which waits for nothing) is launched before the combine (which waits for it): two
+  // streams may share one hardware queue, and a kernel queued there behind the one it waits for
+  // runs after it; the other order would hang until the timeout. (The fused dispatch launches its
+  // dispatch, the kernel the GEMM waits for, first, for the same reason.)
   const mkcclResult_t r = h->dtype == mkcclFloat16
                               ? launchGemm2<dev::F16>(ctx, h, act, W2, Y, (int64_t)I, done, gC, ctx.stream)
                               : launchGemm2<dev::Bf16>(ctx, h, act, W2, Y, (int64_t)I, done, gC, ctx.stream);
-  // Join even when the GEMM's launch failed: the side stream must not stay forked from a capture.
+  const mkcclResult_t rc =
+      r == mkcclSuccess
+          ? launchMoeKernel(combineKernelFn(h->dtype == mkcclFloat16), a, 0, h->side, "mkcclMoeGemmCombine combine")
+          : r;
+  // Join even when a launch failed: the side stream must not stay forked from a capture.
   CUDA_CHECK(cudaEventRecord(h->joinEv, h->side));
   CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, h->joinEv, 0));
-  return r;
+  return rc;
 }
 
 }  // namespace moe
