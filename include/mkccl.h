@@ -417,6 +417,18 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_
 mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t handle, const void* X, const int32_t* topkIdx, const float* topkW,
                                    size_t T, const void* W1, void* act, size_t N, int swiglu, cudaStream_t stream);
 
+/* The second half of the layer fused: Y = act · W2_eᵀ per local expert (the grouped GEMM on the
+ * layout of the last dispatch on this handle, plain or fused), and combine of Y into out (as
+ * mkcclMoeCombine) at the same time: a few of the handle's CTAs return each 128-row block of Y to
+ * its tokens' ranks as soon as the GEMM has stored it, the rest compute. act [maxRecvRows, I]
+ * (mkcclMoeDispatchGemm's output with N = I), W2 [E/nranks, H, I], Y [maxRecvRows, H] (any device
+ * buffer, or the handle's recvX) is written, out [T, H] as for mkcclMoeCombine. Needs H and I
+ * multiples of 8, rowAlign a multiple of 128, a Hopper GPU and maxCtas >= 2. Two grids on the
+ * handle's second stream and this one, joined before the call returns; capturable in a CUDA
+ * graph. Collective. */
+mkcclResult_t mkcclMoeGemmCombine(mkcclMoe_t handle, const void* act, const void* W2, void* Y, void* out, size_t I,
+                                  size_t T, cudaStream_t stream);
+
 /* Attention (forward; bf16/fp16 inputs, fp32 softmax and accumulation)                            */
 /* ---------------------------------------------------------------------------------------------- */
 

@@ -1,10 +1,12 @@
 // mkccl-perf moe: the MoE expert layer, measured in one run as
-//   time        ours, fused: mkcclMoeDispatchGemm (dispatch + gate/up GEMM with the SwiGLU epilogue,
-//               the GEMM starting on rows as they land), mkcclGroupedGemm (down), mkcclMoeCombine
-//               (GEMM2 + combine are not fused yet)
+//   time        ours, both halves fused: mkcclMoeDispatchGemm (dispatch + gate/up GEMM with the
+//               SwiGLU epilogue, the GEMM starting on rows as they land), mkcclMoeGemmCombine (down
+//               GEMM + combine, each block of Y returned as soon as it is stored)
 //   composed_us ours, composed: mkcclMoeDispatch, mkcclGroupedGemmSwiglu, mkcclGroupedGemm,
 //               mkcclMoeCombine one after the other (fused_vs_composed = composed_us / time);
-//               dispatch_gemm1_fused_us / dispatch_gemm1_composed_us: the first half alone, each way
+//               first_half_fused_us: mkcclMoeDispatchGemm, mkcclGroupedGemm, mkcclMoeCombine;
+//               dispatch_gemm1_fused_us / dispatch_gemm1_composed_us: the first half alone, each way;
+//               gemm2_combine_fused_us / gemm2_combine_composed_us: the second half alone, each way
 //   floor       our two grouped GEMMs alone on the dispatched rows (floor_us; floor_ratio = time /
 //               floor, composed_floor_ratio the composed layer's)
 //   baseline    "nccl+cublas": NCCL all-to-all(v) of one row per (token, slot) out, one cuBLAS GEMM
@@ -130,6 +132,16 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     ck(mkcclGroupedGemm(act.p, W2.p, Y.p, buf.expertOffsets, El, P, H, I, t, t, env.stream));
     combine(i);
   };
+  // Both halves fused: mkcclMoeDispatchGemm, then mkcclMoeGemmCombine (down GEMM + combine).
+  auto gemmCombine = [&](int) { ck(mkcclMoeGemmCombine(h, act.p, W2.p, Y.p, out.p, I, T, env.stream)); };
+  auto gemmThenCombine = [&](int i) {
+    ck(mkcclGroupedGemm(act.p, W2.p, Y.p, buf.expertOffsets, El, P, H, I, t, t, env.stream));
+    combine(i);
+  };
+  auto fullyFusedLayer = [&](int i) {
+    dispatchGemm(i);
+    gemmCombine(i);
+  };
 
   Result r;
   r.op = kOp;
@@ -140,13 +152,14 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
   r.count = T * H;
   if (a.check) {  // every output of both paths finite (the values themselves: tests/moe)
     long long bad = 0;
-    for (int path = 0; path < 2; ++path) {
+    for (int path = 0; path < 3; ++path) {
       if (path == 0) layer(0);
-      else fusedLayer(0);
+      else if (path == 1) fusedLayer(0);
+      else fullyFusedLayer(0);
       std::vector<uint16_t> o(T * H);
       if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
           !cudaOk(kOp, cudaMemcpy(o.data(), out.p, T * H * es, cudaMemcpyDeviceToHost), "copy")) {
-        fprintf(stderr, "moe: rank %d: the checked run (%s) failed: %s\n", me, path ? "fused" : "composed",
+        fprintf(stderr, "moe: rank %d: the checked run (%s) failed: %s\n", me, path == 2 ? "both halves fused" : path ? "fused" : "composed",
                 mkcclGetLastError(env.comm));
         return 1;
       }
@@ -154,7 +167,12 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     }
     r.wrong = bad;
   }
+  const double fullUs = timeMedianUs(fullyFusedLayer, a.warmup, a.iters, env.stream);
   const double fusedUs = timeMedianUs(fusedLayer, a.warmup, a.iters, env.stream);
+  // The second half alone on the layout and act of one first half (the same rows every time).
+  dispatchGemm(0);
+  const double gcFusedUs = timeMedianUs(gemmCombine, a.warmup, a.iters, env.stream);
+  const double gcComposedUs = timeMedianUs(gemmThenCombine, a.warmup, a.iters, env.stream);
   const double dgFusedUs = timeMedianUs(dispatchGemm, a.warmup, a.iters, env.stream);
   const double dgComposedUs = timeMedianUs(dispatchThenGemm, a.warmup, a.iters, env.stream);
   const double layerUs = timeMedianUs(layer, a.warmup, a.iters, env.stream);
@@ -248,22 +266,27 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     }
   }
 
-  std::vector<double> tm = {layerUs, dispUs, floorUs, combUs, ncUs, fusedUs, dgFusedUs, dgComposedUs};
+  std::vector<double> tm = {layerUs,   dispUs,     floorUs,   combUs,      ncUs,
+                            fusedUs,   dgFusedUs,  dgComposedUs, fullUs, gcFusedUs, gcComposedUs};
   std::vector<double> by = {ourOut, ourBack, fusedOut};
   if (!combineOverRanks("moe", tm.data(), tm.size(), false) || !combineOverRanks("moe", by.data(), by.size(), true))
     return 1;
   for (double& b : by) b /= ws;
-  // time: the fused layer (mkcclMoeDispatchGemm + grouped GEMM + combine); composed_us: the four
-  // calls one after the other.
-  r.timeUs = tm[5];
+  // time: the layer with both halves fused (mkcclMoeDispatchGemm + mkcclMoeGemmCombine);
+  // composed_us: the four calls one after the other.
+  r.timeUs = tm[8];
   r.bytes = (size_t)(by[2] + by[1]);
   r.extra["composed_us"] = tm[0];
-  r.extra["fused_vs_composed"] = tm[0] / tm[5];
+  r.extra["fused_vs_composed"] = tm[0] / tm[8];
+  r.extra["first_half_fused_us"] = tm[5];
+  r.extra["first_half_fused_vs_composed"] = tm[0] / tm[5];
+  r.extra["gemm2_combine_fused_us"] = tm[9];
+  r.extra["gemm2_combine_composed_us"] = tm[10];
   r.extra["dispatch_gemm1_fused_us"] = tm[6];
   r.extra["dispatch_gemm1_composed_us"] = tm[7];
   r.extra["dispatch_us"] = tm[1];
   r.extra["floor_us"] = tm[2];
-  r.extra["floor_ratio"] = tm[5] / tm[2];
+  r.extra["floor_ratio"] = tm[8] / tm[2];
   r.extra["composed_floor_ratio"] = tm[0] / tm[2];
   r.extra["combine_us"] = tm[3];
   r.extra["gemms_tflops"] = 6.0 * double(T) * k * H * I / (tm[2] * 1e-6) / 1e12;
@@ -275,11 +298,11 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
   if (base) {
     r.baseline = "nccl+cublas";
     r.baselineTimeUs = tm[4];
-    r.extra["speedup"] = tm[4] / tm[5];
+    r.extra["speedup"] = tm[4] / tm[8];
     r.extra["composed_speedup"] = tm[4] / tm[0];
   }
   r.note = std::string(skewed ? "skewed" : "uniform") + " routing, top-" + std::to_string(k) + ", I " +
-           std::to_string(I) + ", time = fused dispatch+GEMM1 (GEMM2 and combine composed)" +
+           std::to_string(I) + ", time = both halves fused (dispatch+GEMM1, GEMM2+combine)" +
            (base ? "" : ", no NCCL+cuBLAS baseline");
   env.emit(r);
   return 0;
@@ -307,7 +330,7 @@ int runMoeLayer(const Args& a, Env& env, std::vector<Result>*) {
 }  // namespace
 
 MKCCL_PERF_SHAPE_OP("moe", runMoeLayer,
-                    "MoE expert layer: fused dispatch + SwiGLU grouped GEMM, grouped GEMM, combine; the same as four "
+                    "MoE expert layer: fused dispatch + SwiGLU grouped GEMM, fused grouped GEMM + combine; the same as four "
                     "composed calls; "
                     "against NCCL all-to-all(v) + cuBLAS per expert + NCCL back, and our grouped GEMMs alone (floor). "
                     "-m T -n H -k E or --shapes TxHxE,...; default: DeepSeek-V3-, Qwen3-30B-A3B- and Mixtral-like "

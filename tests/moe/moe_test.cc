@@ -959,10 +959,14 @@ void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Ro
 // mkcclMoeDispatchGemm for the dispatch and the SwiGLU GEMM, recvX and act poisoned in between (a
 // GEMM that read a row before it landed would compute on the poison, not on the composed call's
 // identical rows); both outputs against the reference and against each other.
-void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused = false) {
+// both (with fused): the second half fused too (mkcclMoeGemmCombine), Y poisoned as well (a row
+// returned before the GEMM stored it would carry the poison).
+void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused = false, bool both = false) {
   const int ws = w.size();
   SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I << ", "
-                                  << routeKindName(c.kind) << (fused ? ", fused" : ", composed") << ", seed " << seed);
+                                  << routeKindName(c.kind)
+                                  << (both ? ", both halves fused" : fused ? ", fused" : ", composed") << ", seed "
+                                  << seed);
   Case base{"layer", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
   size_t cap = 1;
   for (int r = 0; r < ws; ++r) cap = std::max(cap, (size_t)c.T(r));
@@ -1021,10 +1025,16 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
       cudaMemsetAsync(x.dAct, 0xff, b.maxRecvRows * c.I * 2, w.streams[r]);
       e = mkcclMoeDispatchGemm(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), x.dW1, x.dAct,
                                c.I, 1, w.streams[r]);
-      if (e == mkcclSuccess)
-        e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
-                             mkcclBfloat16, w.streams[r]);
-      if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, x.d.dOut, c.T(r), w.streams[r]);
+      if (both) {
+        cudaMemsetAsync(x.d.dY, 0xff, b.maxRecvRows * c.H * 2, w.streams[r]);
+        if (e == mkcclSuccess)
+          e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.d.dY, x.d.dOut, c.I, c.T(r), w.streams[r]);
+      } else {
+        if (e == mkcclSuccess)
+          e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
+                               mkcclBfloat16, w.streams[r]);
+        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, x.d.dOut, c.T(r), w.streams[r]);
+      }
     }
     res[r] = e;
     sync[r] = cudaStreamSynchronize(w.streams[r]);
@@ -1100,8 +1110,9 @@ TEST(MoeGpu, LayerComposedOneToFourRanks) {
 // that reused its capture's sequence number would pass on the flags of the call before and combine
 // stale rows (or hang until the device timeout).
 // fused: the same with mkcclMoeDispatchGemm for the dispatch and the SwiGLU GEMM (its fork and
-// join of the handle's second stream captured too).
-void runGraphLayer(bool fused) {
+// join of the handle's second stream captured too). both: the second half fused too
+// (mkcclMoeGemmCombine: its memset, fork and join captured as well).
+void runGraphLayer(bool fused, bool both = false) {
   const TestEnv env;
   const int ws = 2, rounds = 100;
   InProcessRanks w(devicesFor(ws));
@@ -1166,6 +1177,10 @@ void runGraphLayer(bool fused) {
       if (e == mkcclSuccess)
         e = mkcclGroupedGemmSwiglu(b.recvX, x.dW1, x.dAct, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H,
                                    mkcclBfloat16, mkcclBfloat16, s);
+    }
+    if (both) {
+      if (e == mkcclSuccess) e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.d.dY, out, c.I, c.T(r), s);
+      return e;
     }
     if (e == mkcclSuccess)
       e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
@@ -1278,13 +1293,17 @@ TEST(MoeGpu, FusedLayerReplayedInACudaGraph) {
   runGraphLayer(true);
 }
 
+TEST(MoeGpu, FullyFusedLayerReplayedInACudaGraph) {
+  MKCCL_REQUIRE_GPUS(1);
+  runGraphLayer(true, true);
+}
+
 // ---- mkcclMoeDispatchGemm (dispatch fused with the first expert GEMM) ----
 
 // The fused layer against the composed one and the fp32 reference, 1-4 ranks sharing the GPU:
 // H and I not multiples of 128, T = 0 (one rank, and every rank), 1, 3 and larger, uniform /
 // skewed / dropped / empty-expert routings.
-TEST(MoeGpu, LayerFusedOneToFourRanks) {
-  MKCCL_REQUIRE_GPUS(1);
+void runFusedLayers(bool both) {
   const TestEnv env;
   uint64_t seed = freshSeed();
   const std::vector<LayerCase> cs = {
@@ -1298,8 +1317,22 @@ TEST(MoeGpu, LayerFusedOneToFourRanks) {
   for (int ws = 1; ws <= 4; ++ws) {
     InProcessRanks w(devicesFor(ws));
     ASSERT_TRUE(w.ok());
-    for (const LayerCase& c : cs) runLayer(w, c, ++seed, true);
+    for (const LayerCase& c : cs) runLayer(w, c, ++seed, true, both);
   }
+}
+
+TEST(MoeGpu, LayerFusedOneToFourRanks) {
+  MKCCL_REQUIRE_GPUS(1);
+  runFusedLayers(false);
+}
+
+// ---- mkcclMoeGemmCombine (the second expert GEMM fused with combine) ----
+
+// The layer with both halves fused (mkcclMoeDispatchGemm, mkcclMoeGemmCombine) against the
+// composed one and the fp32 reference: the same cases, 1-4 ranks sharing the GPU.
+TEST(MoeGpu, LayerBothHalvesFusedOneToFourRanks) {
+  MKCCL_REQUIRE_GPUS(1);
+  runFusedLayers(true);
 }
 
 // swiglu = 0: act = recvX . W1_e^T per row, checked row by row against fp32 dot products of the
@@ -1401,8 +1434,10 @@ TEST(MoeGpu, DispatchGemmPlainAgainstFp32) {
 // with no host sync, fresh X and routing per call, every output against the fp32 reference: the
 // arrival counters and the layout flag are zeroed on the stream before each call, and a call must
 // never see the rows or layout of the one before.
-TEST(MoeGpu, FusedFiftyCallsBackToBack) {
-  MKCCL_REQUIRE_GPUS(1);
+// both: the second half fused too (mkcclMoeGemmCombine, whose done words are the arrival words
+// the fused dispatch zeroes and fills), after mkcclMoeDispatchGemm on even calls and after
+// mkcclMoeDispatch + mkcclGroupedGemmSwiglu on odd ones.
+void runFusedFifty(bool both) {
   const TestEnv env;
   const int ws = 2, calls = 50;
   InProcessRanks w(devicesFor(ws));
@@ -1453,12 +1488,24 @@ TEST(MoeGpu, FusedFiftyCallsBackToBack) {
     cudaStream_t s = w.streams[r];
     for (int i = 0; i < calls && err[r].empty(); ++i) {
       RankData& y = x.d[i];
-      mkcclResult_t e = mkcclMoeDispatchGemm(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), x.dW1,
-                                             x.dAct, c.I, 1, s);
-      if (e == mkcclSuccess)
-        e = mkcclGroupedGemm(x.dAct, x.dW2, x.dY, x.b.expertOffsets, c.El, x.b.maxRecvRows, c.H, c.I, mkcclBfloat16,
-                             mkcclBfloat16, s);
-      if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, y.dOut, c.T(r), s);
+      mkcclResult_t e;
+      if (!both || i % 2 == 0) {
+        e = mkcclMoeDispatchGemm(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), x.dW1, x.dAct, c.I,
+                                 1, s);
+      } else {
+        e = mkcclMoeDispatch(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), s);
+        if (e == mkcclSuccess)
+          e = mkcclGroupedGemmSwiglu(x.b.recvX, x.dW1, x.dAct, x.b.expertOffsets, c.El, x.b.maxRecvRows, c.I, c.H,
+                                     mkcclBfloat16, mkcclBfloat16, s);
+      }
+      if (both) {
+        if (e == mkcclSuccess) e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.dY, y.dOut, c.I, c.T(r), s);
+      } else {
+        if (e == mkcclSuccess)
+          e = mkcclGroupedGemm(x.dAct, x.dW2, x.dY, x.b.expertOffsets, c.El, x.b.maxRecvRows, c.H, c.I, mkcclBfloat16,
+                               mkcclBfloat16, s);
+        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, y.dOut, c.T(r), s);
+      }
       if (e != mkcclSuccess) err[r] = std::string("call ") + std::to_string(i) + ": " + mkcclGetLastError(w.comms[r]);
     }
     if (cudaStreamSynchronize(s) != cudaSuccess && err[r].empty()) err[r] = "stream";
@@ -1495,6 +1542,16 @@ TEST(MoeGpu, FusedFiftyCallsBackToBack) {
     for (RankData& y : rk[r].d) y.release();
     for (void* p : {rk[r].dW1, rk[r].dW2, rk[r].dAct, rk[r].dY}) cudaFree(p);
   }
+}
+
+TEST(MoeGpu, FusedFiftyCallsBackToBack) {
+  MKCCL_REQUIRE_GPUS(1);
+  runFusedFifty(false);
+}
+
+TEST(MoeGpu, BothHalvesFusedFiftyCallsBackToBack) {
+  MKCCL_REQUIRE_GPUS(1);
+  runFusedFifty(true);
 }
 
 // A rank that never joins: the other rank's fused call (dispatch waiting for the peer's entry, the
@@ -1627,6 +1684,128 @@ TEST(MoeGpu, DispatchGemmNeedsAlignAndCtas) {
     cudaFree(dAct);
     x.release();
   }
+}
+
+// mkcclMoeGemmCombine with a peer that dispatched with us but never joins the second half: the
+// combine waits for its entry and ends within the communicator's timeout with mkcclTimeout
+// recorded, the GEMM beside it finishes, and the next call is refused.
+TEST(MoeGpu, GemmCombinePeerNeverJoins) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env(1500);
+  InProcessRanks w(devicesFor(2));
+  ASSERT_TRUE(w.ok());
+  Case c{"lonely gemm combine", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
+  {
+    Handles hs(w, cfg);
+    ASSERT_TRUE(hs.ok);
+    const Dims d = dimsOf(cfg, 2, 0);
+    std::vector<RankData> x(2);
+    std::vector<mkcclMoeBuffers> b(2);
+    for (int r = 0; r < 2; ++r) {
+      cudaSetDevice(w.devs[r]);
+      ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &b[r]));
+      x[r].route = makeRouting(RouteKind::Uniform, 8, d, 1 + r);
+      std::mt19937_64 g(3 + r);
+      x[r].X = randomHalves(8 * c.H, false, g);
+      x[r].dX = upload(x[r].X.data(), x[r].X.size() * 2);
+      x[r].dIdx = upload(x[r].route.idx.data(), x[r].route.idx.size() * 4);
+      x[r].dW = upload(x[r].route.w.data(), x[r].route.w.size() * 4);
+    }
+    std::vector<mkcclResult_t> res(2, mkcclInternalError);
+    w.onEveryRank([&](int r) {
+      res[r] = mkcclMoeDispatch(hs.h[r], x[r].dX, (const int32_t*)x[r].dIdx, (const float*)x[r].dW, 8, w.streams[r]);
+      if (cudaStreamSynchronize(w.streams[r]) != cudaSuccess) res[r] = mkcclUnhandledCudaError;
+    });
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(mkcclSuccess, res[r]) << "rank " << r;
+    cudaSetDevice(w.devs[0]);
+    const size_t I = 64;
+    std::mt19937_64 g(9);
+    std::vector<uint16_t> W2 = randomHalves(size_t(c.El) * c.H * I, false, g);
+    void* dW2 = upload(W2.data(), W2.size() * 2);
+    void *dAct = nullptr, *dY = nullptr, *dOut = nullptr;
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct, b[0].maxRecvRows * I * 2));
+    ASSERT_EQ(cudaSuccess, cudaMemset(dAct, 0, b[0].maxRecvRows * I * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dY, b[0].maxRecvRows * c.H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dOut, 8 * c.H * 2));
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGemmCombine(hs.h[0], dAct, dW2, dY, dOut, I, 8, w.streams[0]))
+        << mkcclGetLastError(w.comms[0]);
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "both kernels must exit cleanly";
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(secs, 1.3);
+    EXPECT_LT(secs, 20.0);
+    mkcclResult_t async = mkcclSuccess;
+    ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[0], &async));
+    EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(w.comms[0]);
+    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find("MoE combine"))
+        << mkcclGetLastError(w.comms[0]);
+    EXPECT_EQ(mkcclTimeout, mkcclMoeGemmCombine(hs.h[0], dAct, dW2, dY, dOut, I, 8, w.streams[0]));
+    for (void* p : {dW2, dAct, dY, dOut}) cudaFree(p);
+    for (RankData& y : x) y.release();
+  }
+}
+
+// mkcclMoeGemmCombine's mistakes refused before anything is queued, with a message; the handle
+// stays usable (a correct call after them succeeds).
+TEST(MoeGpu, GemmCombineBadArguments) {
+  MKCCL_REQUIRE_GPUS(1);
+  const TestEnv env;
+  InProcessRanks w(devicesFor(1));
+  ASSERT_TRUE(w.ok());
+  Case c{"bad gemm combine args", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(c, 1, 8);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  mkcclMoeBuffers b{};
+  ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[0], &b));
+  std::mt19937_64 g(5);
+  const Dims d = dimsOf(cfg, 1, b.maxRecvRows);
+  RankData x;
+  x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
+  x.X = randomHalves(8 * c.H, false, g);
+  x.dX = upload(x.X.data(), x.X.size() * 2);
+  x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
+  x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+  const size_t I = 64;
+  void *dW2 = nullptr, *dAct = nullptr, *dY = nullptr, *dOut = nullptr;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&dW2, size_t(c.El) * c.H * I * 2));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct, b.maxRecvRows * I * 2));
+  ASSERT_EQ(cudaSuccess, cudaMemset(dAct, 0, b.maxRecvRows * I * 2));
+  ASSERT_EQ(cudaSuccess, cudaMemset(dW2, 0, size_t(c.El) * c.H * I * 2));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&dY, b.maxRecvRows * c.H * 2));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&dOut, 8 * c.H * 2));
+  cudaStream_t s = w.streams[0];
+  auto call = [&](const void* act, const void* W2, void* Y, void* out, size_t I_, size_t T) {
+    return mkcclMoeGemmCombine(hs.h[0], act, W2, Y, out, I_, T, s);
+  };
+  EXPECT_EQ(mkcclInvalidUsage, call(dAct, dW2, dY, dOut, I, 8)) << "before any dispatch";
+  ASSERT_EQ(mkcclSuccess, mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, s));
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dY, dOut, I, 7)) << "T differs from the dispatch's";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dY, dOut, 60, 8)) << "I not a multiple of 8";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dY, dOut, 0, 8)) << "I = 0";
+  EXPECT_EQ(mkcclInvalidArgument, call(nullptr, dW2, dY, dOut, I, 8)) << "act NULL";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, nullptr, dY, dOut, I, 8)) << "W2 NULL";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, nullptr, dOut, I, 8)) << "Y NULL";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dY, nullptr, I, 8)) << "out NULL";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dY, dOut, 4 * I, 8)) << "act too small for I";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, (char*)dY + 2, dOut, I, 8)) << "Y not 16-byte aligned";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dOut, dY, I, 8)) << "Y smaller than maxRecvRows rows";
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dY, dY, I, 8)) << "out overlaps Y";
+  EXPECT_EQ(mkcclInvalidArgument, call(b.recvX, dW2, dY, dOut, I, 8)) << "act inside the handle's buffers";
+  std::vector<uint16_t> host(8 * c.H);
+  EXPECT_EQ(mkcclInvalidArgument, call(dAct, dW2, dY, host.data(), I, 8)) << "host out";
+  ASSERT_EQ(mkcclSuccess, call(dAct, dW2, dY, dOut, I, 8)) << "the handle stays usable: " << mkcclGetLastError(w.comms[0]);
+  ASSERT_EQ(mkcclSuccess, call(dAct, dW2, b.recvX, dOut, I, 8)) << "Y = recvX: " << mkcclGetLastError(w.comms[0]);
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  expectNoAsyncError(w.comms[0]);
+  // act and W2 are zeros: every routed token's output is 0.
+  const std::vector<uint16_t> out = download<uint16_t>(dOut, 8 * c.H);
+  size_t nonzero = 0;
+  for (uint16_t v : out) nonzero += (v & 0x7fff) != 0;
+  EXPECT_EQ(0u, nonzero);
+  for (void* p : {dW2, dAct, dY, dOut}) cudaFree(p);
+  x.release();
 }
 
 }  // namespace

@@ -43,6 +43,12 @@ struct Args {
   const char* y;            // [rows][pitch]
   char* out;                // [T][H]
   bool outVec;              // rows of out start on 16-byte boundaries
+  // Fused with the second expert GEMM (mkcclMoeGemmCombine): the GEMM writing Y runs beside this
+  // kernel and raises yDone[1 + b] once per stored 64-row half of each of its N-blocks of Y's
+  // 128-row block b (zeroed on the stream before the call); a row of Y is read only once its
+  // block's word reaches yWant (2 x the GEMM's N-blocks). nullptr: Y is complete (mkcclMoeCombine).
+  const uint64_t* yDone;
+  uint64_t yWant;
 };
 
 // The error sites of these kernels (DevError::site; runtime/comm.cc words their messages).

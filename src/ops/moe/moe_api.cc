@@ -155,3 +155,54 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t h, const void* Y, void* out, size_t T, 
   ARG_CHECK(!overlaps(out, outBytes, ownRegion(h), h->reg.bytes), "%s: out lies in the handle's buffers", op);
   return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return moe::combineOp(ctx, h, Y, out, T); });
 }
+
+mkcclResult_t mkcclMoeGemmCombine(mkcclMoe_t h, const void* act, const void* W2, void* Y, void* out, size_t I,
+                                  size_t T, cudaStream_t stream) {
+  const char* op = "mkcclMoeGemmCombine";
+  MKCCL_CHECK(moe::handleLookup(h, op));
+  mkcclComm* comm = h->comm;
+  MKCCL_CHECK(commCheckUsable(comm, op));
+  DeviceGuard guard(comm->cudaDev);
+  const moe::Dims& d = h->dims;
+  const int El = d.localExperts();
+  if (!h->dispatched)
+    return setError(mkcclInvalidUsage, "%s: no mkcclMoeDispatch on this handle yet: combine returns its rows", op);
+  ARG_CHECK(T == h->lastT, "%s: T=%zu, but the last dispatch on this handle had T=%zu on this rank", op, T, h->lastT);
+  MKCCL_CHECK(checkStream(stream, comm->cudaDev, op));
+  ARG_CHECK(d.hidden % 8 == 0, "%s: the handle's hidden=%zu must be a multiple of 8 (the GEMM's N: 16-byte rows)", op,
+            d.hidden);
+  ARG_CHECK(d.align % 128 == 0, "%s: the handle's rowAlign=%d must be a multiple of 128 (a GEMM tile never "
+            "straddles two experts)", op, d.align);
+  if (std::min(h->ctas, comm->smCount) < 2)
+    return setError(mkcclInvalidUsage,
+                    "%s: the handle may use %d CTA(s) (maxCtas); the fused call needs at least 2: a few return the "
+                    "rows, the rest compute",
+                    op, std::min(h->ctas, comm->smCount));
+  ARG_CHECK(I >= 8 && I <= (size_t(1) << 24) && I % 8 == 0, "%s: I=%zu: expected a multiple of 8 in 8 .. 2^24", op, I);
+  ARG_CHECK(size_t(El) * d.hidden < (size_t(1) << 31), "%s: W2 has %zu rows: at most 2^31 - 1", op,
+            size_t(El) * d.hidden);
+  ARG_CHECK(act != nullptr && W2 != nullptr && Y != nullptr && out != nullptr,
+            "%s: act, W2, Y and out must not be NULL", op);
+  const size_t es = d.esize, actBytes = d.rows * I * es, wBytes = size_t(El) * d.hidden * I * es,
+               yBytes = d.rows * d.rowBytes(), outBytes = T * d.hidden * es;
+  MKCCL_CHECK(checkAligned(op, "act", act, 16));
+  MKCCL_CHECK(checkAligned(op, "W2", W2, 16));
+  MKCCL_CHECK(checkAligned(op, "Y", Y, 16));
+  MKCCL_CHECK(checkAligned(op, "out", out, 2));
+  MKCCL_CHECK(checkDevicePtr(act, actBytes, comm->cudaDev, op, "act ([maxRecvRows, I])"));
+  MKCCL_CHECK(checkDevicePtr(W2, wBytes, comm->cudaDev, op, "W2 ([E/nranks, H, I])"));
+  const void* recvX = static_cast<const char*>(ownRegion(h)) + h->reg.recvX;
+  if (Y != recvX) {
+    MKCCL_CHECK(checkDevicePtr(Y, yBytes, comm->cudaDev, op, "Y (maxRecvRows rows of rowPitch elements)"));
+    ARG_CHECK(!overlaps(Y, yBytes, ownRegion(h), h->reg.bytes),
+              "%s: Y lies in the handle's buffers without being recvX", op);
+  }
+  MKCCL_CHECK(checkDevicePtr(out, outBytes, comm->cudaDev, op, "out"));
+  ARG_CHECK(!overlaps(act, actBytes, ownRegion(h), h->reg.bytes), "%s: act lies in the handle's buffers", op);
+  ARG_CHECK(!overlaps(Y, yBytes, act, actBytes) && !overlaps(Y, yBytes, W2, wBytes), "%s: Y overlaps act or W2", op);
+  ARG_CHECK(!overlaps(out, outBytes, Y, yBytes) && !overlaps(out, outBytes, act, actBytes) &&
+                !overlaps(out, outBytes, W2, wBytes),
+            "%s: out overlaps Y, act or W2", op);
+  ARG_CHECK(!overlaps(out, outBytes, ownRegion(h), h->reg.bytes), "%s: out lies in the handle's buffers", op);
+  return opEnqueue(comm, stream, op, [&](OpCtx& ctx) { return moe::gemmCombineOp(ctx, h, act, W2, Y, out, I, T); });
+}

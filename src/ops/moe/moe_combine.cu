@@ -9,11 +9,31 @@
 //   2. reduce  every CTA waits for every peer's combine flag; a warp per token sums, in slot order,
 //              w * Y(row) for slots on my experts, w * landing (a single row) or the landing sum
 //              (several) for a remote rank's first slot, and stores out[t] in dtype.
+//
+// Fused with the second expert GEMM (mkcclMoeGemmCombine, Args::yDone): Y is being written by the
+// GEMM beside this kernel, so before a warp reads rows of Y (a pair's rows in step 1, a token's
+// rows on my experts in step 2) each lane waits for one row's 128-row block to be complete
+// (yDone[1 + row / 128] >= yWant, bounded), then __syncwarp hands the acquire to the warp. Rows
+// of Y are read with ld.cg: they may have been written after this kernel started.
 #include "kernels/moe/moe_common.cuh"
 #include "ops/moe/moe_kernels.h"
 
 namespace mkccl {
 namespace moe {
+
+namespace {
+
+// Every lane passes a row of Y (or -1: none); true when all the rows' blocks are complete. Every
+// lane of the warp calls it. A failed wait has recorded the communicator's error.
+__device__ __forceinline__ bool waitYRows(const Args& a, const DevComm& c, int row) {
+  if (a.yDone == nullptr) return true;
+  bool ok = true;
+  if (row >= 0) ok = dev::waitGeq(c, a.yDone + 1 + row / kArrivalBlock, a.yWant, -1, kSiteMoeCombine);
+  __syncwarp();
+  return __all_sync(0xffffffffu, ok);
+}
+
+}  // namespace
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
@@ -46,6 +66,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
     const int chunks = (int)((H + 255) / 256);
     const int G = (int)max(1ll, min((long long)chunks, (long long)total * chunks / (2ll * nw)));
     const int pieces = (chunks + G - 1) / G;
+    bool failed = false;
     for (long long it = gw; it < (long long)total * pieces; it += nw) {
       const int item = (int)(it / pieces), p = (int)(it % pieces);
       int s = 0;
@@ -56,13 +77,18 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
       const int m = __ldcg(rec);
       char* dst = a.region[s] + a.reg.landing + ((size_t)peerIndex(s, me, n) * cap + i) * landPitch;
       const size_t cBegin = (size_t)p * G * 256;
+      const int myRow = lane < m ? __ldcg(rec + 1 + lane) : 0;
+      if (failed || !waitYRows(a, c, lane < m ? myRow : -1)) {  // the warp is uniform here
+        failed = true;  // the error is recorded: skip the rest, the grid sync gives up
+        continue;
+      }
       if (!landsAsSum(m)) {  // the row's columns [cBegin, cEnd) as they are (cEnd within the pitch)
         const size_t cEnd = min(D.pitch(), (size_t)(p + 1) * G * 256);
-        warpCopy16(dst + cBegin * es, a.y + (size_t)__ldcg(rec + 1) * rowBytes + cBegin * es, (cEnd - cBegin) * es / 16);
+        const size_t row = (size_t)__shfl_sync(0xffffffffu, myRow, 0);
+        warpCopy16(dst + cBegin * es, a.y + row * rowBytes + cBegin * es, (cEnd - cBegin) * es / 16);
         continue;
       }
       // Rows and weights of the pair (at most k <= 16), then 4 of its rows' loads in flight per lane.
-      const int myRow = lane < m ? __ldcg(rec + 1 + lane) : 0;
       const float myW = lane < m ? __int_as_float(__ldcg(&info[myRow].z)) : 0.f;
       const size_t cEnd = min(H, (size_t)(p + 1) * G * 256);
       for (size_t base = cBegin; base < cEnd; base += 256) {  // uniform over the warp (shuffles inside)
@@ -74,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             const int row = __shfl_sync(0xffffffffu, myRow, (r0 + u) & 31);
-            if (on && r0 + u < m) v[u] = *reinterpret_cast<const uint4*>(a.y + (size_t)row * rowBytes + c0 * es);
+            if (on && r0 + u < m) v[u] = __ldcg(reinterpret_cast<const uint4*>(a.y + (size_t)row * rowBytes + c0 * es));
           }
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
@@ -107,6 +133,14 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
     const int t = (int)(item / pieces), p = (int)(item % pieces);
     if (lane < k) s_route[warp][lane] = a.local.route[(size_t)t * k + lane];
     __syncwarp();
+    {  // fused: the token's rows on my experts (one slot per lane) complete in Y
+      int row = -1;
+      if (lane < k) {
+        const Route rt = s_route[warp][lane];
+        if (rt.code >= 0 && routeRank(rt.code) == me) row = rt.idx;
+      }
+      if (!waitYRows(a, c, row)) return;  // the warp's result: uniform (the error is recorded)
+    }
     char* orow = a.out + (size_t)t * H * es;
     const size_t cEnd = min(H, (size_t)(p + 1) * G * 256);
     for (size_t c0 = (size_t)p * G * 256 + (size_t)lane * 8; c0 < cEnd; c0 += 256) {
@@ -125,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
           const int d = routeRank(rt.code);
           if (d == me) {
             kind[u] = 1;
-            v[u] = *reinterpret_cast<const uint4*>(a.y + (size_t)rt.idx * rowBytes + c0 * es);
+            v[u] = __ldcg(reinterpret_cast<const uint4*>(a.y + (size_t)rt.idx * rowBytes + c0 * es));
           } else if (routeFirst(rt.code)) {
             const char* l = land + ((size_t)peerIndex(me, d, n) * cap + rt.idx) * landPitch;
             if (landsAsSum(routeSlots(rt.code))) {
