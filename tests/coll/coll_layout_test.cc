@@ -70,18 +70,25 @@ TEST(CollLayout, ChunksAndSteps) {
 }
 
 }  // namespace
-// The in-place rule for registered buffers: auto cuts at the block size measured for AllGather
-// (1xH100, 2 ranks sharing it: registered 0.60-0.84x at 4-256 KiB blocks, 1.66x at 2 MiB), on and
-// off override it; the entry words keep index and offset apart.
+// The in-place rule for registered buffers: auto's lower cut from AllGather on 1xH100 (2 ranks
+// sharing it: registered 0.60-0.84x at 4-256 KiB blocks, 1.66x at 2 MiB), its upper cut from the
+// four collectives on 2xH200 (1.05-1.29x at 2 and 8 MiB blocks; 0.86-0.99x for three of them at
+// 32 MiB, 0.80-0.97x for all at 128 MiB); on and off override it; the entry words keep index and
+// offset apart.
 TEST(CollLayout, DirectRuleAndWords) {
   EXPECT_EQ(size_t(1) << 20, kDirectMinBlockBytes);
-  for (size_t block : {size_t(4) << 10, size_t(256) << 10, (size_t(1) << 20) - 16})
-    EXPECT_FALSE(directRule(0, kDirectMinBlockBytes, block)) << block;
-  for (size_t block : {size_t(1) << 20, size_t(2) << 20, size_t(16) << 20})
-    EXPECT_TRUE(directRule(0, kDirectMinBlockBytes, block)) << block;
-  EXPECT_TRUE(directRule(1, kDirectMinBlockBytes, 16));
-  EXPECT_FALSE(directRule(2, kDirectMinBlockBytes, size_t(64) << 20));
-  EXPECT_TRUE(directRule(0, 0, 1));
+  EXPECT_EQ(size_t(16) << 20, kDirectMaxBlockBytes);
+  const size_t lo = kDirectMinBlockBytes, hi = kDirectMaxBlockBytes;
+  for (size_t block : {size_t(4) << 10, size_t(256) << 10, (size_t(1) << 20) - 16, (size_t(16) << 20) + 16,
+                       size_t(32) << 20, size_t(128) << 20})
+    EXPECT_FALSE(directRule(0, lo, hi, block)) << block;
+  for (size_t block : {size_t(1) << 20, size_t(2) << 20, size_t(8) << 20, size_t(16) << 20})
+    EXPECT_TRUE(directRule(0, lo, hi, block)) << block;
+  EXPECT_TRUE(directRule(0, lo, 0, size_t(128) << 20));  // 0: no upper cut
+  EXPECT_TRUE(directRule(1, lo, hi, 16));
+  EXPECT_TRUE(directRule(1, lo, hi, size_t(128) << 20));
+  EXPECT_FALSE(directRule(2, lo, hi, size_t(8) << 20));
+  EXPECT_TRUE(directRule(0, 0, 0, 1));
   for (int idx : {0, 1, 7, 1000})
     for (uint64_t off : {uint64_t(0), uint64_t(256), (uint64_t(1) << 40) + 48}) {
       const uint64_t w = regWord(idx, off);

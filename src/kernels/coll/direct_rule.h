@@ -9,14 +9,16 @@
 namespace mkccl {
 namespace coll {
 
-// The default cut: the smallest block between two ranks that goes in place (coll.direct_bytes).
+// The default cuts: the smallest block between two ranks that goes in place (coll.direct_bytes),
+// and the largest (coll.direct_max_bytes; 0: no upper cut).
 constexpr size_t kDirectMinBlockBytes = size_t(1) << 20;
+constexpr size_t kDirectMaxBlockBytes = size_t(16) << 20;
 
 // mode: the tuner's coll.direct (0 auto, 1 on, 2 off); block: the bytes between two ranks. Every
 // rank passes the same values, so every rank reaches the same answer.
-MKCCL_HD bool directRule(int mode, size_t minBytes, size_t block) {
+MKCCL_HD bool directRule(int mode, size_t minBytes, size_t maxBytes, size_t block) {
   if (mode == 2) return false;
-  return mode == 1 || block >= minBytes;
+  return mode == 1 || (block >= minBytes && (maxBytes == 0 || block <= maxBytes));
 }
 
 // Info words: 64-bit word 3 q + w of a rank's workspace data region holds its word w for local

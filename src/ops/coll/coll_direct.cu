@@ -13,7 +13,7 @@ namespace coll {
 const void* directAllGatherKernelPtr() { return reinterpret_cast<const void*>(&directAllGatherKernel); }
 const void* directAllToAllKernelPtr() { return reinterpret_cast<const void*>(&directAllToAllKernel); }
 
-bool directWanted(const Tuning& tune, size_t block) { return directRule(tune.direct, tune.directMinBytes, block); }
+bool directWanted(const Tuning& tune, size_t block) { return directRule(tune.direct, tune.directMinBytes, tune.directMaxBytes, block); }
 
 mkcclResult_t findReg(OpCtx& ctx, const void* p, size_t bytes, Registration** g) {
   *g = nullptr;

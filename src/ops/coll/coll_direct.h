@@ -8,7 +8,8 @@
 namespace mkccl {
 namespace coll {
 
-// The rule (tuner keys coll.direct, coll.direct_bytes; every rank must set them alike). Why a cut:
+// The rule (tuner keys coll.direct, coll.direct_bytes, coll.direct_max_bytes; every rank must set
+// them alike). Why a lower cut:
 // the in-place kernels save the staging copy (LL sends twice the bytes; simple copies once more at
 // the receiver) but pay a fixed handshake per call that the LL protocol does not: the entry flags
 // and the info words, a grid-wide arrival and a second NVLink round trip for the done flags. So
@@ -16,7 +17,11 @@ namespace coll {
 // two ranks, where the cost of both paths is set: measured for AllGather on 1xH100 (2 ranks sharing
 // the GPU, docs/PERFORMANCE.md): registered 0.60-0.84x at 4-256 KiB blocks, 1.66x at 2 MiB, 1.15x at
 // 16 MiB; the other collectives use the same cut (the same handshake; pulls instead of pushes)
-// until they are measured on their own. AllToAllv takes the in-place path whenever its send buffer
+// until they are measured on their own. Why an upper cut: on 2xH200 (one process per GPU,
+// docs/PERFORMANCE.md) every collective gained in place at 2 and 8 MiB blocks (1.05-1.29x) but
+// pulls over NVLink run at about half the rate of the staged path's stores per CTA, and at 32 MiB
+// blocks AllGather, AllReduce and AllToAll lost (0.86-0.99x; ReduceScatter still 1.15x), at 128 MiB
+// all four (0.80-0.97x); the cut sits between the measured sides. AllToAllv takes the in-place path whenever its send buffer
 // is registered (auto): its blocks differ per rank, so no rank could apply a size cut that the
 // others reach too without talking.
 //   block: the bytes between two ranks (AllGather, AllToAll: a rank's block; ReduceScatter: the

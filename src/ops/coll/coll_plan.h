@@ -21,9 +21,10 @@ namespace coll {
 //   allreduce.algo           oneshot | twoshot | auto
 //   allreduce.oneshot_bytes  largest AllReduce that auto runs one-shot (LL: 64 KiB, simple: 256 KiB)
 //   coll.direct              auto | on | off: registered buffers used in place (coll_direct.h); auto
-//                            where the block between two ranks is >= coll.direct_bytes, on: always
-//                            when registered, off: never (every call staged)
-//   coll.direct_bytes        auto's cut: the smallest block between two ranks that goes in place (1 MiB)
+//                            where the block between two ranks lies between coll.direct_bytes and
+//                            coll.direct_max_bytes, on: always when registered, off: never (staged)
+//   coll.direct_bytes        auto's lower cut: the smallest block that goes in place (1 MiB)
+//   coll.direct_max_bytes    auto's upper cut: the largest block that goes in place (16 MiB; 0: none)
 //
 // The workspace data region belongs to the collectives: [0, llLayout().base) holds the simple
 // protocol's rings, the rest is the LL area (coll_args.h).
@@ -39,6 +40,7 @@ struct Tuning {
   size_t oneShotMaxBytes = kUnset;  // kUnset: the protocol's default
   int direct = 0;                     // 0 auto, 1 on, 2 off
   size_t directMinBytes = kDirectMinBlockBytes;
+  size_t directMaxBytes = kDirectMaxBlockBytes;
 };
 constexpr size_t kMinSlotBytes = 1 << 10;
 constexpr int kMaxChannels = 64;

@@ -91,6 +91,9 @@ const std::vector<Key>& keys() {
     v.push_back({"coll.direct_bytes", {}, 0, 1ll << 40,
                  [](Tuning& t, long long x) { t.coll.directMinBytes = size_t(x); },
                  [](const Tuning& t) { return (long long)t.coll.directMinBytes; }});
+    v.push_back({"coll.direct_max_bytes", {}, 0, 1ll << 40,
+                 [](Tuning& t, long long x) { t.coll.directMaxBytes = size_t(x); },
+                 [](const Tuning& t) { return (long long)t.coll.directMaxBytes; }});
     v.push_back({"attention.variant", {"auto", "fast", "overlap", "simple"}, 0, 0,
                  [](Tuning& t, long long x) { t.attention.variant = int(x); },
                  [](const Tuning& t) { return (long long)t.attention.variant; }});
