@@ -47,7 +47,12 @@ mkdir -p "$resdir"
 echo "== gpu-check: $ngpu x $gpu, results in $resdir"
 
 extra=""
-[ -d .deps/libfabric/include ] && extra="-DLIBFABRIC_ROOT=$root/.deps/libfabric"
+# libfabric carried from tools/deps-libfabric.sh (GPU images without its headers): build with it,
+# and let libmkccl's dlopen find it and the libraries its providers load.
+if [ -d .deps/libfabric/include ]; then
+  extra="-DLIBFABRIC_ROOT=$root/.deps/libfabric"
+  export LD_LIBRARY_PATH="$root/.deps/libfabric/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 t0=$(date +%s)
 if [ $prebuilt = 0 ]; then
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release $extra > "$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 1; }
