@@ -59,6 +59,21 @@ void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, GemmArgs
   a->sched.rowRotate = 0;
 }
 
+mkcclResult_t groupedGemmArgs(int64_t maxRows, int64_t N, int64_t K, mkcclDataType_t outType, void* C,
+                              uint64_t waitTimeoutNs, GemmArgs* g) {
+  memset(g, 0, sizeof(*g));
+  g->M = maxRows;
+  g->N = N;
+  g->K = K;
+  g->kBlocks = static_cast<int>(ceilDiv(K, 64));
+  g->clusterSize = 1;
+  g->outType = outType;
+  g->C = C;
+  g->ldc = N;
+  g->waitTimeoutNs = waitTimeoutNs;
+  return gemmFaultWord(&g->fault);
+}
+
 static CUtensorMapDataType mapType(mkcclDataType_t t) {
   switch (t) {
     case mkcclBfloat16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;

@@ -44,6 +44,10 @@ mkcclResult_t encodeTileMap(CUtensorMap* map, const void* base, mkcclDataType_t 
 // The host-mapped word GEMM kernels write when an internal wait times out (a bug), and its check:
 // mkcclInternalError (once) if a kernel since the last check reported one.
 mkcclResult_t gemmFaultWord(int** deviceWord);
+// The arguments of a grouped GEMM's launch (one-CTA clusters; groups and their schedule live in the
+// op's Params): maxRows x N x K, C of outType with a pitch of N, the fault word, every other field 0.
+mkcclResult_t groupedGemmArgs(int64_t maxRows, int64_t N, int64_t K, mkcclDataType_t outType, void* C,
+                              uint64_t waitTimeoutNs, GemmArgs* g);
 mkcclResult_t gemmCheckFault();
 
 // Bound on the GEMM kernels' intra-CTA waits when no fused op sets one.

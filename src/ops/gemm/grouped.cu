@@ -28,17 +28,7 @@ mkcclResult_t launchGrouped(const void* A, const void* W, void* C, const int* ro
   else MKCCL_CHECK((GroupedLauncher<In, 128>::prepare(dev, info.smCount, 1, &unused)));
 
   GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  g.M = maxRows;
-  g.N = N;
-  g.K = K;
-  g.kBlocks = static_cast<int>(ceilDiv(K, 64));
-  g.clusterSize = 1;
-  g.outType = outType;
-  g.C = C;
-  g.ldc = N;
-  g.waitTimeoutNs = kGemmWaitTimeoutNs;
-  MKCCL_CHECK(gemmFaultWord(&g.fault));
+  MKCCL_CHECK(groupedGemmArgs(maxRows, N, K, outType, C, kGemmWaitTimeoutNs, &g));
 
   GroupedGemmOp::Params p;
   p.grouped.rowOffsets = rowOffsets;

@@ -28,17 +28,7 @@ mkcclResult_t launchSwiglu(const void* A, const void* W1, void* C, const int* ro
   MKCCL_CHECK(SwigluLauncher<In>::prepare(dev, smCount, 1, &unused));
   const int64_t Np = 2 * roundUp(I, 128);  // rows of one group's W1
   GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  g.M = maxRows;
-  g.N = I;
-  g.K = K;
-  g.kBlocks = static_cast<int>((K + 63) / 64);
-  g.clusterSize = 1;
-  g.outType = outType;
-  g.C = C;
-  g.ldc = I;
-  g.waitTimeoutNs = kGemmWaitTimeoutNs;
-  MKCCL_CHECK(gemmFaultWord(&g.fault));
+  MKCCL_CHECK(groupedGemmArgs(maxRows, I, K, outType, C, kGemmWaitTimeoutNs, &g));
 
   GroupedSwigluOp::Params p;
   p.grouped.rowOffsets = rowOffsets;

@@ -78,6 +78,34 @@ mkcclResult_t checkDispatchArgs(const char* op, mkcclMoe_t h, const void* X, con
   return mkcclSuccess;
 }
 
+// What a combine needs of the handle and its call (mkcclMoeCombine, mkcclMoeGemmCombine): a
+// dispatch before it, the same T, a stream of the communicator's device.
+mkcclResult_t checkCombineCall(const char* op, mkcclMoe_t h, size_t T, cudaStream_t stream) {
+  if (!h->dispatched)
+    return setError(mkcclInvalidUsage, "%s: no mkcclMoeDispatch on this handle yet: combine returns its rows", op);
+  ARG_CHECK(T == h->lastT, "%s: T=%zu, but the last dispatch on this handle had T=%zu on this rank", op, T, h->lastT);
+  return checkStream(stream, h->comm->cudaDev, op);
+}
+
+// What a fused call needs of the handle (mkcclMoeDispatchGemm, mkcclMoeGemmCombine): 16-byte
+// rows of H (dim: which of the GEMM's dimensions H is), tiles inside one expert, and at least two
+// CTAs (commWork: what the non-computing ones do).
+mkcclResult_t checkFusedHandle(const char* op, mkcclMoe_t h, const char* dim, const char* commWork) {
+  const moe::Dims& d = h->dims;
+  ARG_CHECK(d.hidden % 8 == 0, "%s: the handle's hidden=%zu must be a multiple of 8 (the GEMM's %s: 16-byte rows)", op,
+            d.hidden, dim);
+  ARG_CHECK(d.align % 128 == 0, "%s: the handle's rowAlign=%d must be a multiple of 128 (a GEMM tile never "
+            "straddles two experts)", op, d.align);
+  // Refused here, before the call takes a sequence number (every rank has the same handle).
+  const int ctas = std::min(h->ctas, h->comm->smCount);
+  if (ctas < 2)
+    return setError(mkcclInvalidUsage,
+                    "%s: the handle may use %d CTA(s) (maxCtas); the fused call needs at least 2: a few %s, the rest "
+                    "compute",
+                    op, ctas, commWork);
+  return mkcclSuccess;
+}
+
 }  // namespace
 
 mkcclResult_t mkcclMoeDispatch(mkcclMoe_t h, const void* X, const int32_t* topkIdx, const float* topkW, size_t T,
@@ -101,16 +129,7 @@ mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t h, const void* X, const int32_t* t
   MKCCL_CHECK(checkDispatchArgs(op, h, X, topkIdx, topkW, T, stream));
   const moe::Dims& d = h->dims;
   const int El = d.localExperts();
-  ARG_CHECK(d.hidden % 8 == 0, "%s: the handle's hidden=%zu must be a multiple of 8 (the GEMM's K: 16-byte rows)",
-            op, d.hidden);
-  ARG_CHECK(d.align % 128 == 0, "%s: the handle's rowAlign=%d must be a multiple of 128 (a GEMM tile never "
-            "straddles two experts)", op, d.align);
-  // Refused here, before the call takes a sequence number (every rank has the same handle).
-  if (std::min(h->ctas, comm->smCount) < 2)
-    return setError(mkcclInvalidUsage,
-                    "%s: the handle may use %d CTA(s) (maxCtas); the fused call needs at least 2: a few push the rows, "
-                    "the rest compute",
-                    op, std::min(h->ctas, comm->smCount));
+  MKCCL_CHECK(checkFusedHandle(op, h, "K", "push the rows"));
   ARG_CHECK(N >= 1 && N <= (size_t(1) << 24) && N % 8 == 0, "%s: N=%zu: expected a multiple of 8 in 8 .. 2^24", op, N);
   const size_t wRows = swiglu ? 2 * ((N + 127) / 128 * 128) : N;
   ARG_CHECK(size_t(El) * wRows < (size_t(1) << 31), "%s: W1 has %zu rows: at most 2^31 - 1", op, size_t(El) * wRows);
@@ -136,10 +155,7 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t h, const void* Y, void* out, size_t T, 
   MKCCL_CHECK(commCheckUsable(comm, op));
   DeviceGuard guard(comm->cudaDev);
   const moe::Dims& d = h->dims;
-  if (!h->dispatched)
-    return setError(mkcclInvalidUsage, "%s: no mkcclMoeDispatch on this handle yet: combine returns its rows", op);
-  ARG_CHECK(T == h->lastT, "%s: T=%zu, but the last dispatch on this handle had T=%zu on this rank", op, T, h->lastT);
-  MKCCL_CHECK(checkStream(stream, comm->cudaDev, op));
+  MKCCL_CHECK(checkCombineCall(op, h, T, stream));
   const size_t yBytes = d.rows * d.rowBytes(), outBytes = T * d.hidden * d.esize;
   ARG_CHECK(Y != nullptr, "%s: Y is NULL", op);
   MKCCL_CHECK(checkAligned(op, "Y", Y, 16));
@@ -165,19 +181,8 @@ mkcclResult_t mkcclMoeGemmCombine(mkcclMoe_t h, const void* act, const void* W2,
   DeviceGuard guard(comm->cudaDev);
   const moe::Dims& d = h->dims;
   const int El = d.localExperts();
-  if (!h->dispatched)
-    return setError(mkcclInvalidUsage, "%s: no mkcclMoeDispatch on this handle yet: combine returns its rows", op);
-  ARG_CHECK(T == h->lastT, "%s: T=%zu, but the last dispatch on this handle had T=%zu on this rank", op, T, h->lastT);
-  MKCCL_CHECK(checkStream(stream, comm->cudaDev, op));
-  ARG_CHECK(d.hidden % 8 == 0, "%s: the handle's hidden=%zu must be a multiple of 8 (the GEMM's N: 16-byte rows)", op,
-            d.hidden);
-  ARG_CHECK(d.align % 128 == 0, "%s: the handle's rowAlign=%d must be a multiple of 128 (a GEMM tile never "
-            "straddles two experts)", op, d.align);
-  if (std::min(h->ctas, comm->smCount) < 2)
-    return setError(mkcclInvalidUsage,
-                    "%s: the handle may use %d CTA(s) (maxCtas); the fused call needs at least 2: a few return the "
-                    "rows, the rest compute",
-                    op, std::min(h->ctas, comm->smCount));
+  MKCCL_CHECK(checkCombineCall(op, h, T, stream));
+  MKCCL_CHECK(checkFusedHandle(op, h, "N", "return the rows"));
   ARG_CHECK(I >= 8 && I <= (size_t(1) << 24) && I % 8 == 0, "%s: I=%zu: expected a multiple of 8 in 8 .. 2^24", op, I);
   ARG_CHECK(size_t(El) * d.hidden < (size_t(1) << 31), "%s: W2 has %zu rows: at most 2^31 - 1", op,
             size_t(El) * d.hidden);

@@ -51,19 +51,10 @@ mkcclResult_t launchGemm(const OpCtx& ctx, const mkcclMoe* h, const void* W1, vo
   else if (bn == 256) MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused)));
   else MKCCL_CHECK((FusedLauncher<In, 128, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused)));
 
+  // The pipeline's waits bounded longer than any of the op's waits on the dispatch (the
+  // communicator's timeout).
   GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  g.M = rows;
-  g.N = N;
-  g.K = K;
-  g.kBlocks = static_cast<int>((K + 63) / 64);
-  g.clusterSize = 1;
-  g.outType = t;
-  g.C = act;
-  g.ldc = N;
-  // Longer than any of the op's waits on the dispatch (the communicator's timeout).
-  g.waitTimeoutNs = ctx.dev.timeoutNs + kGemmWaitTimeoutNs;
-  MKCCL_CHECK(gemmFaultWord(&g.fault));
+  MKCCL_CHECK(groupedGemmArgs(rows, N, K, t, act, ctx.dev.timeoutNs + kGemmWaitTimeoutNs, &g));
 
   MoeDispatchGemmOp::Params p;
   memset(&p, 0, sizeof(p));

@@ -50,17 +50,7 @@ mkcclResult_t launchGemm2(const OpCtx& ctx, const mkcclMoe* h, const void* act, 
   else MKCCL_CHECK((Launcher<In, 128>::prepare(ctx.comm->cudaDev, ctx.comm->smCount, 1, &unused)));
 
   GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  g.M = rows;
-  g.N = H;
-  g.K = I;
-  g.kBlocks = static_cast<int>((I + 63) / 64);
-  g.clusterSize = 1;
-  g.outType = t;
-  g.C = Y;
-  g.ldc = H;
-  g.waitTimeoutNs = kGemmWaitTimeoutNs;
-  MKCCL_CHECK(gemmFaultWord(&g.fault));
+  MKCCL_CHECK(groupedGemmArgs(rows, H, I, t, Y, kGemmWaitTimeoutNs, &g));
 
   MoeGemmCombineOp::Params p;
   memset(&p, 0, sizeof(p));
