@@ -85,7 +85,6 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
     Layout L = makeLayout(c.mode, c.ws, c.M, c.N, c.bn, c.cs, c.group);
     const int64_t base = L.flagSlots();
     EXPECT_EQ(base, L.baseFlagSlots());
-    EXPECT_EQ(L.rxSlot(0, L.tiles - 1), L.rxFlag(0, L.tiles - 1));
     for (int B : {1, 2, 3, 64, L.tiles, L.tiles + 5}) {
       SCOPED_TRACE(testing::Message() << "mode " << c.mode << " ws " << c.ws << " M " << c.M << " N " << c.N
                                       << " cs " << c.cs << " batch " << B);
@@ -94,11 +93,17 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
       for (int b = 0; b < L.ceBatches(); ++b) {
         EXPECT_GE(L.ceBatchTiles(b), 1);
         EXPECT_LE(L.ceBatchTiles(b), B);
-        for (int u = b * B; u < b * B + L.ceBatchTiles(b); ++u)
-          for (int j = 0; j + 1 < c.ws; ++j) EXPECT_EQ(L.rxSlot(j, b * B), L.rxFlag(j, u));
         covered += L.ceBatchTiles(b);
       }
       EXPECT_EQ(L.tiles, covered);
+      // Every tile's flag is its batch's first tile's; the engines' flags (one word per rx slot)
+      // follow the tiles in the scratch, which grows by exactly them.
+      for (int b = 0; b < L.ceBatches(); ++b)
+        for (int u = b * B; u < b * B + L.ceBatchTiles(b); ++u)
+          for (int j = 0; j + 1 < c.ws; ++j) EXPECT_EQ(L.rxSlot(j, b * B), L.rxFlag(j, u));
+      EXPECT_EQ(L.tileAreaBytes(), L.ceRxFlagsOffset());
+      EXPECT_EQ(0, L.ceRxFlagsOffset() % 8);
+      EXPECT_EQ(L.scratchBytes(), L.ceRxFlagsOffset() + L.rxSlot(c.ws - 2, L.tiles - 1) * 8 + 8);
       std::set<int64_t> slots;
       for (int j = 0; j + 1 < c.ws; ++j)
         for (int b = 0; b < L.ceBatches(); ++b) {
@@ -112,6 +117,8 @@ TEST(GemmRsLayout, CopyEngineBatchesCoverTilesAndTakeSlotsOfTheirOwn) {
     }
     L.setCeBatch(0);
     EXPECT_EQ(base, L.flagSlots());
+    EXPECT_EQ(L.tileAreaBytes(), L.scratchBytes());
+    EXPECT_EQ(L.rxSlot(0, L.tiles - 1), L.rxFlag(0, L.tiles - 1));
   }
 }
 

@@ -327,7 +327,9 @@ TEST(Graphs, AllGatherGemm) {
   MKCCL_REQUIRE_GPUS(1);
   const int n = worldSize();
   const size_t M = 256, N = 512, K = 1024;
-  for (const char* tuning : {"ag_gemm.plan=fused", "ag_gemm.plan=sequential", "ag_gemm.plan=auto"}) {
+  // The ce plans (copy engines on side streams, constants only) are captured and replayed too.
+  for (const char* tuning : {"ag_gemm.plan=fused", "ag_gemm.plan=sequential", "ag_gemm.plan=auto", "ag_gemm.plan=ce",
+                             "ag_gemm.plan=ce;ag_gemm.ce=ring"}) {
     expectCase(gemmCase((std::string("allgather+gemm ") + tuning).c_str(), tuning, M / n, M, N, K,
                         [=](const void* A, const void* W, void* C, mkcclComm_t c, cudaStream_t s) {
                           return mkcclAllGatherGemm(A, W, C, nullptr, M, N, K, mkcclBfloat16, c, s);
@@ -350,7 +352,8 @@ TEST(Graphs, GemmReduceScatter) {
 TEST(Graphs, GemmAllReduce) {
   MKCCL_REQUIRE_GPUS(1);
   const size_t M = 128, N = 1024, K = 512;
-  for (const char* tuning : {"gemm_ar.plan=fused", "gemm_ar.plan=rs_ag", "gemm_ar.plan=sequential"}) {
+  for (const char* tuning :
+       {"gemm_ar.plan=fused", "gemm_ar.plan=rs_ag", "gemm_ar.plan=sequential", "gemm_ar.plan=fused;gemm_ar.push=ce"}) {
     expectCase(gemmCase((std::string("gemm+ar ") + tuning).c_str(), tuning, M, M, N, K,
                         [=](const void* A, const void* W, void* C, mkcclComm_t c, cudaStream_t s) {
                           return mkcclGemmAllReduce(A, W, C, M, N, K, mkcclBfloat16, c, s);

@@ -15,7 +15,9 @@
 // The receiver keeps one counter per (sender, chunk). At the start of a call it sets them to
 // F = flagValue(seq, 0) (any value of an earlier call is smaller); a sender adds, for each chunk,
 // the number of its slices it has landed (red.release.sys). The chunk is complete when its
-// counter reaches F + slicesOfChunk(c).
+// counter reaches F + slicesOfChunk(c). Under the ce plan the base is 0 instead of F and the copy
+// engines write the complete value (PushArgs::counterBase: their values are constants that a
+// graph replay repeats).
 //
 // Counters live after the gathered A in the same symmetric region (64-bit slots from
 // countersOffset), not in the communicator's flags region: only this op ever writes there, so no

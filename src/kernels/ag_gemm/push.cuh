@@ -71,7 +71,15 @@ struct PushArgs {
   char* regBase[kMaxLocalRanks];      // rank q's registration, mapped here
 
   __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
+  // What the arrival counters start from in this call. The copy engines write constants that the
+  // host enqueued once (a graph replays them as they are), so under the ce plan the counters start
+  // from 0 and a chunk is complete at exactly its slice count; the SM pushes add to the call's F.
+  __device__ __forceinline__ uint64_t counterBase() const { return ce ? 0 : dev::flagValue(callSeq(), 0); }
 };
+
+// The ce plan's go word: the caller's stream clears it before the kernel, the leader sets it to
+// this constant once the call is entered, the copy-engine streams wait for it (ops/ag_gemm/ce.cu).
+constexpr uint64_t kCeGoValue = 1;
 
 constexpr int kCopyUnroll = 4;  // 16-byte loads in flight per thread (8 spills at the side team's 72 registers)
 constexpr int kMaxDsts = kMaxLocalRanks + 1;
@@ -127,7 +135,9 @@ __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool
   uint64_t* words = agWords(p);
   if (leader) {
     uint64_t* mine = p.counters[L.me];
-    for (int i = static_cast<int>(t.tid); i < L.slotsUsed(); i += static_cast<int>(t.n)) dev::storeRelaxed(mine + i, F);
+    const uint64_t base = p.counterBase();
+    for (int i = static_cast<int>(t.tid); i < L.slotsUsed(); i += static_cast<int>(t.n))
+      dev::storeRelaxed(mine + i, base);
     if (p.direct && t.tid < static_cast<uint32_t>(L.ws)) {
       // The collectives' info words for peer t: where its shard goes in my gatheredA.
       uint64_t* w = words + coll::kDirectInfoWords * t.tid;
@@ -200,10 +210,10 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
 // Thread 0: waits until sender q's chunks holding shard rows [r0, r1) have landed here.
 __device__ __forceinline__ bool waitRows(const PushArgs& p, int q, int r0, int r1) {
   const Layout& L = p.L;
-  const uint64_t F = dev::flagValue(p.callSeq(), 0);
+  const uint64_t base = p.counterBase();
   const uint64_t* mine = p.counters[L.me];
   for (int c = L.chunkOfRow(r0); c <= L.chunkOfRow(r1 - 1); ++c)
-    if (!dev::waitGeq(p.dev, mine + L.chunkSlot(q, c), F + static_cast<uint64_t>(L.slicesOfChunk(c)), q,
+    if (!dev::waitGeq(p.dev, mine + L.chunkSlot(q, c), base + static_cast<uint64_t>(L.slicesOfChunk(c)), q,
                       kSiteGemmChunk))
       return false;
   return true;
@@ -264,7 +274,7 @@ static __device__ __noinline__ bool commTeam(const PushArgs& p, Team t, bool lea
   if (p.ce) {
     if (leader && t.tid == 0) {
       __threadfence_system();
-      dev::storeRelease(p.ceGo, dev::flagValue(p.callSeq(), 1));
+      dev::storeRelease(p.ceGo, kCeGoValue);
     }
     return entered;
   }

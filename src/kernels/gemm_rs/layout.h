@@ -60,7 +60,8 @@
 //   barrier slot [q]          entry: rank q has started this call (the convention of
 //                             signal.cuh's barrier slots, shared by every op): it is done with
 //                             our earlier data, so we may write into its areas
-//   kOpFlagSlot + j*U + u     rx (j, u) has landed (copy engines: rx (j, u..u+B-1), u = b*B)
+//   kOpFlagSlot + j*U + u     rx (j, u) has landed (the SM pushes; the copy engines' flags are in
+//                             the scratch: ceRxFlagOffset)
 //   kOpFlagSlot + (ws-1)*U + c*U + u   AR: ag (c, u) has landed
 //   then, gemm_rs.push=ce only (local, zeroed before the launch): per (slot j, batch b) a
 //   count of the staged tiles and the word the copy stream waits for; one count of CTAs done.
@@ -119,13 +120,22 @@ struct Layout {
   MKCCL_HD int64_t agOffset(int c, int u) const {
     return (int64_t(2 * (ws - 1) + c) * tiles + u) * tileBytes();
   }
-  MKCCL_HD int64_t scratchBytes() const {
+  MKCCL_HD int64_t tileAreaBytes() const {
     return int64_t(2 * (ws - 1) + (allReduce() ? ws : 0)) * tiles * tileBytes();
+  }
+  // Copy engines: the rx flags, after the tiles, one word per rx slot like the flags region's
+  // (rxFlag: a batch's is its first tile's). In the scratch rather than the flags region: the
+  // engines write a constant (a graph replays what the host enqueued once), which a late write of
+  // another op's earlier call into a shared flag slot could pass for; only this op writes here, and
+  // the caller's stream clears them before each call.
+  MKCCL_HD int64_t ceRxFlagsOffset() const { return tileAreaBytes(); }
+  MKCCL_HD int64_t scratchBytes() const {
+    return tileAreaBytes() + (ceBatch > 0 ? int64_t(ws - 1) * tiles * 8 : 0);
   }
 
   // Flag slots, relative to kOpFlagSlot.
   MKCCL_HD int64_t rxSlot(int j, int u) const { return int64_t(j) * tiles + u; }
-  // The flag that says rx (j, u) landed: its own, or its copy-engine batch's (the first tile's).
+  // The slot that says rx (j, u) landed: its own, or its copy-engine batch's (the first tile's).
   MKCCL_HD int64_t rxFlag(int j, int u) const { return rxSlot(j, ceBatch > 0 ? u - u % ceBatch : u); }
   MKCCL_HD int64_t agSlot(int c, int u) const { return int64_t(ws - 1) * tiles + int64_t(c) * tiles + u; }
   MKCCL_HD int64_t baseFlagSlots() const {

@@ -53,6 +53,10 @@ struct ReduceParams {
   int rank;
   int localOf[kMaxLocalRanks];      // rank -> local index (error reports, barrier slots)
   char* scratchOf[kMaxLocalRanks];  // each rank's share of the scratch region, mapped here
+  const uint64_t* rxFlags;          // our rx flags (Layout::rxFlag): from kOpFlagSlot of our flags,
+                                    // raised to the call's flag value by the SM pushes; under the
+                                    // copy-engine push our scratch's (ceRxFlagsOffset), raised to
+                                    // kCeValue (ops/gemm_rs/ce.cu)
   uint64_t* wsOf[kMaxLocalRanks];   // each rank's workspace flags, mapped here
   char* C;                          // the user's output (AR: [M, N]; RS: [M/ws, N])
   int pushBulk;                     // 1: the consumers bulk-store partials to their owners
@@ -78,6 +82,7 @@ struct ReduceParams {
   __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
 
   __device__ __forceinline__ uint64_t* opFlags(int q) const { return wsOf[q] + kOpFlagSlot; }
+
   // Our barrier slot that rank q posts its entry into, and q's slot we post ours into.
   __device__ __forceinline__ const uint64_t* entryOf(int q) const { return wsOf[rank] + kBarrierSlot + localOf[q]; }
   __device__ __forceinline__ uint64_t* entrySlotAt(int q) const { return wsOf[q] + kBarrierSlot + localOf[rank]; }
@@ -123,6 +128,10 @@ __device__ __forceinline__ void prefetchL2(const char* p, uint32_t bytes) {
   }
 }
 
+// The copy-engine push's batch words and rx flags: cleared by the caller's stream before each call
+// (ops/gemm_rs/gemm_rs.cu), then raised to this constant.
+constexpr uint64_t kCeValue = 1;
+
 // Until every rx slot that a tile of phase `step` adds (Layout::inCount / inFirst) has landed for
 // tile u; false after a failed (bounded, recorded) wait. The push team's thread 0 waits so before
 // it prefetches them, a consumer's thread 0 where the team has not (awaitInputs).
@@ -131,7 +140,7 @@ __device__ __forceinline__ bool waitInputsLanded(const ReduceParams& p, int step
   const int first = L.inFirst(step), n = L.inCount(step);
   bool ok = true;
   for (int j = first; ok && j < first + n; ++j)
-    ok = dev::waitGeqInline(p.comm, p.opFlags(p.rank) + L.rxFlag(j, u), want, p.localOf[L.senderOf(p.rank, j)],
+    ok = dev::waitGeqInline(p.comm, p.rxFlags + L.rxFlag(j, u), p.pushCe ? kCeValue : want, p.localOf[L.senderOf(p.rank, j)],
                        kSiteFusedTile);
   return ok;
 }
@@ -275,7 +284,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
           atomicAdd(reinterpret_cast<unsigned long long*>(own + L.ceCountSlot(tile.step, b)), 1ull);
       if (seen + 1 == static_cast<unsigned long long>(L.ceBatchTiles(b))) {
         dev::fenceSys();  // every count's tile (their fences, then their adds) before the word
-        dev::storeRelease(own + L.ceWordSlot(tile.step, b), want());
+        dev::storeRelease(own + L.ceWordSlot(tile.step, b), kCeValue);
       }
       continue;
     }
@@ -310,10 +319,9 @@ __device__ __forceinline__ void ceEndOfKernel(const ReduceParams& p) {
   const unsigned long long ended = atomicAdd(reinterpret_cast<unsigned long long*>(own + L.ceDoneSlot()), 1ull);
   if (ended + 1 != gridDim.x) return;
   dev::fenceSys();
-  const uint64_t want = dev::flagValue(p.callSeq());
   for (int j = 0; j < L.ws - 1; ++j)  // every slot has a copy stream
     for (int b = 0; b < L.ceBatches(); ++b)
-      if (dev::loadAcquire(own + L.ceWordSlot(j, b)) < want) dev::storeRelease(own + L.ceWordSlot(j, b), want);
+      if (dev::loadAcquire(own + L.ceWordSlot(j, b)) < kCeValue) dev::storeRelease(own + L.ceWordSlot(j, b), kCeValue);
 }
 
 // Rows of tile (mb, nb) of chunk c that lie in the output, and its first row (AR chunks are whole

@@ -151,9 +151,11 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
     MKCCL_CHECK(copyEnginesGet(ctx.comm, L.ws - 1 + (c.push.ownToRegion ? 1 : 0), &ce));
     c.push.ce = 1;
     c.push.ceGo = reinterpret_cast<uint64_t*>(ctx.dev.peers[L.me]) + kCopyEngineSlot;
+    // The streams of the last call were joined into this stream, so none waits on the word now.
+    CUDA_CHECK(cudaMemsetAsync(c.push.ceGo, 0, sizeof(uint64_t), ctx.stream));
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
     MKCCL_CHECK(ag::fusedLaunch<In>(c, fp, ctx.stream));
-    return ag::ceCopies(*ce, c, ctx.dev.seq, c.ceGroupBytes, c.ceRing != 0, ctx.stream);
+    return ag::ceCopies(*ce, c, c.ceGroupBytes, c.ceRing != 0, ctx.stream);
   }
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
@@ -191,16 +193,6 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
     plan = st->rule.plan == ag::AutoPlan::Sequential    ? Plan::Sequential
            : st->rule.plan == ag::AutoPlan::CopyEngines ? Plan::Ce
                                                         : Plan::Fused;
-  if (plan == Plan::Ce && (ctx.capturing || ctx.comm->graphCaptured)) {
-    // The copy engines wait for values the host computes from its sequence number, which a replay
-    // repeats: once graphs may replay this comm's calls, the fused plan runs (docs/GRAPHS.md).
-    static std::atomic<bool> warned{false};
-    if (forced == Plan::Ce && !warned.exchange(true))
-      MKCCL_WARN("%s: ag_gemm.plan=ce is not used once a call of the communicator was captured into a CUDA "
-                 "graph: fused (said once)",
-                 kOp);
-    plan = Plan::Fused;
-  }
   if (plan == Plan::Ce && c.push.direct) {
     // In place the pushes go to addresses the peers post in the kernel (their offsets in the
     // registration); the copy engines would need them on the host: the fused plan runs.

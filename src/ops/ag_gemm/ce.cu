@@ -52,11 +52,12 @@ int ringOrigin(const Layout& L, int i) { return (L.me - i + L.ws) % L.ws; }
 
 }  // namespace
 
-mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes, bool ring,
-                       cudaStream_t stream) {
+mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, int64_t groupBytes, bool ring, cudaStream_t stream) {
   const PushArgs& p = c.push;
   const Layout& L = p.L;
-  const uint64_t F = dev::flagValue(seq, 0), go = dev::flagValue(seq, 1);
+  // Constants only, so that a graph replays the same operations correctly: the counters start
+  // from 0 under this plan (PushArgs::counterBase) and the go word is cleared before the kernel.
+  const uint64_t F = 0, go = kCeGoValue;
   const int group = ceGroupChunks(L, groupBytes);
   // Stream i carries: direct, our shard to receiver i (receiverAt); ring, i < ws-1, the shard of
   // rank me-i to rank me+1 (i = 0: ours, from A; i > 0: forwarded from our region, group by group

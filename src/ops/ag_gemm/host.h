@@ -65,12 +65,12 @@ mkcclResult_t gatherLaunch(const PushArgs& p, int dev, int ctas, cudaStream_t st
 mkcclResult_t gatherPreload(int dev);
 
 // The ce plan's copies (ops/ag_gemm/ce.cu), enqueued after the fused kernel was launched with
-// push.ce = 1 and an event ce.fork recorded on `stream` before it: this rank's shard to every
+// push.ce = 1, its go word cleared and an event ce.fork recorded on `stream` before it (every
+// value the streams wait for or write is a constant, so the call may be captured in a graph): this rank's shard to every
 // receiver by the copy engines, groups of about groupBytes, each completing its chunks' counters;
 // `stream` then waits for them (and copies the gathered A out if asked).
 // ring (ag_gemm.ce=ring): the shards travel the ring me -> me+1 instead (ops/ag_gemm/ce.cu).
-mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, uint64_t seq, int64_t groupBytes, bool ring,
-                       cudaStream_t stream);
+mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, int64_t groupBytes, bool ring, cudaStream_t stream);
 // (Copy sizes: ceGroupChunks, model.h; whether the driver can: copyEnginesUsable.)
 
 }  // namespace ag

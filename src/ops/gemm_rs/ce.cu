@@ -7,6 +7,8 @@
 //   kernel raises it once the batch is staged and q has entered the call), one copy of the
 //   batch's tiles from our staging slots into q's receive slots, one 64-bit write of q's flag for
 //   the batch (fenced after the copy). The caller's stream joins every copy stream.
+// Every value waited for or written is a constant (kCeValue; the words and flags are cleared before
+// the kernel), so that a CUDA graph may replay these operations as they were enqueued.
 // Enqueued after the kernel: the driver does not see a stream wait's dependency on the kernel,
 // and a wait enqueued first can hold the kernel's launch behind it (the first version of
 // tools/probes/ce_wait_latency.cu hung that way). The waits have no timeout of their own: the
@@ -26,7 +28,7 @@ namespace rs {
 
 mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streamsPerSlot, cudaStream_t stream) {
   const Layout& L = p.L;
-  const uint64_t want = dev::flagValue(p.comm.seq);
+  const uint64_t want = kCeValue;  // a constant: a graph replays these operations as they are
   uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
   const int per = ceStreamsPerSlot(L, streamsPerSlot);
   for (int j = 0; j < L.ws - 1; ++j) {
@@ -42,7 +44,9 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const ReduceParams& p, int streams
                                       CU_STREAM_WAIT_VALUE_GEQ));
       CUDA_CHECK(cudaMemcpyAsync(p.scratchOf[q] + L.rxOffset(j, u0), p.scratchOf[p.rank] + L.stagingOffset(j, u0),
                                  size_t(L.ceBatchTiles(b)) * size_t(L.tileBytes()), cudaMemcpyDeviceToDevice, s));
-      CUstreamBatchMemOpParams op = ceWrite64(p.wsOf[q] + kOpFlagSlot + L.rxSlot(j, u0), want);  // after the copy
+      // q's flag of this batch, in its scratch (Layout::ceRxFlagsOffset), after the copy.
+      uint64_t* flags = reinterpret_cast<uint64_t*>(p.scratchOf[q] + L.ceRxFlagsOffset());
+      CUstreamBatchMemOpParams op = ceWrite64(flags + L.rxSlot(j, u0), want);
       CU_CHECK(cu().streamBatchMemOp(reinterpret_cast<CUstream>(s), 1, &op, 0));
     }
     for (int k = 0; k < per; ++k) {

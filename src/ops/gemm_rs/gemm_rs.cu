@@ -60,17 +60,8 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
                           int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw) {
   mkcclComm* comm = ctx.comm;
   const FusedPlan& plan = sp.plan;
-  PushMode push = sp.ch.push;
-  Layout L2;
-  if (push == PushMode::Ce && (ctx.capturing || comm->graphCaptured)) {
-    // The copy engines wait for values the host computes from its sequence number, which a replay
-    // repeats: once graphs may replay this comm's calls, the push team sends (docs/GRAPHS.md).
-    // Every rank captures the same calls, so every rank switches at the same call.
-    push = PushMode::Team;
-    L2 = plan.L;
-    L2.setCeBatch(0);
-  }
-  const Layout& L = push == sp.ch.push ? plan.L : L2;
+  const PushMode push = sp.ch.push;
+  const Layout& L = plan.L;
   CopyEngines* ce = nullptr;
   if (push == PushMode::Ce) MKCCL_CHECK(copyEnginesGet(comm, ceStreamCount(L, sp.ch.ceStreams), &ce));
 
@@ -120,12 +111,18 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
   }
   p.pushBulk = push == PushMode::Bulk ? 1 : 0;
   p.pushCe = push == PushMode::Ce ? 1 : 0;
+  p.rxFlags = ce ? reinterpret_cast<const uint64_t*>(p.scratchOf[p.rank] + L.ceRxFlagsOffset())
+                 : p.wsOf[p.rank] + kOpFlagSlot;
   p.earlyPublish = sp.ch.earlyPublish;
   if (ce) {
-    // The batch counts, words and CTA count start from zero (the kernel counts up from there).
+    // The batch counts, words and CTA count start from zero (the kernel counts up from there), and
+    // so do our rx flags, which the peers' engines raise to a constant: cleared before our kernel
+    // posts its entry, so no peer writes them yet, and after our last call, which waited for each.
     uint64_t* own = p.wsOf[p.rank] + kOpFlagSlot;
     CUDA_CHECK(cudaMemsetAsync(own + L.baseFlagSlots(), 0, size_t(L.flagSlots() - L.baseFlagSlots()) * 8,
                                ctx.stream));
+    CUDA_CHECK(cudaMemsetAsync(p.scratchOf[p.rank] + L.ceRxFlagsOffset(), 0,
+                               size_t(L.scratchBytes() - L.ceRxFlagsOffset()), ctx.stream));
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
   }
   MKCCL_CHECK(seqBumpOp(ctx));  // the kernel reads the call's number from the device (peekCallSeq)
