@@ -62,6 +62,29 @@ long long countWrong(const std::vector<uint16_t>& ours, const std::vector<uint16
   return wrong;
 }
 
+// MKCCL_PERF_GEMM_SET names a sweep of issue 26's regimes instead of the default shapes (--shapes
+// and -m/-n/-k still win): "decode" (M in {1, 16, 64, 128, 256} against N, K in {4096, 8192}, then
+// the 7B..70B weight shapes), "odd" (K not a multiple of 64, M and N tails, and their aligned
+// neighbours for reference), "all" (both).
+std::vector<Shape> namedSet(const std::string& name) {
+  std::vector<Shape> out;
+  if (name == "decode" || name == "all") {
+    for (size_t m : {1, 16, 64, 128, 256})
+      for (size_t n : {4096, 8192})
+        for (size_t k : {4096, 8192}) out.push_back({m, n, k});
+    for (const Shape& s : std::vector<Shape>{{32, 14336, 4096}, {32, 4096, 14336}, {64, 28672, 8192},
+                                             {128, 8192, 28672}, {1, 1024, 1024}, {8, 14336, 4096}})
+      out.push_back(s);
+  }
+  if (name == "odd" || name == "all")
+    for (const Shape& s : std::vector<Shape>{{8000, 8184, 4104}, {4097, 4104, 4104}, {1000, 1032, 4104},
+                                             {8192, 8192, 4104}, {8192, 8192, 4160}, {4096, 4096, 4096},
+                                             {1000, 1032, 4096}, {8000, 8184, 4096}, {4097, 4104, 4096},
+                                             {2000, 2056, 4104}, {333, 520, 1000}})
+      out.push_back(s);
+  return out;
+}
+
 int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
   const mkcclDataType_t t = args.dtype;
   if (t != mkcclBfloat16 && t != mkcclFloat16) {
@@ -72,6 +95,14 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
   // Default: the issue-5 figure shapes, then issue 26's regimes: decode M (1..256 rows against
   // the weight shapes of 7B..70B models, memory-bound: the JSON's hbm_gbps is the bytes of A, W and
   // C over the time) and shapes that are not multiples of the tile.
+  const char* set = getenv("MKCCL_PERF_GEMM_SET");
+  if (shapes.empty() && set != nullptr && *set != '\0') {
+    shapes = namedSet(set);
+    if (shapes.empty()) {
+      fprintf(stderr, "gemm: MKCCL_PERF_GEMM_SET=%s: expected decode, odd or all\n", set);
+      return 1;
+    }
+  }
   if (shapes.empty())
     shapes = {{8192, 8192, 8192}, {8192, 2048, 8192}, {4096, 4096, 8192}, {16384, 8192, 2048}, {2048, 8192, 8192},
               {1, 8192, 8192},    {16, 8192, 8192},   {64, 8192, 8192},   {128, 8192, 8192},   {256, 8192, 8192},
@@ -194,7 +225,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
 MKCCL_PERF_OP("gemm", runGemm,
               "C[M,N] = A[M,K] . W[N,K]^T on one GPU, against cuBLAS. -m M -n N -k K or --shapes MxNxK,... "
               "(default: the issue-5 figure shapes, 2048x8192x8192, decode M and odd shapes); -d bf16|fp16; "
-              "MKCCL_PERF_GEMM_VARIANTS=auto,256x2,... times each engine configuration (the tuner's gemm.variant)");
+              "MKCCL_PERF_GEMM_VARIANTS=auto,256x2,... times each engine configuration (the tuner's gemm.variant; "
+              "\"auto;gemm.split_k=2\" adds tuning); MKCCL_PERF_GEMM_SET=decode|odd|all: issue 26's sweeps");
 
 }  // namespace perf
 }  // namespace mkccl

@@ -217,12 +217,15 @@ TEST(Gemm, DecodeShapes) {
 
 TEST(Gemm, SplitKForced) {
   MKCCL_REQUIRE_GPUS(1);
-  const size_t shapes[][3] = {{1, 8, 8}, {37, 1000, 1000}, {130, 264, 4104}, {255, 2056, 2048}, {64, 4096, 520}};
+  // M of 1..65 around the 8-row fragment steps and the 64-row half tile: only the threads holding
+  // rows below M write and read partials.
+  const size_t shapes[][3] = {{1, 8, 8},       {37, 1000, 1000}, {130, 264, 4104}, {255, 2056, 2048},
+                              {64, 4096, 520}, {9, 2056, 4104},  {63, 1032, 2048}, {65, 1032, 2048}};
   for (const char* v : {"auto;gemm.split_k=2", "auto;gemm.split_k=3", "128x1;gemm.split_k=5", "auto;gemm.split_k=16"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
   for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
     for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
-      checkGemm(33, 1032, 1096, in, out, "auto;gemm.split_k=4");
+      for (size_t M : {size_t(1), size_t(33)}) checkGemm(M, 1032, 1096, in, out, "auto;gemm.split_k=4");
   // Out of range is refused where it is set.
   EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.split_k=17"));
   EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.split_k"));
@@ -293,7 +296,10 @@ TEST(Gemm, SplitKBackToBackAndGraph) {
 // path forced, on such shapes.
 TEST(Gemm, OddKPacked) {
   MKCCL_REQUIRE_GPUS(1);
-  const size_t shapes[][3] = {{256, 256, 72}, {300, 520, 1000}, {1000, 1032, 4104}, {4097, 264, 328}, {2000, 2056, 4104}};
+  // K = 8 and 24: rows of one and three 16-byte chunks (fewer than a warp's lanes); K = 4168:
+  // 521 chunks, past four passes of a warp's unrolled copy (pack_rows.cuh).
+  const size_t shapes[][3] = {{256, 256, 72},    {300, 520, 1000}, {1000, 1032, 4104}, {4097, 264, 328},
+                              {2000, 2056, 4104}, {3, 40, 24},      {129, 8, 4168},     {17, 136, 8}};
   for (const char* v : {"auto;gemm.pack_k=on", "auto;gemm.pack_k=off", "256x2;gemm.pack_k=on", "128x1;gemm.pack_k=on",
                         "simple", "auto"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);

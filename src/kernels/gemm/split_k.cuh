@@ -84,16 +84,25 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
 
   __device__ __forceinline__ void store(const float (&acc)[Cfg::kAcc], const SplitKTile& t) {
     const SplitKParams& p = this->op;
-    // A half tile wholly past M (M <= 64) is clipped by the store: no partials to add.
-    if (p.splits == 1 || static_cast<int64_t>(t.m) * Cfg::BM + this->half * 64 >= this->g.M) {
+    // Rows of this half tile that lie in C (M <= 64: the second half has none: the store would be
+    // clipped whole, so nothing is staged or stored at all).
+    const int64_t rows = this->g.M - (static_cast<int64_t>(t.m) * Cfg::BM + this->half * 64);
+    if (rows <= 0) return;
+    if (p.splits == 1) {
       Base::store(acc, t);
       return;
     }
     const uint32_t tid = this->ec.tid;
+    // Thread tid holds rows r and r + 8 of the half tile (r = 16 warp + lane / 4: wgmma's fragment
+    // layout). At decode M most threads hold only rows past M, which the store clips: they neither
+    // write nor read partials (at M = 1, 4 of 128 threads do: 512 bytes per part, not 32 KiB).
+    const bool live = rows >= 64 || static_cast<int64_t>(16u * (tid / 32u) + (tid % 32u) / 4u) < rows;
     const int64_t tileSlots = static_cast<int64_t>(t.tile) * p.splits;
     float* mine = p.partials + ((tileSlots + t.split) * 2 + this->half) * kSlot + tid;
+    if (live) {
 #pragma unroll
-    for (int i = 0; i < Cfg::kAcc; ++i) __stcg(mine + i * 128, acc[i]);
+      for (int i = 0; i < Cfg::kAcc; ++i) __stcg(mine + i * 128, acc[i]);
+    }
     __threadfence();  // our slot before our count (the classic last-block reduction)
     dev::namedBarrierSync(this->ec.barrierId, 128);
     volatile uint32_t* word =
@@ -108,7 +117,9 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // own part is read back from its slot too, so the order of the sum is the split order whichever
     // part is last.
     float(&sum)[Cfg::kAcc] = const_cast<float(&)[Cfg::kAcc]>(acc);
-    if (p.splits == 2) {
+    if (!live) {
+      // Rows past M: whatever the registers hold is clipped by the store.
+    } else if (p.splits == 2) {
       // Two parts: a + b == b + a exactly, so our own part stays in registers.
       const float* other = p.partials + ((tileSlots + (1 - t.split)) * 2 + this->half) * kSlot + tid;
 #pragma unroll

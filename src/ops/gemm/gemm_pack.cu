@@ -61,9 +61,12 @@ mkcclResult_t gemmPackOperands(const void* A, const void* W, int64_t M, int64_t 
   a.rows[1] = N;
   a.srcChunks = K * 2 / 16;
   a.dstChunks = pitch * 2 / 16;
-  const int64_t chunks = (M + N) * a.srcChunks;
-  const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 132 * 16));
-  packRowsKernel<<<blocks, 256, 0, stream>>>(a);
+  // One warp per row; at most 8 blocks of 8 warps per SM's worth of blocks (the loop is grid-stride).
+  int sms = 132;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  constexpr int kWarps = kPackRowsThreads / 32;
+  const int blocks = static_cast<int>(std::min<int64_t>((M + N + kWarps - 1) / kWarps, int64_t(sms) * 8));
+  packRowsKernel<<<blocks, kPackRowsThreads, 0, stream>>>(a);
   CUDA_CHECK(cudaGetLastError());
   *Ap = a.dst[0];
   *Wp = a.dst[1];

@@ -15,10 +15,10 @@ inline int64_t gemmPackedPitch(int64_t K) { return (K + 63) / 64 * 64; }
 constexpr int64_t kGemmPackMaxBytes = 2ll << 30;
 
 // Outputs smaller than this (elements) are not packed by the rule: measured on an H100, packing
-// made 1000 x 1032 x 4104 slower (62 against 50 us: the copy costs more than the misaligned loads
-// there) and 4097 x 4104 x 4104 and larger faster (300 against 379 us; 835 against 1307 us at
-// 8000 x 8184 x 4104).
-constexpr int64_t kGemmPackMinOutput = 4ll << 20;
+// made 1000 x 1032 x 4104 slower (53 against 48 us: the copy costs more than the misaligned loads
+// there) and 2000 x 2056 x 4104 and larger faster (116 against 122 us; 288 against 378 us at
+// 4097 x 4104 x 4104; 832 against 1304 us at 8000 x 8184 x 4104).
+constexpr int64_t kGemmPackMinOutput = 2ll << 20;
 
 // The rule: pack when K * 2 is not a multiple of 128 bytes and the GEMM is large and compute-bound
 // (M and N at least 256 and M * N at least kGemmPackMinOutput: the copy reads and writes A and W

@@ -1,14 +1,18 @@
 // When the plain GEMM splits K (split_k.cuh), and into how many parts: pure host arithmetic,
 // header-only so that the CPU tests pin it.
 //
-// Decode-sized M leaves fewer output tiles than SMs (M = 128, N = 8192: 32 tiles of 128 x 256 on
-// 132 SMs), and at M <= 256 the GEMM is bound by reading W from memory, which only every SM pulling
-// at once can do. Splitting K multiplies the units of work without re-reading W. The model is the
-// planner's wave model (gemm_plan_model.h) with K in it: a unit costs its k-blocks plus a fixed
-// cost (pipeline fill, writing and reading the fp32 partials: about kSplitKFixKBlocks k-blocks),
-// times the tile width over the configuration's efficiency. Split K runs 128 x 128 tiles without a
-// cluster (the reduction adds 64 registers per thread to the 64 accumulators; 128 x 256 would
-// spill).
+// Decode-sized M (<= 256 rows) leaves fewer output tiles than SMs (M = 128, N = 8192: 64 tiles of
+// 128 x 128 on 132 SMs), and the GEMM is bound by reading W. Splitting K multiplies the units of
+// work without re-reading W, but the data (H100, mkccl-perf gemm, every part count forced on
+// M in {1..256} x N, K in {4096, 8192}, 14336, 28672) say that more CTAs help only while the
+// CTAs, not HBM, are the limit: 64 CTAs already pull ~2.5 TB/s, and each part costs a fixed ~1 us
+// plus its fp32 partials (up to ~4 us per extra part at 128 live rows). So the model is a memory
+// model, not the wave model: time = max(HBM bytes / HBM rate, bytes one CTA loads / one CTA's
+// rate) + the parts' fixed cost, minimised over the part count. Fitted to that sweep: the choice
+// is within 4% of the best forced count on all 30 shapes (the old wave model's, up to 15% off). Outputs of more than
+// 256 rows are never split by the rule: at 1000 x 1032 x 4096 three parts (the old wave model's
+// choice) took 36.6 us against 26.2 unsplit. Split K runs 128 x 128 tiles without a cluster (the
+// reduction adds 64 registers per thread to the 64 accumulators; 128 x 256 would spill).
 #pragma once
 #include <stdint.h>
 #include <algorithm>
@@ -18,24 +22,27 @@
 namespace mkccl {
 
 constexpr int kSplitKMaxSplits = 16;
-constexpr int kSplitKMinKBlocks = 4;   // auto: at least this many k-blocks per part
-constexpr int kSplitKFixKBlocks = 4;   // a part's fixed cost, in k-blocks of its own tile
-constexpr double kSplitKMargin = 0.9;  // auto splits only for a predicted gain above 10%
+constexpr int kSplitKMinKBlocks = 4;        // auto: at least this many k-blocks per part
+constexpr int64_t kSplitKMaxRows = 256;     // auto splits only outputs of at most this many rows
+constexpr double kSplitKHbmBytesPerUs = 2.7e6;  // HBM rate the model assumes (H100: 2.5-2.9 TB/s measured)
+constexpr double kSplitKCtaBytesPerUs = 4.0e4;  // one CTA's rate for W (40 GB/s: 32 CTAs pulled ~1.3 TB/s)
+constexpr double kSplitKPartUs = 2.0;           // fixed cost of splitting at all (partials, counters)
+constexpr double kSplitKRowsUs = 3.0;           // per extra part, at 128 live rows (scaled by the rows)
 
-// Cost, in the wave model's units times k-blocks, of a plan without split K.
-inline double gemmPlainCost(const GemmPlan& p, int64_t M, int64_t N, int64_t K) {
-  const int64_t units = ceilDiv(ceilDiv(M, 128), p.clusterSize) * ceilDiv(N, p.bn);
-  const int64_t parallel = std::max(1, p.ctas / p.clusterSize);
-  return static_cast<double>(ceilDiv(units, parallel)) * static_cast<double>(ceilDiv(K, 64)) * p.bn /
-         gemmTileEfficiency(p.bn, p.clusterSize);
-}
-
-// Cost of split K with `splits` parts of 128 x 128 tiles on ctaBudget CTAs.
-inline double gemmSplitKCost(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget) {
-  const int64_t units = ceilDiv(M, 128) * ceilDiv(N, 128) * splits;
+// Predicted time (us, without the launch's fixed cost, which every count shares) of the decode GEMM
+// in `splits` parts of 128 x 128 tiles on ctaBudget CTAs.
+inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget) {
+  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
+  const int64_t units = tiles * splits;
+  const int64_t ctas = std::min<int64_t>(std::max(ctaBudget, 1), units);
   const int64_t kPart = ceilDiv(ceilDiv(K, 64), splits);
-  return static_cast<double>(ceilDiv(units, std::max(ctaBudget, 1))) *
-         static_cast<double>(kPart + kSplitKFixKBlocks) * 128 / gemmTileEfficiency(128, 1);
+  // W only: A is a few MB that every CTA reads, from L2 after the first touch.
+  const double ctaBytes = static_cast<double>(ceilDiv(units, ctas) * kPart * (128 * 64 * 2));
+  const double hbmBytes = static_cast<double>((N + M) * K * 2);
+  double t = std::max(hbmBytes / kSplitKHbmBytesPerUs, ctaBytes / kSplitKCtaBytesPerUs);
+  if (splits > 1)
+    t += kSplitKPartUs + kSplitKRowsUs * static_cast<double>(std::min<int64_t>(M, 128)) / 128 * (splits - 1);
+  return t;
 }
 
 // The plan for the plain GEMM: `plain` (gemmPlanModel's) unless split K is predicted faster.
@@ -52,13 +59,13 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
   int best = 1;
   if (forced > 1) {
     best = static_cast<int>(std::min<int64_t>({forced, kBlocks, maxUnits / std::max<int64_t>(tiles, 1)}));
-  } else {
-    double bestCost = gemmPlainCost(plain, M, N, K) * kSplitKMargin;
+  } else if (M <= kSplitKMaxRows) {
+    double bestTime = gemmSplitKTimeUs(M, N, K, 1, ctaBudget);
     for (int s = 2; s <= kSplitKMaxSplits; ++s) {
       if (kBlocks / s < kSplitKMinKBlocks || tiles * s > maxUnits) break;
-      const double c = gemmSplitKCost(M, N, K, s, ctaBudget);
-      if (c < bestCost) {
-        bestCost = c;
+      const double t = gemmSplitKTimeUs(M, N, K, s, ctaBudget);
+      if (t < bestTime) {
+        bestTime = t;
         best = s;
       }
     }
