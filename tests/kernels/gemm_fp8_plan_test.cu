@@ -45,6 +45,8 @@ TEST(GemmFp8Plan, BlockScalesTiles) {
   const GemmPlan big = mkccl::gemmFp8PlanModel(mkcclFp8ScaleBlock, 8192, 8192, 8192, GemmVariant::Auto, kSms, kClusters);
   EXPECT_EQ(192, big.bn);
   EXPECT_EQ(2, big.clusterSize);
+  // 4096^3: 6 waves of 128 x 192 tiles (5.3 full) against 8 of 128 x 128 (7.8): the narrow tile.
+  EXPECT_EQ(128, mkccl::gemmFp8PlanModel(mkcclFp8ScaleBlock, 4096, 4096, 4096, GemmVariant::Auto, kSms, kClusters).bn);
 }
 
 TEST(GemmFp8Plan, TensorScalesFollowTheEngine) {

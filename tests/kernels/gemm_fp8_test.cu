@@ -2,7 +2,8 @@
 // e4m3 element times its scale, products summed in fp32): random e4m3 inputs, random scales that
 // are not 1 (per tensor, and per DeepSeek-V3 block spread over 2^-4..2^4), C poisoned first; odd M,
 // N and K (tails in every dimension, K not a multiple of 128), tiny shapes, every tile
-// configuration (block scales: 128 x 192 and 128 x 128 tiles), bf16 / fp16 / fp32 outputs. Argument errors are in gemm_fp8_args_test (CPU).
+// configuration (block scales: 128 x 192 and 128 x 128 tiles), bf16 / fp16 / fp32 outputs.
+// Argument errors are in gemm_fp8_args_test (CPU).
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>

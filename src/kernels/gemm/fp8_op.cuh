@@ -7,13 +7,13 @@
 //
 //   Fp8TensorOp  per-tensor scales: the engine's mainloop (one wgmma group in flight, the whole of
 //                K in the wgmma accumulators), then acc *= scaleA[0] * scaleW[0] before the epilogue.
-//   Fp8BlockOp   block scales, BN = 128 (one W scale block per tile): each k-block accumulates on
-//                the tensor cores into `part` (scale-d 0 on its first k32 step), then is promoted:
-//                acc += part * scaleA[row, kb] * scaleW[n block, kb] in fp32. Promoting every 128
-//                of K bounds the error of the tensor cores' narrower fp8 accumulation (DeepSeek-V3)
-//                and is what the per-block scales require anyway. The promotion needs the k-block's
-//                result, so each warpgroup waits for its own wgmma group (wait_group 0); the other
-//                consumer warpgroup's wgmma keeps the tensor cores busy meanwhile.
+//   Fp8BlockOp   block scales (DeepSeek-V3: 1 x 128 for A, 128 x 128 for W) on 128 x 128 or
+//                128 x 192 tiles: each k-block's wgmma result (a partial set of registers, scale-d
+//                0 on its first k32 step) is promoted in fp32, acc += part * scaleA * scaleW.
+//                Promoting every 128 of K bounds the error of the tensor cores' narrower fp8
+//                accumulation (DeepSeek-V3) and is what the per-block scales require anyway. Two
+//                partial sets alternate so that the next wgmma group is in flight while one is
+//                promoted (wait_group 1), on both tile widths.
 #pragma once
 #include <stdint.h>
 #include <type_traits>
@@ -54,25 +54,25 @@ struct Fp8TensorOp : GemmOpDefaults {
 
 // The block-scaled kernel's configuration: the engine's, with the producer warpgroup's registers
 // given to the consumers at every width (40 / 232). The promotion holds the accumulators and the
-// tensor cores' partial sums: 64 + 2 x 64 registers at 128 x 128 (two partial sets in flight),
-// 96 + 96 at 128 x 192; neither fits the 168 registers of a 384-thread CTA.
+// tensor cores' partial sums: 64 + 2 x 64 registers at 128 x 128, 96 + 2 x 48 at 128 x 192;
+// neither fits the 168 registers of a 384-thread CTA.
 template <int kBN>
 struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore> {
   static constexpr bool kRegRealloc = true;
 };
 
-// Block scales. The tile's columns are cut into kSlices slices of BN / kSlices columns; each slice
-// of each k-block is one wgmma group (4 x m64nWk32 into a partial set, scale-d 0 on its first
-// step), promoted into the fp32 accumulators once it is done:
+// Block scales. The tile's columns are cut into kSlices slices of BN / kSlices columns (128 x 128:
+// one slice of 128; 128 x 192: two of 96); each slice of each k-block is one wgmma group (4 x
+// m64nWk32 into a partial set), promoted into the fp32 accumulators once it is done:
 //   acc[r, c] += part[r, c] * scaleA[row r, kb] * scaleW[block of column c, kb].
-//  kOverlap false  one partial set: wait for each group (wait_group 0) and promote it; the other
-//                  consumer warpgroup's wgmma keeps the tensor cores busy meanwhile.
-//  kOverlap true   two partial sets, used in turn: the next slice's group is issued before the
-//                  previous one is promoted (wait_group 1), so this warpgroup's own wgmma also
-//                  runs during its promotion.
-// A tile of 192 columns straddles two W scale blocks (its first 64 or 128 columns in block
-// col0 / 128, the rest in the next); 128-wide tiles lie in one.
-template <int kSlices, bool kOverlap>
+// Two partial sets are used in turn: the next slice's group is issued before the previous one is
+// promoted (wait_group 1), so this warpgroup's own wgmma runs during its promotion, not only the
+// other consumer warpgroup's. Registers: 64 + 2 x 64 (128 x 128) or 96 + 2 x 48 (128 x 192), with
+// the consumers' setmaxnreg share (Fp8BlockCfg). One partial set of 96 waited for each k-block
+// (wait_group 0, DeepGEMM's form) measured 1-4% slower on 128 x 192; 128 x 256 would need 128 +
+// 2 x 64 registers. A tile of 192 columns straddles two W scale blocks (its first 64 or 128
+// columns in block col0 / 128, the rest in the next); 128-wide tiles lie in one.
+template <int kSlices>
 struct Fp8BlockOp : GemmOpDefaults {
   using Params = Fp8Params;
   static constexpr bool kMainloop = true;
@@ -98,7 +98,7 @@ struct Fp8BlockOp : GemmOpDefaults {
     constexpr int kW = Cfg::BN / kSlices;  // columns per slice
     constexpr int kP = kW / 2;             // partial registers per slice
     static_assert(kSlices * kP == Cfg::kAcc && kW % 8 == 0, "slices");
-    static_assert(!kOverlap || kSlices <= 2, "two partial sets alternate over the slices");
+    static_assert(kSlices <= 2, "two partial sets alternate over the slices");
     constexpr bool kTwoW = Cfg::BN > 128;  // tiles that may straddle two W scale blocks
     using Mma = dev::Wgmma<kW, dev::E4m3>;
     const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
@@ -185,56 +185,42 @@ struct Fp8BlockOp : GemmOpDefaults {
       return false;
     };
 
-    if constexpr (!kOverlap) {
-      float part[kP];
-      for (int kb = 0; kb < nk; ++kb) {
-#pragma unroll
-        for (int h = 0; h < kSlices; ++h) {
-          if (!issue(part, kb, h)) return fail();
-          dev::wgmmaWait<0>();
-          dev::fenceAccumulators(part);
-          promote(part, h);
-        }
-        kBlockDone();
-      }
+    // Slices in order s = kb kSlices + h; slice s goes to part set s % 2, so in a pair (s, s+1)
+    // the first is set 0 and the second set 1, and h is known at compile time in each. The loop
+    // body issues unconditionally (a conditional issue makes the compiler copy a set that is
+    // still being written, and ptxas then serialises the wgmma, C7514); the tail follows it.
+    float part0[kP], part1[kP];
+    const int n = nk * kSlices;
+    constexpr int kH1 = kSlices == 2 ? 1 : 0;  // h of the pair's second slice
+    if (!issue(part0, 0, 0)) return fail();
+    int s = 0;
+    for (; s + 2 < n; s += 2) {
+      if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();
+      dev::wgmmaWait<1>();
+      dev::fenceAccumulators(part0);
+      promote(part0, 0);
+      if (kSlices == 1) kBlockDone();
+      if (!issue(part0, (s + 2) / kSlices, 0)) return fail();
+      dev::wgmmaWait<1>();
+      dev::fenceAccumulators(part1);
+      promote(part1, kH1);
+      kBlockDone();
+    }
+    if (s + 1 < n) {
+      if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();
+      dev::wgmmaWait<1>();
+      dev::fenceAccumulators(part0);
+      promote(part0, 0);
+      if (kSlices == 1) kBlockDone();
+      dev::wgmmaWait<0>();
+      dev::fenceAccumulators(part1);
+      promote(part1, kH1);
+      kBlockDone();
     } else {
-      // Slices in order s = kb kSlices + h; slice s goes to part set s % 2, so in a pair (s, s+1)
-      // the first is set 0 and the second set 1, and h is known at compile time in each. The loop
-      // body issues unconditionally (a conditional issue makes the compiler copy a set that is
-      // still being written, and ptxas then serialises the wgmma, C7514); the tail follows it.
-      float part0[kP], part1[kP];
-      const int n = nk * kSlices;
-      constexpr int kH1 = kSlices == 2 ? 1 : 0;  // h of the pair's second slice
-      if (!issue(part0, 0, 0)) return fail();
-      int s = 0;
-      for (; s + 2 < n; s += 2) {
-        if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();
-        dev::wgmmaWait<1>();
-        dev::fenceAccumulators(part0);
-        promote(part0, 0);
-        if (kSlices == 1) kBlockDone();
-        if (!issue(part0, (s + 2) / kSlices, 0)) return fail();
-        dev::wgmmaWait<1>();
-        dev::fenceAccumulators(part1);
-        promote(part1, kH1);
-        kBlockDone();
-      }
-      if (s + 1 < n) {
-        if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();
-        dev::wgmmaWait<1>();
-        dev::fenceAccumulators(part0);
-        promote(part0, 0);
-        if (kSlices == 1) kBlockDone();
-        dev::wgmmaWait<0>();
-        dev::fenceAccumulators(part1);
-        promote(part1, kH1);
-        kBlockDone();
-      } else {
-        dev::wgmmaWait<0>();
-        dev::fenceAccumulators(part0);
-        promote(part0, 0);
-        kBlockDone();
-      }
+      dev::wgmmaWait<0>();
+      dev::fenceAccumulators(part0);
+      promote(part0, 0);
+      kBlockDone();
     }
     return true;
   }

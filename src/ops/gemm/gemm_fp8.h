@@ -31,7 +31,7 @@ mkcclResult_t gemmFp8BlockLaunch(const Fp8Problem& p, GemmVariant v, int dev, co
 struct Fp8Params;
 mkcclResult_t gemmFp8BlockWideLaunch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
                                      const GemmArgs& g, const Fp8Params& params, const GemmPlan& plan, int dev,
-                                     const GemmDeviceInfo& info, GemmVariant v, cudaStream_t stream);
+                                     const GemmDeviceInfo& info, cudaStream_t stream);
 
 // Arguments, tensor maps and plan-independent fields shared by both kinds.
 mkcclResult_t gemmFp8Prepare(const Fp8Problem& p, const GemmPlan& plan, GemmArgs* g, CUtensorMap* mapA,

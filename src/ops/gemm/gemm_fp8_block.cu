@@ -11,7 +11,7 @@ namespace mkccl {
 
 mkcclResult_t gemmFp8BlockLaunch(const Fp8Problem& p, GemmVariant v, int dev, const GemmDeviceInfo& info,
                                  cudaStream_t stream) {
-  using Block128 = GemmLauncher<Fp8BlockCfg<128>, Fp8BlockOp<1, true>>;
+  using Block128 = GemmLauncher<Fp8BlockCfg<128>, Fp8BlockOp<1>>;
   int maxClusters2 = 0;
   MKCCL_CHECK(Block128::prepare(dev, info.smCount, 2, &maxClusters2));
   const GemmPlan plan = gemmFp8Plan(p, v, info.smCount, maxClusters2);
@@ -21,7 +21,7 @@ mkcclResult_t gemmFp8BlockLaunch(const Fp8Problem& p, GemmVariant v, int dev, co
   const Fp8Params params{p.scaleA, p.scaleW, (p.K + 127) / 128};
   MKCCL_TRACE("mkcclGemmFp8 %lldx%lldx%lld block scales: tile 128x%d cluster %d, %d CTAs", (long long)p.M,
               (long long)p.N, (long long)p.K, plan.bn, plan.clusterSize, plan.ctas);
-  if (plan.bn == 192) return gemmFp8BlockWideLaunch(mapA, mapB, mapC, g, params, plan, dev, info, v, stream);
+  if (plan.bn == 192) return gemmFp8BlockWideLaunch(mapA, mapB, mapC, g, params, plan, dev, info, stream);
   int unused = 0;
   MKCCL_CHECK(Block128::prepare(dev, info.smCount, plan.clusterSize, &unused));
   return Block128::launch(mapA, mapB, mapC, g, params, plan.ctas, stream);

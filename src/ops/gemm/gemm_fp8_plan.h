@@ -18,10 +18,12 @@ inline GemmVariant gemmFp8Variant(mkcclFp8ScaleKind_t kind, int64_t M, GemmVaria
 // Block scales: 128 x 192 or 128 x 128 tiles (fp8_op.cuh: the promotion's partial sums leave no
 // registers for 128 x 256), cluster 1 or 2. gemm.variant: 256x2 / 256x1 force the wide tile with /
 // without the 2-CTA cluster, 128x2 / 128x1 the narrow one, simple means 128x1. Auto: the engine's
-// wave model (fewest waves of tiles times tile width over efficiency), with these efficiencies.
+// wave model (fewest waves of tiles times tile width over efficiency). Efficiencies from one H100
+// (docs/PERFORMANCE.md, 8192^3, forced variants): 128 x 192 with the cluster 1080 TFLOP/s, 128 x
+// 128 with / without 1033 / 1026 (0.96, 0.95); 128 x 192 without the cluster was not measured.
 inline double gemmFp8BlockEfficiency(int bn, int clusterSize) {
   if (bn == 192) return clusterSize == 2 ? 1.0 : 0.97;
-  return clusterSize == 2 ? 0.85 : 0.80;
+  return clusterSize == 2 ? 0.96 : 0.95;
 }
 
 inline GemmPlan gemmFp8BlockPlanModel(int64_t M, int64_t N, GemmVariant v, int ctaBudget, int maxClusters2) {
