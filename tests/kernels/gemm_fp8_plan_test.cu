@@ -1,5 +1,5 @@
-// CPU checks of the fp8 GEMM's plan (gemm_fp8_plan.h): block scales always get 128-wide tiles (the
-// promotion's two accumulator sets), a 2-CTA cluster by default when there is a second M-block;
+// CPU checks of the fp8 GEMM's plan (gemm_fp8_plan.h): block scales get 128 x 192 or 128 x 128
+// tiles (never 128 x 256: the promotion's partial sums), no cluster around a single M-block;
 // per-tensor scales get the bf16 planner's choice on K / 2 columns; every plan is launchable.
 #include <gtest/gtest.h>
 #include <stdint.h>
@@ -21,7 +21,7 @@ void expectLaunchable(const GemmPlan& p, int64_t M, int64_t N) {
   EXPECT_LE(p.ctas, tiles) << "idle CTAs beyond the tiles";
 }
 
-TEST(GemmFp8Plan, BlockScalesUse128WideTiles) {
+TEST(GemmFp8Plan, BlockScalesTiles) {
   const GemmVariant all[] = {GemmVariant::Auto, GemmVariant::Simple, GemmVariant::F256C2,
                              GemmVariant::F256C1, GemmVariant::F128C1, GemmVariant::F128C2};
   std::mt19937_64 rng(12345);
@@ -30,13 +30,23 @@ TEST(GemmFp8Plan, BlockScalesUse128WideTiles) {
     for (GemmVariant v : all) {
       SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K << " variant " << static_cast<int>(v));
       const GemmPlan p = mkccl::gemmFp8PlanModel(mkcclFp8ScaleBlock, M, N, K, v, kSms, kClusters);
-      EXPECT_EQ(128, p.bn);
       EXPECT_FALSE(p.simple);
-      const bool c2 = v == GemmVariant::F128C2 || v == GemmVariant::F256C2 || (v == GemmVariant::Auto && M > 128);
-      EXPECT_EQ(c2 ? 2 : 1, p.clusterSize);
+      EXPECT_TRUE(p.bn == 128 || p.bn == 192) << p.bn;  // no 128 x 256: the partial sums' registers
+      if (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) EXPECT_EQ(192, p.bn);
+      if (v == GemmVariant::F128C2 || v == GemmVariant::F128C1 || v == GemmVariant::Simple) EXPECT_EQ(128, p.bn);
+      if (v == GemmVariant::F128C2 || v == GemmVariant::F256C2) EXPECT_EQ(2, p.clusterSize);
+      if (v == GemmVariant::F128C1 || v == GemmVariant::F256C1 || v == GemmVariant::Simple)
+        EXPECT_EQ(1, p.clusterSize);
+      if (v == GemmVariant::Auto && M <= 128) EXPECT_EQ(1, p.clusterSize) << "a cluster around one M-block";
       expectLaunchable(p, M, N);
     }
   }
+  // Large shapes take the wide tile with the 2-CTA cluster.
+  const GemmPlan big = mkccl::gemmFp8PlanModel(mkcclFp8ScaleBlock, 8192, 8192, 8192, GemmVariant::Auto, kSms, kClusters);
+  EXPECT_EQ(192, big.bn);
+  EXPECT_EQ(2, big.clusterSize);
+  // 4096^3: 6 waves of 128 x 192 tiles (5.3 full) against 8 of 128 x 128 (7.8): the narrow tile.
+  EXPECT_EQ(128, mkccl::gemmFp8PlanModel(mkcclFp8ScaleBlock, 4096, 4096, 4096, GemmVariant::Auto, kSms, kClusters).bn);
 }
 
 TEST(GemmFp8Plan, TensorScalesFollowTheEngine) {

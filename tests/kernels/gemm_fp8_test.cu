@@ -2,7 +2,8 @@
 // e4m3 element times its scale, products summed in fp32): random e4m3 inputs, random scales that
 // are not 1 (per tensor, and per DeepSeek-V3 block spread over 2^-4..2^4), C poisoned first; odd M,
 // N and K (tails in every dimension, K not a multiple of 128), tiny shapes, every tile
-// configuration, bf16 / fp16 / fp32 outputs. Argument errors are in gemm_fp8_args_test (CPU).
+// configuration (block scales: 128 x 192 and 128 x 128 tiles), bf16 / fp16 / fp32 outputs.
+// Argument errors are in gemm_fp8_args_test (CPU).
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -125,7 +126,30 @@ TEST(GemmFp8, BlockScalesAgainstFp32) {
     checkFp8(c.M, c.N, c.K, mkcclFp8ScaleBlock, c.out, rng, 1e-2);
 }
 
-// Every tile configuration the planner may pick (block scales: the 128-wide ones).
+// Block scales on every tile configuration, every output type: 128 x 192 tiles (256x2 / 256x1)
+// straddle two W scale blocks, starting on a block boundary or 64 columns into one; a last tile
+// of 8 columns (N = 200); one k-block and a partial one (K = 128, 400); odd and even k-block
+// counts (the two partial sets alternate); M of one row and of a tile and a row.
+TEST(GemmFp8, BlockScalesEveryTile) {
+  MKCCL_REQUIRE_GPUS(1);
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  struct Case {
+    size_t M, N, K;
+    mkcclDataType_t out;
+  };
+  for (const char* v : {"auto", "256x2", "256x1", "128x2", "128x1"}) {
+    SCOPED_TRACE(v);
+    VariantScope scope(v);
+    for (const Case& c : {Case{1000, 776, 1040, mkcclBfloat16}, Case{129, 264, 4096, mkcclFloat16},
+                          Case{300, 200, 272, mkcclFloat32}, Case{257, 392, 128, mkcclBfloat16},
+                          Case{1, 584, 400, mkcclFloat32}, Case{640, 1160, 1536, mkcclFloat16}})
+      checkFp8(c.M, c.N, c.K, mkcclFp8ScaleBlock, c.out, rng, 1e-2);
+  }
+}
+
+// Every tile configuration the planner may pick.
 TEST(GemmFp8, EveryVariant) {
   MKCCL_REQUIRE_GPUS(1);
   const uint64_t seed = freshSeed();

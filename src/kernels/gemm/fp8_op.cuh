@@ -7,13 +7,13 @@
 //
 //   Fp8TensorOp  per-tensor scales: the engine's mainloop (one wgmma group in flight, the whole of
 //                K in the wgmma accumulators), then acc *= scaleA[0] * scaleW[0] before the epilogue.
-//   Fp8BlockOp   block scales, BN = 128 (one W scale block per tile): each k-block accumulates on
-//                the tensor cores into `part` (scale-d 0 on its first k32 step), then is promoted:
-//                acc += part * scaleA[row, kb] * scaleW[n block, kb] in fp32. Promoting every 128
-//                of K bounds the error of the tensor cores' narrower fp8 accumulation (DeepSeek-V3)
-//                and is what the per-block scales require anyway. The promotion needs the k-block's
-//                result, so each warpgroup waits for its own wgmma group (wait_group 0); the other
-//                consumer warpgroup's wgmma keeps the tensor cores busy meanwhile.
+//   Fp8BlockOp   block scales (DeepSeek-V3: 1 x 128 for A, 128 x 128 for W) on 128 x 128 or
+//                128 x 192 tiles: each k-block's wgmma result (a partial set of registers, scale-d
+//                0 on its first k32 step) is promoted in fp32, acc += part * scaleA * scaleW.
+//                Promoting every 128 of K bounds the error of the tensor cores' narrower fp8
+//                accumulation (DeepSeek-V3) and is what the per-block scales require anyway. Two
+//                partial sets alternate so that the next wgmma group is in flight while one is
+//                promoted (wait_group 1), on both tile widths.
 #pragma once
 #include <stdint.h>
 #include <type_traits>
@@ -52,9 +52,42 @@ struct Fp8TensorOp : GemmOpDefaults {
   }
 };
 
+// The block-scaled kernel's configuration: the engine's, with the producer warpgroup's registers
+// given to the consumers at every width (40 / 232). The promotion holds the accumulators and the
+// tensor cores' partial sums: 64 + 2 x 64 registers at 128 x 128, 96 + 2 x 48 at 128 x 192;
+// neither fits the 168 registers of a 384-thread CTA.
+template <int kBN>
+struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore> {
+  static constexpr bool kRegRealloc = true;
+};
+
+// Block scales. The tile's columns are cut into kSlices slices of BN / kSlices columns (128 x 128:
+// one slice of 128; 128 x 192: two of 96); each slice of each k-block is one wgmma group (4 x
+// m64nWk32 into a partial set), promoted into the fp32 accumulators once it is done:
+//   acc[r, c] += part[r, c] * scaleA[row r, kb] * scaleW[block of column c, kb].
+// Two partial sets are used in turn: the next slice's group is issued before the previous one is
+// promoted (wait_group 1), so this warpgroup's own wgmma runs during its promotion, not only the
+// other consumer warpgroup's. Registers: 64 + 2 x 64 (128 x 128) or 96 + 2 x 48 (128 x 192), with
+// the consumers' setmaxnreg share (Fp8BlockCfg). One partial set of 96 waited for each k-block
+// (wait_group 0, DeepGEMM's form) measured 1-4% slower on 128 x 192; 128 x 256 would need 128 +
+// 2 x 64 registers. A tile of 192 columns straddles two W scale blocks (its first 64 or 128
+// columns in block col0 / 128, the rest in the next); 128-wide tiles lie in one.
+template <int kSlices>
 struct Fp8BlockOp : GemmOpDefaults {
   using Params = Fp8Params;
   static constexpr bool kMainloop = true;
+
+  // One k-block's scales as loaded (a: this thread's two rows; w: the tile's two W blocks), and
+  // their products (row r, W block b).
+  struct Raw {
+    float a0, a1, w0, w1;
+  };
+  struct Prod {
+    float r0b0, r0b1, r1b0, r1b1;
+  };
+  __device__ __forceinline__ static Prod product(const Raw& s) {
+    return {s.a0 * s.w0, s.a0 * s.w1, s.a1 * s.w0, s.a1 * s.w1};
+  }
 
   template <class Cfg, class Tile, class Hook>
   __device__ __forceinline__ static bool mainloop(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>& pipe,
@@ -62,10 +95,15 @@ struct Fp8BlockOp : GemmOpDefaults {
                                                   int consumer, uint32_t lane, uint32_t ctaRank, const Tile& t,
                                                   Hook hook) {
     static_assert(std::is_same<typename Cfg::In, dev::E4m3>::value, "fp8 configuration expected");
-    static_assert(Cfg::BN == 128, "one W scale block (128 columns) per tile");
-    using Mma = dev::Wgmma<Cfg::BN, dev::E4m3>;
+    constexpr int kW = Cfg::BN / kSlices;  // columns per slice
+    constexpr int kP = kW / 2;             // partial registers per slice
+    static_assert(kSlices * kP == Cfg::kAcc && kW % 8 == 0, "slices");
+    static_assert(kSlices <= 2, "two partial sets alternate over the slices");
+    constexpr bool kTwoW = Cfg::BN > 128;  // tiles that may straddle two W scale blocks
+    using Mma = dev::Wgmma<kW, dev::E4m3>;
     const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
     const uint32_t aOffset = static_cast<uint32_t>(consumer) * 64u * (Cfg::BK * 2);
+    const int nk = g.kBlocks;
 
     // This thread's two rows (wgmma.cuh's D layout: 16 w + l / 4, and 8 below); rows past M read
     // the last row's scales (their A rows are TMA's zero fill, the products are clipped anyway).
@@ -73,41 +111,116 @@ struct Fp8BlockOp : GemmOpDefaults {
     const int64_t row = static_cast<int64_t>(t.m) * Cfg::BM + consumer * 64 + warp * 16 + (lane >> 2);
     const float* sa0 = p.scaleA + (row < g.M ? row : g.M - 1) * p.kScaleBlocks;
     const float* sa1 = p.scaleA + (row + 8 < g.M ? row + 8 : g.M - 1) * p.kScaleBlocks;
-    const float* sw = p.scaleW + static_cast<int64_t>(t.n) * p.kScaleBlocks;
+    const int64_t col0 = static_cast<int64_t>(t.n) * Cfg::BN;
+    const int64_t wBlocks = (g.N + 127) / 128;
+    const int64_t b0 = col0 / 128, b1 = b0 + 1 < wBlocks ? b0 + 1 : b0;
+    const float* sw0 = p.scaleW + b0 * p.kScaleBlocks;
+    const float* sw1 = p.scaleW + b1 * p.kScaleBlocks;
+    // Columns 64..127 of the tile lie in block b0 when the tile starts on a block boundary.
+    const bool midInB0 = !kTwoW || (col0 % 128) == 0;
+    auto load = [&](int kb) -> Raw {
+      kb = kb < nk ? kb : nk - 1;  // past the end: a valid address, never used
+      return {__ldg(sa0 + kb), __ldg(sa1 + kb), __ldg(sw0 + kb), kTwoW ? __ldg(sw1 + kb) : 0.f};
+    };
+
+    // Scales are loaded two k-blocks ahead of their promotion (L2 latency behind the tensor cores).
+    Prod cur = product(load(0));
+    Raw next1 = load(1), next2 = load(2);
 
 #pragma unroll
     for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
-    float part[Cfg::kAcc];
-    // Scales of k-block kb + 1 are loaded while k-block kb runs: their latency hides behind it.
-    float nextA0 = __ldg(sa0), nextA1 = __ldg(sa1), nextW = __ldg(sw);
-    for (int kb = 0; kb < g.kBlocks; ++kb) {
-      const uint32_t s = pipe.stage;
-      if (!dev::mbarWait(sm.full(s), pipe.phase, g.waitTimeoutNs, abortFlag)) {
-        gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultConsumer);
-        return false;
+
+    // Promotes slice h (columns h kW ..) of the current k-block from `part`.
+    auto promote = [&](const float (&part)[kP], int h) {
+#pragma unroll
+      for (int j = 0; j < kP / 4; ++j) {
+        const int c = h * kW + 8 * j;  // the column group's first column in the tile
+        const bool inB0 = c < 64 || (c < 128 && midInB0);
+        const float s0 = inB0 ? cur.r0b0 : cur.r0b1, s1 = inB0 ? cur.r1b0 : cur.r1b1;
+        // Registers {4j, 4j+1} are row l/4, {4j+2, 4j+3} the row 8 below (wgmma.cuh).
+        float* a = acc + h * kP + 4 * j;
+        a[0] = fmaf(part[4 * j + 0], s0, a[0]);
+        a[1] = fmaf(part[4 * j + 1], s0, a[1]);
+        a[2] = fmaf(part[4 * j + 2], s1, a[2]);
+        a[3] = fmaf(part[4 * j + 3], s1, a[3]);
       }
-      const float s0 = nextA0 * nextW, s1 = nextA1 * nextW;
-      if (kb + 1 < g.kBlocks) {
-        nextA0 = __ldg(sa0 + kb + 1);
-        nextA1 = __ldg(sa1 + kb + 1);
-        nextW = __ldg(sw + kb + 1);
+    };
+    // After the last slice of a k-block: its stage is read (free it), and the scales move on.
+    int kbDone = 0;
+    auto kBlockDone = [&]() {
+      consumerRelease(sm.empty(pipe.stage), g.clusterSize, lane);
+      pipe.advance();
+      ++kbDone;
+      cur = product(next1);
+      next1 = next2;
+      next2 = load(kbDone + 2);
+    };
+
+    // Issue side: its own position in the ring (one k-block ahead of `pipe` at most).
+    dev::PipeState<Cfg::kStages> ip = pipe;
+    uint64_t descA = 0, descB = 0;
+    // Issues slice h of k-block kb into `part` (waits for the stage first at h = 0).
+    auto issue = [&](float (&part)[kP], int kb, int h) -> bool {
+      if (h == 0) {
+        if (!dev::mbarWait(sm.full(ip.stage), ip.phase, g.waitTimeoutNs, abortFlag)) return false;
+        descA = dev::smemDescSw128(sm.a(ip.stage) + aOffset);
+        descB = dev::smemDescSw128(sm.b(ip.stage));
       }
-      const uint64_t descA = dev::smemDescSw128(sm.a(s) + aOffset);
-      const uint64_t descB = dev::smemDescSw128(sm.b(s));
+      // Slice h: W rows h kW .. of the tile, 128 bytes each (kW is a multiple of 8: whole
+      // 1024-byte swizzle atoms, so the descriptor's start address simply moves on).
+      const uint64_t dB = descB + static_cast<uint64_t>((h * kW * 128) >> 4);
       dev::fenceAccumulators(part);
       dev::wgmmaFence();
 #pragma unroll
       for (int k = 0; k < Cfg::BK / 16; ++k)
-        Mma::mma(part, descA + k * dev::kDescK16Step, descB + k * dev::kDescK16Step, k != 0 ? 1u : 0u);
+        Mma::mma(part, descA + k * dev::kDescK16Step, dB + k * dev::kDescK16Step, k != 0 ? 1u : 0u);
       dev::wgmmaCommit();
-      hook(kb);
+      if (h == 0) hook(kb);
+      if (h == kSlices - 1) ip.advance();
+      return true;
+    };
+    auto fail = [&]() {
+      dev::wgmmaWait<0>();  // leave no wgmma in flight on the way out
+      gemmFault<Cfg>(g, sm, ctaRank, kGemmFaultConsumer);
+      return false;
+    };
+
+    // Slices in order s = kb kSlices + h; slice s goes to part set s % 2, so in a pair (s, s+1)
+    // the first is set 0 and the second set 1, and h is known at compile time in each. The loop
+    // body issues unconditionally (a conditional issue makes the compiler copy a set that is
+    // still being written, and ptxas then serialises the wgmma, C7514); the tail follows it.
+    float part0[kP], part1[kP];
+    const int n = nk * kSlices;
+    constexpr int kH1 = kSlices == 2 ? 1 : 0;  // h of the pair's second slice
+    if (!issue(part0, 0, 0)) return fail();
+    int s = 0;
+    for (; s + 2 < n; s += 2) {
+      if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();
+      dev::wgmmaWait<1>();
+      dev::fenceAccumulators(part0);
+      promote(part0, 0);
+      if (kSlices == 1) kBlockDone();
+      if (!issue(part0, (s + 2) / kSlices, 0)) return fail();
+      dev::wgmmaWait<1>();
+      dev::fenceAccumulators(part1);
+      promote(part1, kH1);
+      kBlockDone();
+    }
+    if (s + 1 < n) {
+      if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();
+      dev::wgmmaWait<1>();
+      dev::fenceAccumulators(part0);
+      promote(part0, 0);
+      if (kSlices == 1) kBlockDone();
       dev::wgmmaWait<0>();
-      dev::fenceAccumulators(part);
-      consumerRelease(sm.empty(s), g.clusterSize, lane);  // the stage is read: free it at once
-      pipe.advance();
-      // Registers {4j, 4j+1} are row l/4, {4j+2, 4j+3} the row 8 below (wgmma.cuh).
-#pragma unroll
-      for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = fmaf(part[i], (i & 2) ? s1 : s0, acc[i]);
+      dev::fenceAccumulators(part1);
+      promote(part1, kH1);
+      kBlockDone();
+    } else {
+      dev::wgmmaWait<0>();
+      dev::fenceAccumulators(part0);
+      promote(part0, 0);
+      kBlockDone();
     }
     return true;
   }

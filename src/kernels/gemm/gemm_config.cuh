@@ -12,7 +12,9 @@ struct GemmCfg {
   using In = InT;        // dev::Bf16 or dev::F16 (A and W)
   using Epilogue = Epi;  // EpilogueTmaStore, EpilogueRegStore, EpilogueRegAdd (epilogue.cuh)
   static constexpr int BM = 128, BN = kBN, BK = 64;  // BK * 2 bytes = one 128 B swizzle row
-  static_assert(BN == 128 || BN == 256, "wgmma n and the epilogue chunking assume BN 128 or 256");
+  // wgmma n <= 256; the TMA-store epilogue writes 64-column chunks. The bf16 kernels use 128 and
+  // 256; the fp8 block-scaled kernel also 192 (fp8_op.cuh).
+  static_assert(BN % 64 == 0 && BN >= 128 && BN <= 256, "BN 128, 192 or 256");
 
   static constexpr int kConsumers = 2;  // warpgroups, 64 rows each
   static constexpr int kConsumerWarps = kConsumers * 4;

@@ -27,6 +27,12 @@ mkcclResult_t gemmFp8TensorLaunch(const Fp8Problem& p, GemmVariant v, int dev, c
 mkcclResult_t gemmFp8BlockLaunch(const Fp8Problem& p, GemmVariant v, int dev, const GemmDeviceInfo& info,
                                  cudaStream_t stream);
 
+// The block kind's 128 x 192 kernel (gemm_fp8_block_wide.cu), for a plan of bn 192.
+struct Fp8Params;
+mkcclResult_t gemmFp8BlockWideLaunch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
+                                     const GemmArgs& g, const Fp8Params& params, const GemmPlan& plan, int dev,
+                                     const GemmDeviceInfo& info, cudaStream_t stream);
+
 // Arguments, tensor maps and plan-independent fields shared by both kinds.
 mkcclResult_t gemmFp8Prepare(const Fp8Problem& p, const GemmPlan& plan, GemmArgs* g, CUtensorMap* mapA,
                              CUtensorMap* mapB, CUtensorMap* mapC);
