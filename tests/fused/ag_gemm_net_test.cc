@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 #include "rank_threads.h"
@@ -311,6 +313,69 @@ TEST(AgGemmNetErrors, CounterpartNeverJoins) {
   for (int r = 0; r < 2; ++r) {
     cudaSetDevice(w.devs[r]);
     calls[r].release();
+  }
+}
+
+// Overlap on emulated nodes (2 x 1, both ranks in this process; run with
+// --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape, the median over
+// iterations of the fused call, of the GEMM alone (mkcclGemm on the gathered shape) and of the
+// transfer alone (mkcclAllGather of the shards across the same nodes: window in, tcp, window out),
+// every rank running at once as in the fused call; ratio = fused / max(GEMM, transfer). Prints one
+// JSON line per shape ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this
+// setup's, not a node's.
+double medianOf(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+TEST(AgGemmNetBench, DISABLED_Overlap) {
+  NET_WORLD_OR_SKIP(w, (Split{2, 1}));
+  const int ws = w.size(), warm = 3, iters = 15;
+  const Shape shapes[] = {{2048, 8192, 2048}, {2048, 32768, 2048}, {4096, 16384, 4096}, {1024, 65536, 4096}};
+  HostBarrier bar(ws);
+  for (const Shape& s : shapes) {
+    std::vector<double> fused(ws), gemm(ws), xfer(ws);
+    w.onEveryRank([&](int r) {
+      cudaStream_t st = w.streams[r];
+      Call c;
+      c.alloc(ws, s.m, s.N, s.K, mkcclBfloat16, false, 77, r, st);
+      char* gA = nullptr;
+      ASSERT_TRUE(c.ok && cudaMalloc(&gA, c.M * c.K * kEs) == cudaSuccess);
+      fillRandom(gA, c.M * c.K, c.t, 5 + r, 1.0f, st);
+      cudaEvent_t e0, e1;
+      cudaEventCreate(&e0);
+      cudaEventCreate(&e1);
+      auto timeIt = [&](const std::function<mkcclResult_t()>& fn) {
+        std::vector<float> ms;
+        for (int i = 0; i < warm + iters; ++i) {
+          cudaStreamSynchronize(st);
+          bar.wait();
+          cudaEventRecord(e0, st);
+          EXPECT_EQ(mkcclSuccess, fn()) << mkcclGetLastError(w.comms[r]);
+          cudaEventRecord(e1, st);
+          cudaEventSynchronize(e1);
+          float t = 0;
+          cudaEventElapsedTime(&t, e0, e1);
+          if (i >= warm) ms.push_back(t);
+        }
+        return medianOf(ms) * 1e3;
+      };
+      fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      gemm[r] = timeIt([&] { return mkcclGemm(gA, c.W, c.C, c.M, c.N, c.K, c.t, c.t, st); });
+      xfer[r] = timeIt([&] { return mkcclAllGather(c.A, gA, c.m * c.K, c.t, w.comms[r], st); });
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      cudaFree(gA);
+      c.release();
+    });
+    const double f = *std::max_element(fused.begin(), fused.end());
+    const double g = *std::max_element(gemm.begin(), gemm.end());
+    const double x = *std::max_element(xfer.begin(), xfer.end());
+    std::printf("BENCH {\"op\":\"ag_gemm_net\",\"split\":\"2x1\",\"M\":%zu,\"N\":%zu,\"K\":%zu,\"shard_bytes\":%zu,"
+                "\"fused_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,\"floor_us\":%.1f,"
+                "\"overlap_ratio\":%.3f,\"iters\":%d}\n",
+                s.m * ws, s.N, s.K, s.m * s.K * kEs, f, g, x, std::max(g, x), f / std::max(g, x), iters);
+    std::fflush(stdout);
   }
 }
 
