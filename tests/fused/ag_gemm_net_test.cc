@@ -160,8 +160,8 @@ struct Shape {
 };
 
 // Shards of 200 and 72 rows (tiles straddle shards and nodes), N and K tails, several pieces per
-// shard (1000 x 1032: slices of 32 rows, pieces of 256).
-const Shape kShapes[] = {{200, 392, 520}, {72, 136, 264}, {1000, 264, 1032}, {256, 256, 512}};
+// shard (1000 x 520: slices of 64 rows, pieces of 512).
+const Shape kShapes[] = {{200, 392, 520}, {72, 136, 264}, {1000, 136, 520}, {256, 256, 512}};
 
 void runShapes(NetWorld& w, uint64_t seed) {
   const int ws = w.size();
