@@ -74,7 +74,7 @@ TEST(AgGemmLayout, SlicesChunksAndFlags) {
       for (int ch = 0; ch < L.nChunks; ++ch) ASSERT_EQ(L.slicesOfChunk(ch), got[ch]) << "unit " << unit << " chunk " << ch;
     }
     // Counter slots are distinct and fill [0, slotsUsed).
-    std::set<int> slots = {L.pushClaimSlot(), L.gatherClaimSlot()};
+    std::set<int> slots = {L.pushClaimSlot(), L.gatherClaimSlot(), L.netSendClaimSlot(), L.netSpreadClaimSlot()};
     for (int q = 0; q < c.ws; ++q)
       for (int ch = 0; ch < L.nChunks; ++ch) slots.insert(L.chunkSlot(q, ch));
     EXPECT_EQ(static_cast<size_t>(L.slotsUsed()), slots.size());
@@ -414,3 +414,72 @@ TEST(AgGemmRule, Edges) {
 }
 
 }  // namespace
+
+// Across nodes: pieces are whole chunks that cover the shard once, their slices add up to every
+// chunk's wanted count, the window holds one slot per node, and a window too small is refused.
+TEST(AgGemmNetLayout, PiecesCoverTheShard) {
+  for (const Case& c : kCases)
+    for (int nodes : {2, 3, 4}) {
+      SCOPED_TRACE(testing::Message() << "M=" << c.M << " K=" << c.K << " ws=" << c.ws << " nodes=" << nodes);
+      Layout L;
+      ASSERT_TRUE(layoutFor(c.M, c.K, 2, c.ws, 0, &L));
+      NetLayout n;
+      const bool fits = netLayoutFor(L, nodes, 1, uint64_t{1} << 40, &n);
+      ASSERT_TRUE(fits);
+      EXPECT_GE(n.pieceLog2, L.chunkLog2);
+      EXPECT_LE(n.nPieces, kMaxNetPieces);
+      EXPECT_GE(n.slotBytes, L.shardBytes());
+      EXPECT_EQ(0, n.slotBytes % kNetSlotAlign);
+      EXPECT_EQ(0, n.pieceRowBegin(0));
+      EXPECT_EQ(L.m, n.pieceRowEnd(n.nPieces - 1, L));
+      std::vector<int> got(L.nChunks, 0);
+      int slices = 0;
+      for (int p = 0; p < n.nPieces; ++p) {
+        ASSERT_LT(n.pieceRowBegin(p), n.pieceRowEnd(p, L));
+        const int g0 = n.sliceBegin(p, L), g1 = n.sliceEnd(p, L);
+        ASSERT_EQ(L.sliceRowBegin(g0), n.pieceRowBegin(p));
+        ASSERT_EQ(L.sliceRowEnd(g1 - 1), n.pieceRowEnd(p, L));
+        slices += g1 - g0;
+        for (int ch = L.chunkOfSlice(g0); ch <= L.chunkOfSlice(g1 - 1); ++ch) got[ch] += L.slicesIn(ch, g0, g1);
+      }
+      EXPECT_EQ(L.nSlices, slices);
+      for (int ch = 0; ch < L.nChunks; ++ch) ASSERT_EQ(L.slicesOfChunk(ch), got[ch]) << "chunk " << ch;
+      // The pieces' flags stay inside the flag array.
+      EXPECT_LT(kNetPieceFlag + n.nPieces, 4096u);
+      // One byte short of a slot per node: refused.
+      NetLayout small;
+      EXPECT_FALSE(netLayoutFor(L, nodes, 0, static_cast<uint64_t>(n.slotBytes) * nodes - 1, &small));
+      EXPECT_TRUE(netLayoutFor(L, nodes, 0, static_cast<uint64_t>(n.slotBytes) * nodes, &small));
+    }
+}
+
+// Across nodes the tile order is a permutation with the own rows first, then every row of this
+// node's peers, then the other nodes' rows; chunk c of the counterparts comes before chunk c + 1.
+TEST(AgGemmSchedule, NodesOwnThenNodeThenRemote) {
+  for (int n : {1, 2, 4})
+    for (int nodes : {2, 3, 4}) {
+      const int ws = n * nodes;
+      for (int me = 0; me < ws; ++me) {
+        SCOPED_TRACE(testing::Message() << nodes << " nodes x " << n << ", me " << me);
+        Layout L;
+        ASSERT_TRUE(layoutFor(static_cast<int64_t>(ws) * 512, 1024, 2, ws, me, &L));
+        const TileOrder o = tileOrderFor(L, 1, false, n);
+        ASSERT_EQ(n, o.nodeRanks);
+        ASSERT_EQ(4, o.rowsPerRank);
+        const int rows = ws * 4;
+        dev::TileSchedParams p{rows, 3, 1, 8, 0};
+        TileScheduler s(p, o, 0, 1, 0);
+        std::set<int> perm;
+        for (int k = 0; k < rows; ++k) {
+          const int row = s.rowAt(k), q = row / 4;
+          perm.insert(row);
+          if (k < 4) EXPECT_EQ(me, q) << k;
+          else if (k < 4 * n) EXPECT_EQ(me / n, q / n) << "position " << k << ": rank " << q << " is not in my node";
+          else EXPECT_NE(me / n, q / n) << "position " << k;
+        }
+        ASSERT_EQ(static_cast<size_t>(rows), perm.size());
+        ASSERT_EQ(rows - 1, *perm.rbegin());
+        for (int nb : {1, 5}) checkSchedule(rows, nb, 1, 8, o, 7);
+      }
+    }
+}

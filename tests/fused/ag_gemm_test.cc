@@ -6,7 +6,7 @@
 //     changing shapes and plans (the issue-6 failure), argument and tuning errors;
 //   - one process over 1, 2 and all GPUs (mkcclCommInitAll, a thread per rank: growing the
 //     symmetric region is a host collective), a rank that never joins (the wait times out, the
-//     kernel leaves), several nodes (refused).
+//     kernel leaves). Across nodes: ag_gemm_net_test.cc.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,29 +537,6 @@ TEST(AgGemmInProcess, StreamOfAnotherDevice) {
   EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(comm));
 }
 
-// Two "nodes" emulated on one host: the op is not implemented across nodes yet and says so.
-TEST(AgGemmInProcess, SeveralNodesRefused) {
-  MKCCL_REQUIRE_GPUS(2);
-  if (multiProcess()) GTEST_SKIP() << "in-process test: runs when the test runs alone";
-  setenv("MKCCL_RANKS_PER_NODE", "1", 1);
-  setenv("MKCCL_NET", "efa", 1);
-  setenv("MKCCL_NET_PROVIDER", "tcp", 1);
-  std::vector<mkcclComm_t> comms(2, nullptr);
-  const mkcclResult_t init = mkcclCommInitAll(comms.data(), 2, nullptr);
-  unsetenv("MKCCL_RANKS_PER_NODE");
-  unsetenv("MKCCL_NET");
-  unsetenv("MKCCL_NET_PROVIDER");
-  if (init != mkcclSuccess) GTEST_SKIP() << "two emulated nodes could not be set up here: " << mkcclGetLastError(nullptr);
-  onEveryRank(comms, [&](int r, mkcclComm_t c) {
-    Call call;
-    call.alloc(r, 2, Shape{128, 128, 128}, mkcclBfloat16, Gathered::None, 1, 0);
-    ASSERT_TRUE(call.ok);
-    EXPECT_EQ(mkcclInvalidUsage, call.run(c, 0));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(c)).find("across nodes")) << mkcclGetLastError(c);
-    cudaDeviceSynchronize();
-    call.release();
-  });
-  for (auto c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
-}
+// Across nodes: tests/fused/ag_gemm_net_test.cc.
 
 }  // namespace

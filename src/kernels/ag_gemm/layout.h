@@ -25,6 +25,11 @@
 //   slot 0                  push work queue (claim counter, see push.cuh)
 //   slot 1                  gather-out work queue
 //   slot 2 + q*nChunks + c  arrival counter of sender q's chunk c
+//   then two more work queues, used across nodes only (net.cuh): pieces of the own shard to put on
+//   the network, and pieces that arrived to spread over NVLink
+//
+// Across nodes, ws and me are the communicator's (shard q is global rank q's); the NVLink pushes
+// go to the ranks of this node (PushArgs::lws / lme).
 #pragma once
 #include <stdint.h>
 #include "kernels/abi/devcomm.h"
@@ -42,7 +47,7 @@ constexpr int kMaxSlicesPerShard = 1 << 15;
 
 
 struct Layout {
-  int ws = 1, me = 0;       // ranks (all in one node: rank == local rank), this rank
+  int ws = 1, me = 0;       // ranks (shards) and this rank, in the communicator
   int64_t M = 0;            // rows in all (< 2^31)
   int m = 0;                // rows per rank
   int64_t rowBytes = 0;     // K * element size (a multiple of 16)
@@ -62,7 +67,9 @@ struct Layout {
   MKCCL_HD int pushClaimSlot() const { return 0; }
   MKCCL_HD int gatherClaimSlot() const { return 1; }
   MKCCL_HD int chunkSlot(int q, int c) const { return 2 + q * nChunks + c; }
-  MKCCL_HD int slotsUsed() const { return 2 + ws * nChunks; }
+  MKCCL_HD int netSendClaimSlot() const { return 2 + ws * nChunks; }
+  MKCCL_HD int netSpreadClaimSlot() const { return 3 + ws * nChunks; }
+  MKCCL_HD int slotsUsed() const { return 4 + ws * nChunks; }
 
   // Shard rows [begin, end) of slice g; its chunk.
   MKCCL_HD int sliceRowBegin(int g) const { return g << sliceLog2; }

@@ -42,13 +42,13 @@ __device__ __forceinline__ bool waitTileRows(const PushArgs& p, int mb, bool* en
   const int r0 = mb * kTileRows;
   const int r1 = static_cast<int>(min64(static_cast<int64_t>(r0) + kTileRows, L.M));
   const uint64_t F = dev::flagValue(p.callSeq(), 0), base = p.counterBase();
-  const uint64_t* mine = p.counters[L.me];
+  const uint64_t* mine = p.counters[p.lme];
   int q = r0 / L.m;
   const int qLast = (r1 - 1) / L.m;
   int c = L.chunkOfRow(r0 - q * L.m);
   while (q <= qLast) {
     const bool entry = !*entered;
-    const uint64_t* flag = entry ? p.flags[L.me] + kBarrierSlot + L.me : mine + L.chunkSlot(q, c);
+    const uint64_t* flag = entry ? p.flags[p.lme] + kBarrierSlot + p.lme : mine + L.chunkSlot(q, c);
     const uint64_t want = entry ? F : base + static_cast<uint64_t>(L.slicesOfChunk(c));
     if (!dev::waitGeq(p.dev, flag, want, entry ? L.me : q, entry ? kSiteBarrier : kSiteGemmChunk)) return false;
     if (entry) {

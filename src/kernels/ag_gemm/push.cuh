@@ -31,6 +31,9 @@
 // cannot leave call s before this rank's own entry (it needs this rank's shard, pushed only after
 // that entry), so the leader always reads the peer's entry and words of call s. On a mismatch the
 // error is mkcclInvalidUsage (kSiteDirectMismatch) on every rank and nothing is pushed.
+// Across nodes (PushArgs::net.nodes > 1): the entries and pushes above are among this node's
+// ranks (indexed by local rank); shards and counters are by global rank; the other nodes' shards
+// arrive through the network and are spread over NVLink by net.cuh's roles. In place is one node only.
 // Work queues hold F + items claimed; items are only claimed by running teams, so a CTA that is
 // not resident yet holds no work. Every wait is dev::waitGeq (bounded; on failure the team stops
 // and the error is recorded).
@@ -39,6 +42,7 @@
 #include "kernels/abi/devcomm.h"
 #include "kernels/abi/direct_site.h"
 #include "kernels/ag_gemm/layout.h"
+#include "kernels/ag_gemm/net_layout.h"
 #include "kernels/coll/direct_rule.h"
 #include "kernels/device/signal.cuh"
 #include "kernels/device/team.cuh"
@@ -69,6 +73,10 @@ struct PushArgs {
   int regIndex;                       // the registration's index (the same on every rank)
   uint64_t regOff;                    // gatheredA's byte offset in it
   char* regBase[kMaxLocalRanks];      // rank q's registration, mapped here
+  // The ranks reached over NVLink: this node's lws ranks; this rank is local rank lme. The arrays
+  // above are indexed by local rank. In one node lws == L.ws and lme == L.me.
+  int lws, lme;
+  NetLayout net;                      // across nodes (net.nodes > 1, dev.net set): net.cuh
 
   __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
   // What the arrival counters start from in this call. The copy engines write constants that the
@@ -84,13 +92,16 @@ constexpr uint64_t kCeGoValue = 1;
 constexpr int kCopyUnroll = 4;  // 16-byte loads in flight per thread (8 spills at the side team's 72 registers)
 constexpr int kMaxDsts = kMaxLocalRanks + 1;
 
-// Receiver i of this rank's pushes: peers me+1, me+2, ... (so senders start on different
-// receivers), then this rank itself when the own shard goes to its region.
-MKCCL_HD int receiverAt(const Layout& L, int i) {
-  if (i == L.ws - 1) return L.me;
-  const int q = L.me + 1 + i;
-  return q >= L.ws ? q - L.ws : q;
+// Receiver i of this rank's pushes, by local rank (lws ranks in the node, this one lme): peers
+// lme+1, lme+2, ... (so senders start on different receivers), then this rank itself when the own
+// shard goes to its region.
+MKCCL_HD int localReceiverAt(int lws, int lme, int i) {
+  if (i == lws - 1) return lme;
+  const int q = lme + 1 + i;
+  return q >= lws ? q - lws : q;
 }
+// The same in one node (rank == local rank).
+MKCCL_HD int receiverAt(const Layout& L, int i) { return localReceiverAt(L.ws, L.me, i); }
 
 // This rank's words in its own data region, after the collectives' info words: the offset in
 // peer q's registration where this rank's shard goes (kAgOffWord + q), and the call's verdict
@@ -100,7 +111,7 @@ constexpr int kAgOffWord = coll::kDirectInfoWords * kMaxLocalRanks;
 constexpr int kAgFailWord = kAgOffWord + kMaxLocalRanks;
 
 __device__ __forceinline__ uint64_t* agWords(const PushArgs& p) {
-  return reinterpret_cast<uint64_t*>(dev::dataOf(p.dev, p.L.me));
+  return reinterpret_cast<uint64_t*>(dev::dataOf(p.dev, p.lme));
 }
 
 // The leader's thread 0, once peer q has entered call s (want: this rank's own entry value): is q
@@ -108,11 +119,11 @@ __device__ __forceinline__ uint64_t* agWords(const PushArgs& p) {
 // mkcclInvalidUsage otherwise. Keeps the offset q posted for this rank.
 __device__ __forceinline__ bool checkPeer(const PushArgs& p, int q, uint64_t want) {
   const Layout& L = p.L;
-  const uint64_t v = dev::loadAcquire(p.flags[L.me] + kBarrierSlot + q);
+  const uint64_t v = dev::loadAcquire(p.flags[p.lme] + kBarrierSlot + q);
   uint64_t seen = v, expect = want;
   if (v == want) {
     if (!p.direct) return true;
-    const uint64_t* w = reinterpret_cast<const uint64_t*>(dev::dataOf(p.dev, q)) + coll::kDirectInfoWords * L.me;
+    const uint64_t* w = reinterpret_cast<const uint64_t*>(dev::dataOf(p.dev, q)) + coll::kDirectInfoWords * p.lme;
     const uint64_t len = dev::loadRelaxed(w + 1), dst = dev::loadRelaxed(w + 2);
     if (len == static_cast<uint64_t>(L.shardBytes()) && coll::regWordIndex(dst) == p.regIndex) {
       dev::storeRelaxed(agWords(p) + kAgOffWord + q, coll::regWordOffset(dst));
@@ -131,14 +142,14 @@ __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool
   const uint64_t s = p.callSeq();
   const uint64_t F = dev::flagValue(s, 0);
   const uint64_t E = dev::flagValue(s, p.direct ? coll::kDirectEntry : 0);
-  const uint64_t* entries = p.flags[L.me] + kBarrierSlot;
+  const uint64_t* entries = p.flags[p.lme] + kBarrierSlot;
   uint64_t* words = agWords(p);
   if (leader) {
-    uint64_t* mine = p.counters[L.me];
+    uint64_t* mine = p.counters[p.lme];
     const uint64_t base = p.counterBase();
     for (int i = static_cast<int>(t.tid); i < L.slotsUsed(); i += static_cast<int>(t.n))
       dev::storeRelaxed(mine + i, base);
-    if (p.direct && t.tid < static_cast<uint32_t>(L.ws)) {
+    if (p.direct && t.tid < static_cast<uint32_t>(p.lws)) {
       // The collectives' info words for peer t: where its shard goes in my gatheredA.
       uint64_t* w = words + coll::kDirectInfoWords * t.tid;
       dev::storeRelaxed(w + 0, 0);
@@ -147,8 +158,8 @@ __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool
     }
     __threadfence_system();
     t.sync();
-    if (t.tid < static_cast<uint32_t>(L.ws) && t.tid != static_cast<uint32_t>(L.me))
-      dev::storeRelease(p.flags[t.tid] + kBarrierSlot + L.me, E);
+    if (t.tid < static_cast<uint32_t>(p.lws) && t.tid != static_cast<uint32_t>(p.lme))
+      dev::storeRelease(p.flags[t.tid] + kBarrierSlot + p.lme, E);
   }
   bool ok = true;
   if (t.tid == 0) {
@@ -157,15 +168,15 @@ __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool
     // site here ptxas spends many minutes and gigabytes on the fused kernel (seen with ptxas 13.0;
     // check the build time of ag_gemm_bf16.cu after touching this file).
     bool same = true;
-    for (int i = 0; i < L.ws && ok; ++i) {
-      const int q = receiverAt(L, i);
-      if (leader && q == L.me) {
+    for (int i = 0; i < p.lws && ok; ++i) {
+      const int q = localReceiverAt(p.lws, p.lme, i);
+      if (leader && q == p.lme) {
         dev::storeRelaxed(words + kAgFailWord, same ? 0 : 1);
         __threadfence_system();
-        dev::storeRelease(p.flags[L.me] + kBarrierSlot + L.me, E);
+        dev::storeRelease(p.flags[p.lme] + kBarrierSlot + p.lme, E);
       }
       ok = dev::waitGeq(p.dev, entries + q, F, q, kSiteBarrier);
-      if (ok && leader && q != L.me && same) same = checkPeer(p, q, E);
+      if (ok && leader && q != p.lme && same) same = checkPeer(p, q, E);
     }
     if (ok && dev::loadRelaxed(words + kAgFailWord) != 0) ok = false;
   }
@@ -176,15 +187,15 @@ __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool
 __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int unit) {
   const Layout& L = p.L;
   const uint64_t F = dev::flagValue(p.callSeq(), 0);
-  uint64_t* mine = p.counters[L.me];
-  const int receivers = L.ws - 1 + (p.ownToRegion ? 1 : 0);
+  uint64_t* mine = p.counters[p.lme];
+  const int receivers = p.lws - 1 + (p.ownToRegion ? 1 : 0);
   __shared__ char* dsts[kMaxDsts];
   if (t.tid == 0) {
     const int64_t at = L.me * L.shardBytes();  // the shard's place in every gathered A
     for (int i = 0; i < receivers; ++i) {
-      const int q = receiverAt(L, i);
+      const int q = localReceiverAt(p.lws, p.lme, i);
       // In place: straight into peer q's gatheredA, where q said (its offset includes `at`).
-      dsts[i] = p.direct && q != L.me ? p.regBase[q] + dev::loadRelaxed(agWords(p) + kAgOffWord + q)
+      dsts[i] = p.direct && q != p.lme ? p.regBase[q] + dev::loadRelaxed(agWords(p) + kAgOffWord + q)
                                       : p.region[q] + at;
     }
     if (p.gatheredOwn) dsts[receivers] = p.gathered + at;
@@ -200,7 +211,7 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
     __threadfence_system();  // this thread's stores reach every receiver before the counters move
     t.sync();
     if (t.tid < static_cast<uint32_t>(receivers)) {
-      uint64_t* counters = p.counters[receiverAt(L, static_cast<int>(t.tid))];
+      uint64_t* counters = p.counters[localReceiverAt(p.lws, p.lme, static_cast<int>(t.tid))];
       for (int c = L.chunkOfSlice(g0); c <= L.chunkOfSlice(g1 - 1); ++c)
         dev::addRelease(counters + L.chunkSlot(L.me, c), static_cast<uint64_t>(L.slicesIn(c, g0, g1)));
     }
@@ -211,7 +222,7 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
 __device__ __forceinline__ bool waitRows(const PushArgs& p, int q, int r0, int r1) {
   const Layout& L = p.L;
   const uint64_t base = p.counterBase();
-  const uint64_t* mine = p.counters[L.me];
+  const uint64_t* mine = p.counters[p.lme];
   for (int c = L.chunkOfRow(r0); c <= L.chunkOfRow(r1 - 1); ++c)
     if (!dev::waitGeq(p.dev, mine + L.chunkSlot(q, c), base + static_cast<uint64_t>(L.slicesOfChunk(c)), q,
                       kSiteGemmChunk))
@@ -224,7 +235,7 @@ __device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int 
   const Layout& L = p.L;
   if (p.gathered == nullptr || p.direct || L.ws == 1) return true;  // in place: the pushes wrote it
   const uint64_t F = dev::flagValue(p.callSeq(), 0);
-  uint64_t* mine = p.counters[L.me];
+  uint64_t* mine = p.counters[p.lme];
   const int peers = L.ws - 1;
   const int items = peers * L.nSlices;  // slice-major: arrival order
   while (true) {
@@ -240,7 +251,7 @@ __device__ __forceinline__ bool gatherOut(const PushArgs& p, const Team& t, int 
       if (dev::teamBroadcast(t, ok ? 1 : 0) == 0) return false;
       const int64_t at = (static_cast<int64_t>(q) * L.m + r0) * L.rowBytes;
       dev::teamCopy<kCopyUnroll>(t, reinterpret_cast<uint4*>(p.gathered + at),
-                                   reinterpret_cast<const uint4*>(p.region[L.me] + at), (r1 - r0) * L.rowBytes / 16);
+                                   reinterpret_cast<const uint4*>(p.region[p.lme] + at), (r1 - r0) * L.rowBytes / 16);
     }
   }
 }
@@ -263,6 +274,15 @@ __device__ __forceinline__ bool waitArrivals(const PushArgs& p, const Team& t, i
   return dev::teamBroadcast(t, ok ? 1 : 0) != 0;
 }
 
+}  // namespace ag
+}  // namespace mkccl
+
+// The network roles (across nodes), which use the pieces above.
+#include "kernels/ag_gemm/net.cuh"
+
+namespace mkccl {
+namespace ag {
+
 // A team's whole part of a call. leader: exactly one team per rank and call. Never inlined: with
 // it inlined into the GEMM kernel, ptxas takes many minutes and gigabytes on the whole kernel. The
 // team comes by value (by reference it would live on the stack).
@@ -279,8 +299,19 @@ static __device__ __noinline__ bool commTeam(const PushArgs& p, Team t, bool lea
     return entered;
   }
   if (!entered) return false;
+  if (p.net.nodes <= 1) {
+    pushShard(p, t, unit);
+    return gatherOut(p, t, unit);
+  }
+  // Across nodes: the own shard onto the network first (the slowest link), then over NVLink to
+  // this node's ranks, then the pieces that arrive from the other nodes (net.cuh).
+  uint64_t ticket = 0;
+  bool put = false;
+  if (!netSend(p, t, leader, &ticket, &put)) return false;
   pushShard(p, t, unit);
-  return gatherOut(p, t, unit);
+  if (!netSpread(p, t) || !gatherOut(p, t, unit)) return false;
+  const bool ok = t.tid == 0 && put ? dev::netWaitSent(p.dev, ticket) : true;
+  return dev::teamBroadcast(t, ok ? 1 : 0) != 0;
 }
 
 }  // namespace ag

@@ -12,6 +12,11 @@
 // a band that mixed them with peers' rows would make the very first wave wait for peers' data
 // (its tiles walk down every row of the band at once).
 //
+// Across nodes (nodeRanks > 0: nodes of nodeRanks ranks, rank = node * nodeRanks + local rank) the
+// peers of this node come first, interleaved by chunk as above (their pushes start at once), then
+// the other nodes' ranks, interleaved by chunk too (they cross the network first): for each node
+// after this one, the counterpart (whose shard this rank spreads itself) and then its neighbours.
+//
 // The arrival order needs shards made of whole cluster rows (m a multiple of 128 * clusterM); for
 // other shapes the rows are simply rotated to start at this rank's first row (correct either way:
 // the producer waits for whatever a tile needs).
@@ -28,14 +33,17 @@ struct TileOrder {
   int rowsPerRank = 0;  // > 0: cluster rows per shard (arrival order); 0: rotation from firstRow
   int firstRow = 0;
   int ring = 0;         // peers of a chunk in ring order (me-1, me-2, ...) instead of me+1, me+2, ...
+  int nodeRanks = 0;    // > 0: nodes of this many ranks (node-major rank numbers): this node's first
 };
 
-// The order for a layout and a cluster size.
-MKCCL_HD TileOrder tileOrderFor(const Layout& L, int clusterM, bool ring = false) {
+// The order for a layout and a cluster size. nodeRanks > 0: the communicator spans nodes of that
+// many ranks, numbered node by node (otherwise pass 0: the rotation below is used across nodes).
+MKCCL_HD TileOrder tileOrderFor(const Layout& L, int clusterM, bool ring = false, int nodeRanks = 0) {
   TileOrder o;
   o.me = L.me;
   o.ws = L.ws;
   o.ring = ring ? 1 : 0;
+  o.nodeRanks = nodeRanks > 0 && nodeRanks < L.ws && L.ws % nodeRanks == 0 ? nodeRanks : 0;
   const int64_t unit = kTileRows * clusterM;
   if (L.ws > 1 && L.m % unit == 0) {
     o.rowsPerRank = static_cast<int>(L.m / unit);
@@ -82,6 +90,7 @@ class TileScheduler {
     if (r > 0) {
       if (k < r) return o_.me * r + k;
       const int k2 = k - r;
+      if (o_.nodeRanks > 0) return nodeRowAt(k2);
       const int peers = o_.ws - 1;
       const int chunk = k2 / peers;
       int q = o_.ring ? o_.me - 1 - k2 % peers : o_.me + 1 + k2 % peers;
@@ -91,6 +100,19 @@ class TileScheduler {
     }
     const int row = k + o_.firstRow;
     return row >= rows_ ? row - rows_ : row;
+  }
+
+  // Across nodes: position k2 after the own rows (rowsPerRank > 0).
+  MKCCL_HD int nodeRowAt(int k2) const {
+    const int r = o_.rowsPerRank, n = o_.nodeRanks, node = o_.me / n, lme = o_.me - node * n;
+    const int near = n - 1, nodes = o_.ws / n;
+    if (k2 < near * r) {
+      const int j = k2 % near;
+      return (node * n + (lme + 1 + j) % n) * r + k2 / near;
+    }
+    const int k3 = k2 - near * r, far = o_.ws - n, j = k3 % far;
+    const int m = (node + 1 + j / n) % nodes, i = (lme + j % n) % n;
+    return (m * n + i) * r + k3 / far;
   }
 
  private:

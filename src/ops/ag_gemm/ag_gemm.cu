@@ -26,6 +26,7 @@
 #include "runtime/fused_args.h"
 #include "runtime/ops.h"
 #include "runtime/comm.h"
+#include "runtime/net_coll_info.h"
 #include "runtime/symmem.h"
 
 namespace mkccl {
@@ -165,7 +166,7 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
     x.ldc = size_t(c.ldc);
     x.bias = c.bias;
     x.biasType = c.biasType;
-    return gemmRunEx(c.push.region[L.me], c.W, c.C, c.M, c.N, c.K, c.type, c.outType, x, c.variant, ctx.stream);
+    return gemmRunEx(c.push.region[c.push.lme], c.W, c.C, c.M, c.N, c.K, c.type, c.outType, x, c.variant, ctx.stream);
   }
   // Tiles wholly inside the own shard load it from the user's A; a tile that straddles a shard
   // boundary (m not a multiple of 128) reads the own rows from the region. In place the region is
@@ -198,6 +199,7 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
     // registration); the copy engines would need them on the host: the fused plan runs.
     plan = Plan::Fused;
   }
+  if (plan == Plan::Ce && c.push.net.nodes > 1) plan = Plan::Fused;  // the copy engines stay in the node
   if (plan == Plan::Ce && c.packedA) {
     // A strided A was packed into this rank's region slot, which the copy engines would copy onto
     // itself: the fused kernel's pushes (a copy onto itself there is harmless) run instead.
@@ -235,11 +237,6 @@ mkcclResult_t moreWeights(OpCtx& ctx, const FusedArgs& a, const void* full, size
 
 mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   mkcclComm* comm = ctx.comm;
-  if (comm->nNodes > 1)
-    return setError(mkcclInvalidUsage,
-                    "%s: not implemented across nodes yet (this communicator spans %d nodes); it fuses over NVLink "
-                    "inside one node",
-                    kOp, comm->nNodes);
   const mkcclDataType_t t = a.inType;
   const void* A = a.A;
   void* gatheredA = a.gatheredA;
@@ -279,9 +276,10 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   if (info.ccMajor != 9)
     return setError(mkcclInvalidUsage, "%s: needs a Hopper (sm_90) GPU; device %d is sm_%d%d", kOp, comm->cudaDev,
                     info.ccMajor, info.ccMinor);
-  if (ws > kMaxLocalRanks || comm->localRanks != ws)
+  const int lws = comm->localRanks, lme = comm->localRank;
+  if (comm->nNodes == 1 && (ws > kMaxLocalRanks || lws != ws))
     return setError(mkcclInternalError, "%s: %d ranks, %d of them local", kOp, ws, comm->localRanks);
-  for (int q = 0; q < ws; ++q)
+  for (int q = 0; q < ws && comm->nNodes == 1; ++q)
     if (comm->rankLocal[q] != q)
       return setError(mkcclInternalError, "%s: rank %d is local rank %d in a one-node communicator", kOp, q,
                       comm->rankLocal[q]);
@@ -292,6 +290,10 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   if (!ag::layoutFor(static_cast<int64_t>(M), static_cast<int64_t>(K), es, ws, me, &L))
     return setError(mkcclInvalidUsage, "%s: M=%zu K=%zu on %d ranks: shards of more than 2^30 rows are not supported",
                     kOp, M, K, ws);
+  c.push.lws = lws;
+  c.push.lme = lme;
+  c.push.net.nodes = 1;
+  if (comm->nNodes > 1) MKCCL_CHECK(ag::netPlanFor(comm, L, kOp, &c.push.net, &c.orderNodeRanks));
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchAllGatherGemm, static_cast<size_t>(L.regionBytes()), &region));
   c.push.dev = ctx.dev;
@@ -300,7 +302,7 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   // push their shards straight into it and the tiles read it; no copy out of the region. Every
   // rank must pass a gatheredA of the same registration (the kernel checks, push.cuh).
   Registration* reg = nullptr;
-  if (gatheredA != nullptr && coll::tuningOf(ctx).direct != 2)
+  if (gatheredA != nullptr && coll::tuningOf(ctx).direct != 2 && comm->nNodes == 1)
     MKCCL_CHECK(coll::findReg(ctx, gatheredA, M * K * es, &reg));
   char* const ownSlot = reg ? static_cast<char*>(gatheredA) + static_cast<int64_t>(me) * L.shardBytes() : nullptr;
   if (reg != nullptr) {
@@ -320,25 +322,25 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
     // A strided A: copied (one 2-D copy, a graph node like any other) into this rank's slot of its
     // own region, which nothing else writes and only this rank reads; the pushes and the own tiles'
     // loads then read the contiguous copy.
-    char* slot = region->peer[me] + static_cast<int64_t>(me) * L.shardBytes();
+    char* slot = region->peer[lme] + static_cast<int64_t>(me) * L.shardBytes();
     CUDA_CHECK(cudaMemcpy2DAsync(slot, K * es, A, a.lda * es, K * es, size_t(L.m), cudaMemcpyDeviceToDevice,
                                  ctx.stream));
     c.push.A = slot;
     A = slot;
     c.packedA = 1;
   }
-  for (int q = 0; q < ws; ++q) {
+  for (int q = 0; q < lws; ++q) {  // by local rank (one node: rank)
     c.push.region[q] = region->peer[q];
     c.push.counters[q] = reinterpret_cast<uint64_t*>(region->peer[q] + L.countersOffset());
     c.push.flags[q] = reinterpret_cast<uint64_t*>(ctx.dev.peers[q]);
   }
-  c.push.seqCtr = c.push.flags[me] + kSeqSlot;
+  c.push.seqCtr = c.push.flags[lme] + kSeqSlot;
   c.push.gathered = static_cast<char*>(gatheredA);
   c.push.gatheredOwn = gatheredA != nullptr && static_cast<const char*>(A) != c.push.gathered + me * L.shardBytes();
   if (reg != nullptr) {
     // This rank's "region" is its gatheredA: the own shard goes there as to a region (ownToRegion)
     // unless A lies in it already.
-    c.push.region[me] = static_cast<char*>(gatheredA);
+    c.push.region[lme] = static_cast<char*>(gatheredA);
     c.directOwn = c.push.gatheredOwn;
     c.push.gatheredOwn = 0;
   }
@@ -366,7 +368,7 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   if (t == mkcclBfloat16) MKCCL_CHECK(planAndRun<dev::Bf16>(ctx, c, forced));
   else MKCCL_CHECK(planAndRun<dev::F16>(ctx, c, forced));
   if (a.numWeights == 1) return mkcclSuccess;
-  return moreWeights(ctx, a, gatheredA ? gatheredA : static_cast<const void*>(region->peer[me]), K, tune.gemm.variant);
+  return moreWeights(ctx, a, gatheredA ? gatheredA : static_cast<const void*>(region->peer[lme]), K, tune.gemm.variant);
 }
 
 }  // namespace mkccl

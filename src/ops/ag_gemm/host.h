@@ -35,6 +35,7 @@ struct FusedCall {
   int fullRegion;       // this rank's region must hold the whole gathered A after the call (the
                         // further weights' GEMMs read it): the own shard goes there too
   int directOwn;        // in place (push.direct) with A not inside gatheredA: the own shard goes there
+  int orderNodeRanks;   // across nodes numbered node by node: ranks per node (the tile order's, schedule.h)
 };
 
 struct FusedPlan {
@@ -58,6 +59,11 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
 // Loads the fused kernels of this input type on `dev` (preload.cu).
 template <class In>
 mkcclResult_t fusedPreload(int dev, int smCount);
+
+// Across nodes: the network plan of a call (push.net) and the tile order's ranks per node (0 where
+// the ranks are not numbered node by node). mkcclInvalidUsage for nodes of different sizes or a
+// window too small for one shard per node (ops/ag_gemm/net_plan.cu).
+mkcclResult_t netPlanFor(mkcclComm* comm, const Layout& L, const char* op, NetLayout* out, int* orderNodeRanks);
 
 // The sequential plan's first kernel: the AllGather into the regions (gather.cu). It
 // returns once every peer's shard has landed here (and gathered A is written, if asked).

@@ -62,7 +62,7 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
   const GemmPlan& gp = plan.gemm;
   const Layout& L = c.push.L;
   alignas(64) CUtensorMap mapA, mapB, mapC;
-  MKCCL_CHECK(encodeTileMap(&mapA, c.push.region[L.me], c.type, c.M, c.K, c.K, 128));
+  MKCCL_CHECK(encodeTileMap(&mapA, c.push.region[c.push.lme], c.type, c.M, c.K, c.K, 128));
   MKCCL_CHECK(encodeTileMap(&mapB, c.W, c.type, c.N, c.K, c.ldw, static_cast<uint32_t>(gp.bn / gp.clusterSize)));
   MKCCL_CHECK(encodeTileMap(&mapC, c.C, c.outType, c.M, c.N, c.ldc, 64));
 
@@ -70,7 +70,7 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
   memset(&p, 0, sizeof(p));
   MKCCL_CHECK(encodeTileMap(&p.mapOwn, c.A, c.type, L.m, c.K, c.K, 128));
   p.push = c.push;
-  p.order = tileOrderFor(L, gp.clusterSize, c.push.ce != 0 && c.ceRing != 0);
+  p.order = tileOrderFor(L, gp.clusterSize, c.push.ce != 0 && c.ceRing != 0, c.orderNodeRanks);
   p.sideTeams = plan.sideTeams;
   p.unitCta = 4;   // 256 KiB per claim: the fence per claim stays small
   p.unitSide = 1;  // 64 KiB: a side team is slow, many of them share the shard

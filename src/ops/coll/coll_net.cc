@@ -249,7 +249,7 @@ mkcclResult_t netAllReduceOp(OpCtx& ctx, const void* send, void* recv, size_t co
 }
 
 mkcclResult_t netCollPreload() {
-  MKCCL_CHECK(netCollPreload());
+  MKCCL_CHECK(netcoll::preload());  // the exchange and reduce kernels (net_coll.cu)
   // The NVLink kernels these ops launch.
   cudaFuncAttributes a;
   CUDA_CHECK(cudaFuncGetAttributes(&a, copyKernel()));
