@@ -115,6 +115,13 @@ double timeMedianUs(const std::function<void(int)>& launch, int warmup, int iter
 double timeGraphMedianUs(const std::function<void(int)>& launch, int calls, int warmup, int iters,
                          cudaStream_t stream);
 
+// -G for the fused ops: the eager calls and the replays of one graph of `calls` calls timed in
+// alternating blocks (rounds of iters/rounds each; per-call medians over all rounds), so that a
+// drift of the GPU's clocks over the run (long GEMMs run into the power limit) weighs on both
+// alike. false when a call or the capture failed.
+bool timeEagerAndGraphUs(const std::function<void(int)>& launch, int calls, int warmup, int iters, int rounds,
+                         cudaStream_t stream, double* eagerUs, double* graphUs);
+
 // The tuner's overrides for a scope (keys of ops/tuner/tuning.h, e.g. "ag_gemm.plan=ce"): the
 // user's MKCCL_TUNING followed by `extra` (a key given twice: the later wins), set on `comm`
 // (nullptr: the process's, which mkcclGemm uses), restored to the user's after.

@@ -130,5 +130,58 @@ double timeGraphMedianUs(const std::function<void(int)>& launch, int calls, int 
   return med;
 }
 
+bool timeEagerAndGraphUs(const std::function<void(int)>& launch, int calls, int warmup, int iters, int rounds,
+                         cudaStream_t stream, double* eagerUs, double* graphUs) {
+  *eagerUs = *graphUs = -1;
+  if (iters < 1 || calls < 1 || rounds < 1) return false;
+  if (!ok(cudaStreamSynchronize(stream), "before the capture")) return false;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (!ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) return false;
+  for (int i = 0; i < calls; ++i) launch(i);
+  const bool captured = ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture") &&
+                        ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  if (graph) cudaGraphDestroy(graph);
+  if (!captured) return false;
+  for (int i = 0; i < warmup; ++i) {
+    cudaGraphLaunch(exec, stream);
+    for (int j = 0; j < calls; ++j) launch(j);
+  }
+  bool good = ok(cudaStreamSynchronize(stream), "warm-up");
+  const int per = std::max(1, iters / rounds);
+  std::vector<double> eager, replay;
+  std::vector<cudaEvent_t> ev(2 * (size_t)per);
+  for (auto& e : ev) cudaEventCreate(&e);
+  auto block = [&](bool useGraph, std::vector<double>* out) {
+    holdStream<<<1, 32, 0, stream>>>((unsigned long long)std::min(200000.0, 20.0 * per * calls + 50.0) * 1000ull);
+    for (int i = 0; i < per; ++i) {
+      cudaEventRecord(ev[2 * i], stream);
+      if (useGraph) cudaGraphLaunch(exec, stream);
+      else
+        for (int j = 0; j < calls; ++j) launch(j);
+      cudaEventRecord(ev[2 * i + 1], stream);
+    }
+    if (!ok(cudaStreamSynchronize(stream), useGraph ? "graph replays" : "eager calls")) return false;
+    for (int i = 0; i < per; ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
+      out->push_back(ms * 1000.0 / calls);
+    }
+    return true;
+  };
+  for (int r = 0; good && r < rounds; ++r) good = block(false, &eager) && block(true, &replay);
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaGraphExecDestroy(exec);
+  if (!good) return false;
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  *eagerUs = median(eager);
+  *graphUs = median(replay);
+  return true;
+}
+
 }  // namespace perf
 }  // namespace mkccl
