@@ -100,6 +100,12 @@ mkcclResult_t commPollError(mkcclComm_t comm) {
                  e->rank, (unsigned long long)e->seq, e->peer,
                  e->peer >= 0 && e->peer < (int)comm->localToRank.size() ? comm->localToRank[e->peer] : -1,
                  (unsigned long long)e->seen, (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
+      else if (e->site == kSiteGemmChunk)  // peer: the rank (not local) whose gathered rows it waited for
+        snprintf(msg, sizeof(msg),
+                 "rank %d: a device wait (%s) of call #%llu gave up waiting for the rows of rank %d: flag %llu, "
+                 "wanted %llu (%s)",
+                 e->rank, devSiteName(e->site), (unsigned long long)e->seq, e->peer, (unsigned long long)e->seen,
+                 (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
       else if (e->peer >= 0)
         snprintf(msg, sizeof(msg),
                  "rank %d: a device wait (%s) of call #%llu gave up waiting for local peer %d (rank %d): "

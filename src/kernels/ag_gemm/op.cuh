@@ -50,7 +50,8 @@ __device__ __forceinline__ bool waitTileRows(const PushArgs& p, int mb, bool* en
     const bool entry = !*entered;
     const uint64_t* flag = entry ? p.flags[p.lme] + kBarrierSlot + p.lme : mine + L.chunkSlot(q, c);
     const uint64_t want = entry ? F : base + static_cast<uint64_t>(L.slicesOfChunk(c));
-    if (!dev::waitGeq(p.dev, flag, want, entry ? L.me : q, entry ? kSiteBarrier : kSiteGemmChunk)) return false;
+    // The error names the local rank whose entry it waited for, or the rank (global) whose rows.
+    if (!dev::waitGeq(p.dev, flag, want, entry ? p.lme : q, entry ? kSiteBarrier : kSiteGemmChunk)) return false;
     if (entry) {
       // A peer in the other mode (gatheredA registered or not) or with other buffers: the
       // leader recorded it; drain.
