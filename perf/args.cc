@@ -49,6 +49,7 @@ const Opt kOpts[] = {
     {nullptr, "--shapes", true}, {"-g", "--gpus", true},    {nullptr, "--nccl-lib", true},
     {nullptr, "--seed", true},  {nullptr, "--no-baseline", false}, {"-h", "--help", false},
     {nullptr, "--list", false}, {"-G", "--cuda-graph", true}, {"-R", "--registered", true},
+    {nullptr, "--rounds", true},
 };
 
 const Opt* findOpt(const std::string& name) {
@@ -179,6 +180,10 @@ void printUsage(FILE* f) {
           "                         > 1: registered faster; with -G also reg_graph_speedup); 0: off.\n"
           "                         ag_gemm: the call with a gathered A, unregistered (reg_base_us)\n"
           "                         and registered (reg_us); gemm_ar, gemm_rs: C registered (reg_us)\n"
+          "  --rounds N             shape ops: time ours and every baseline in N alternating\n"
+          "                         blocks of --iters/N runs each, medians over all (default 4),\n"
+          "                         so that the GPU's clock drift over a run weighs on all alike;\n"
+          "                         1: each timed in one block, one after another\n"
           "  --list                 print the op names, one per line\n"
           "  -h, --help             this text\n"
           "\n"
@@ -301,6 +306,9 @@ int parseArgs(int argc, char** argv, Args* a, std::string* err) {
     } else if (name == "-R" || name == "--registered") {
       if (!parseInt(val, 0, 1, &v)) return bad("expected 0 or 1");
       a->registered = (int)v;
+    } else if (name == "--rounds") {
+      if (!parseInt(val, 1, 1000, &v)) return bad("expected a round count in [1, 1000]");
+      a->rounds = (int)v;
     } else if (name == "--no-baseline") {
       if (!val.empty()) return bad("takes no value");
       a->baseline = false;

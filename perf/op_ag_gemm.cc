@@ -12,7 +12,9 @@
 //               reg_us: the same into a registered one (mkcclMemAlloc + mkcclCommRegister: the
 //               peers push straight into it, no copy out of the region); reg_speedup =
 //               reg_base_us / reg_us (> 1: registered faster)
-// Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C.
+// Inputs rotate through several sets (beyond L2); ours is checked against the baseline's C. All of
+// the above are timed in alternating blocks (--rounds, perf.h timeAlternating), so that the GPU's
+// clock drift over the run weighs on ours and the baselines alike.
 // Every number is the max over ranks of the ranks' medians (the row is then the same on all).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -33,11 +35,6 @@ namespace perf {
 namespace {
 
 constexpr const char* kOp = "ag_gemm";
-
-// Our call timed with the tuning `extra` ("": the library's choice, or the user's MKCCL_TUNING).
-double timeOurs(const std::string& extra, const std::function<void(int)>& run, const Args& a, Env& env, bool* failed) {
-  return timeWithTuning(extra, run, a.warmup, a.iters, env.stream, env.comm, failed);
-}
 
 int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   const mkcclDataType_t t = a.dtype;
@@ -117,84 +114,95 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     r.wrong = wrong;
   }
 
-  // Ours: the library's plan, then each plan forced.
-  const double oursUs = timeOurs("", ours, a, env, &failed);
-  const double fusedUs = timeOurs("ag_gemm.plan=fused", ours, a, env, &failed);
-  const double sideUs = timeOurs("ag_gemm.plan=fused;ag_gemm.comm_ctas=0", ours, a, env, &failed);
-  const double seqUs = timeOurs("ag_gemm.plan=sequential", ours, a, env, &failed);
-  const double ceUs = timeOurs("ag_gemm.plan=ce", ours, a, env, &failed);
-  if (failed) {
+  // -R: the call with a gathered A, into a plain buffer and into a registered one (each checked
+  // against the reference's gathered A first; timed with the others below).
+  struct Registered {
+    mkcclComm_t comm;
+    cudaStream_t stream;
+    void* mem = nullptr;
+    void* handle = nullptr;
+    ~Registered() {
+      cudaStreamSynchronize(stream);
+      if (handle) mkcclCommDeregister(comm, handle);
+      if (mem) mkcclMemFree(mem);
+    }
+  } reg{env.comm, env.stream};
+  DevBuf Gp;
+  auto withG = [&](void* g) {
+    return [&, g](int i) {
+      const int k = i % sets;
+      if (mkcclAllGatherGemm(A[k].p, W[k].p, C.p, g, M, N, K, t, env.comm, env.stream) != mkcclSuccess) failed = true;
+    };
+  };
+  if (a.registered) {
+    if (mkcclMemAlloc(&reg.mem, M * K * 2) != mkcclSuccess ||
+        mkcclCommRegister(env.comm, reg.mem, M * K * 2, &reg.handle) != mkcclSuccess) {
+      fprintf(stderr, "ag_gemm: rank %d: registered buffers: %s\n", env.rank, mkcclGetLastError(env.comm));
+      return 1;
+    }
+    if (!Gp.alloc(M * K * 2, kOp, "gathered A")) return 1;
+    for (void* g : {Gp.p, reg.mem}) {
+      if (!a.check) break;
+      cudaMemsetAsync(g, 0xff, M * K * 2, env.stream);
+      withG(g)(0);
+      gather(0);
+      std::vector<uint16_t> got(M * K), ref(M * K);
+      if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
+          !cudaOk(kOp, cudaMemcpy(got.data(), g, M * K * 2, cudaMemcpyDeviceToHost), "copy") ||
+          !cudaOk(kOp, cudaMemcpy(ref.data(), G.p, M * K * 2, cudaMemcpyDeviceToHost), "copy")) {
+        fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu, registered: %s\n", env.rank, M, N, K,
+                mkcclGetLastError(env.comm));
+        return 1;
+      }
+      if (got != ref) r.wrong += 1;  // the gathered A must be bit-identical to the reference AllGather's
+    }
+  }
+
+  // Ours (the library's plan, then each plan forced), the baseline and its parts, on the same
+  // buffers, timed in alternating blocks (perf.h: timeAlternating).
+  std::vector<Candidate> cand;
+  cand.emplace_back("ag_gemm", ours, env.comm, "");
+  cand.emplace_back("ag_gemm fused", ours, env.comm, "ag_gemm.plan=fused");
+  cand.emplace_back("ag_gemm fused_side", ours, env.comm, "ag_gemm.plan=fused;ag_gemm.comm_ctas=0");
+  cand.emplace_back("ag_gemm sequential", ours, env.comm, "ag_gemm.plan=sequential");
+  cand.emplace_back("ag_gemm ce", ours, env.comm, "ag_gemm.plan=ce");
+  if (a.registered) {
+    cand.emplace_back("ag_gemm gathered A", withG(Gp.p), env.comm, "");
+    cand.emplace_back("ag_gemm gathered A registered", withG(reg.mem), env.comm, "");
+  }
+  if (env.cublas) {
+    cand.emplace_back("cuBLAS alone", [&](int i) {
+      if (cublasGemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+    });
+    cand.emplace_back(nccl ? "NCCL AllGather alone" : "mkcclAllGather alone", [&](int i) { gather(i % sets); });
+    if (nccl)
+      cand.emplace_back("NCCL+cuBLAS", [&](int i) {
+        gather(i % sets);
+        if (cublasGemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+      });
+  }
+  if (!timeAlternating(cand, a.warmup, a.iters, a.rounds, env.stream)) failed = true;
+  if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "timing")) {
     fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
     return 1;
+  }
+  size_t ci = 0;
+  const double oursUs = cand[ci++].us, fusedUs = cand[ci++].us, sideUs = cand[ci++].us, seqUs = cand[ci++].us,
+               ceUs = cand[ci++].us;
+  double regBaseUs = -1, regUs = -1, baseUs = -1, gemmUs = -1, commUs = -1;
+  if (a.registered) regBaseUs = cand[ci++].us, regUs = cand[ci++].us;
+  if (env.cublas) {
+    gemmUs = cand[ci++].us, commUs = cand[ci++].us;
+    if (nccl) baseUs = cand[ci++].us;
   }
   // -G: the library's plan captured in a CUDA graph and replayed, timed in blocks alternating with
   // eager calls (graph_eager_us; graph_speedup = eager / replay).
   double graphUs = -1, graphEagerUs = -1;
   if (a.graphCalls > 0) {
-    if (!timeEagerAndGraphUs(ours, a.graphCalls, a.warmup, a.iters, 4, env.stream, &graphEagerUs, &graphUs)) failed = true;
+    if (!timeEagerAndGraphUs(ours, a.graphCalls, a.warmup, a.iters, a.rounds, env.stream, &graphEagerUs, &graphUs))
+      failed = true;
     if (failed || graphUs < 0) {
       fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu, graph: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
-      return 1;
-    }
-  }
-  // -R: the call with a gathered A, into a plain buffer and into a registered one (each checked
-  // against the reference's gathered A first).
-  double regBaseUs = -1, regUs = -1;
-  if (a.registered) {
-    void* regMem = nullptr;
-    void* handle = nullptr;
-    if (mkcclMemAlloc(&regMem, M * K * 2) != mkcclSuccess ||
-        mkcclCommRegister(env.comm, regMem, M * K * 2, &handle) != mkcclSuccess) {
-      fprintf(stderr, "ag_gemm: rank %d: registered buffers: %s\n", env.rank, mkcclGetLastError(env.comm));
-      return 1;
-    }
-    DevBuf Gp;
-    if (!Gp.alloc(M * K * 2, kOp, "gathered A")) return 1;
-    for (void* g : {Gp.p, regMem}) {
-      auto withG = [&](int i) {
-        const int k = i % sets;
-        if (mkcclAllGatherGemm(A[k].p, W[k].p, C.p, g, M, N, K, t, env.comm, env.stream) != mkcclSuccess) failed = true;
-      };
-      if (a.check) {
-        cudaMemsetAsync(g, 0xff, M * K * 2, env.stream);
-        withG(0);
-        gather(0);
-        std::vector<uint16_t> got(M * K), ref(M * K);
-        if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "check") ||
-            !cudaOk(kOp, cudaMemcpy(got.data(), g, M * K * 2, cudaMemcpyDeviceToHost), "copy") ||
-            !cudaOk(kOp, cudaMemcpy(ref.data(), G.p, M * K * 2, cudaMemcpyDeviceToHost), "copy"))
-          failed = true;
-        else if (got != ref)
-          r.wrong += 1;  // the gathered A must be bit-identical to the reference AllGather's
-      }
-      (g == regMem ? regUs : regBaseUs) = timeOurs("", withG, a, env, &failed);
-    }
-    if (cudaStreamSynchronize(env.stream) != cudaSuccess) failed = true;
-    mkcclCommDeregister(env.comm, handle);
-    mkcclMemFree(regMem);
-    if (failed) {
-      fprintf(stderr, "ag_gemm: rank %d: %zux%zux%zu, registered: %s\n", env.rank, M, N, K, mkcclGetLastError(env.comm));
-      return 1;
-    }
-  }
-  // The baseline and its parts, on the same buffers.
-  double baseUs = -1, gemmUs = -1, commUs = -1;
-  if (env.cublas) {
-    gemmUs = timeMedianUs(
-        [&](int i) {
-          if (cublasGemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
-        },
-        a.warmup, a.iters, env.stream);
-    commUs = timeMedianUs([&](int i) { gather(i % sets); }, a.warmup, a.iters, env.stream);
-    if (nccl)
-      baseUs = timeMedianUs(
-          [&](int i) {
-            gather(i % sets);
-            if (cublasGemmRef(env.cublas, G.p, W[i % sets].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
-          },
-          a.warmup, a.iters, env.stream);
-    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "baseline")) {
-      fprintf(stderr, "ag_gemm: rank %d: the baseline failed\n", env.rank);
       return 1;
     }
   }
@@ -231,7 +239,8 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
   // The overrides in force, so that a result says what ran.
   const std::string tuning = userTuning();
   r.note = "tuning " + (tuning.empty() ? std::string("(none)") : tuning) +
-           (nccl ? "" : ", comm_alone by mkcclAllGather (no NCCL)") + ", " + std::to_string(sets) + " input sets";
+           (nccl ? "" : ", comm_alone by mkcclAllGather (no NCCL)") + ", " + std::to_string(sets) + " input sets, " +
+           timingNote(a.rounds);
   if (const char* ctas = getenv("MKCCL_COMM_CTAS"); ctas && *ctas) r.note += std::string(", MKCCL_COMM_CTAS=") + ctas;
   env.emit(r);
   return 0;

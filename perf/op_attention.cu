@@ -11,7 +11,8 @@
 //                      extras    engine_alone_us: mkcclAttention on the whole sequence / ranks (the
 //                                engine's single-GPU rate on the same per-rank work),
 //                                ratio_vs_engine = engine_alone_us / time_us, tflops per rank
-//                    ours checked against the baseline's result.
+//                    ours checked against the baseline's result; the three timed in alternating
+//                    blocks (--rounds, perf.h timeAlternating).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -344,14 +345,21 @@ int runRing(const Args& args, Env& env, std::vector<Result>* results) {
         }
         res.maxRelErr = err / mx;
       }
-      res.timeUs = timeMedianUs([&](int) { fused(O.p); }, args.warmup, args.iters, env.stream);
+      // Ours, the unfused ring and the engine alone, timed in alternating blocks (perf.h:
+      // timeAlternating).
+      std::vector<Candidate> cand;
+      cand.emplace_back("ring_attention", [&](int) { fused(O.p); });
+      cand.emplace_back("engine alone", [&](int) {
+        attn(Qf.p, Kf.p, Vf.p, Of.p, nullptr, static_cast<int>(Sf), static_cast<int>(Sf), causal);
+      });
+      if (haveBase || ws == 1) cand.emplace_back("engine+nccl ring", [&](int) { unfused(Ob.p); });
+      if (!timeAlternating(cand, args.warmup, args.iters, args.rounds, env.stream)) failed = true;
+      res.timeUs = cand[0].us;
+      const double alone = cand[1].us / ws;
       if (haveBase || ws == 1) {
         res.baseline = "engine+nccl";
-        res.baselineTimeUs = timeMedianUs([&](int) { unfused(Ob.p); }, args.warmup, args.iters, env.stream);
+        res.baselineTimeUs = cand[2].us;
       }
-      const double alone = timeMedianUs(
-          [&](int) { attn(Qf.p, Kf.p, Vf.p, Of.p, nullptr, static_cast<int>(Sf), static_cast<int>(Sf), causal); },
-          args.warmup, args.iters, env.stream) / ws;
       if (failed || cudaStreamSynchronize(env.stream) != cudaSuccess) {
         fprintf(stderr, "ring_attention: failed while timing: %s\n", mkcclGetLastError(env.comm));
         return 1;
@@ -364,7 +372,8 @@ int runRing(const Args& args, Env& env, std::vector<Result>* results) {
       res.extra["ratio_vs_engine"] = alone / res.timeUs;
       if (res.baselineTimeUs > 0) res.extra["speedup"] = res.baselineTimeUs / res.timeUs;
       res.extra["causal"] = causal;
-      res.note = std::string(causal ? "causal" : "non-causal") + " zigzag, D 128, S per rank " + std::to_string(S);
+      res.note = std::string(causal ? "causal" : "non-causal") + " zigzag, D 128, S per rank " + std::to_string(S) +
+                 ", " + timingNote(args.rounds);
       env.emit(res);
     }
   }

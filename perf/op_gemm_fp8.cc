@@ -5,7 +5,8 @@
 // (accumulation left in the tensor cores, as our per-tensor kernel does) and without (its default,
 // promoted accumulation). Each row's baseline is the faster of the two; both are in `extra`.
 // Correctness: every row against cuBLASLt's promoted result on input set 0 (the block-scaled row
-// with the per-tensor values in every block, so that the two must agree).
+// with the per-tensor values in every block, so that the two must agree). The four are timed in
+// alternating blocks (--rounds, perf.h timeAlternating).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -145,7 +146,6 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
                         ltPromoted.init(lt, M, N, K, static_cast<float*>(sA.p), static_cast<float*>(sW.p), false);
     if (args.baseline && !haveLt) fprintf(stderr, "gemm_fp8: no cuBLASLt fp8 algorithm for %zux%zux%zu\n", M, N, K);
     std::vector<uint16_t> ref;
-    double fastUs = -1, promotedUs = -1;
     if (haveLt) {
       if (!ltPromoted.run(A[0].p, W[0].p, R.p, env.stream)) {
         fprintf(stderr, "gemm_fp8: cublasLtMatmul failed\n");
@@ -153,27 +153,18 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
       }
       ref.resize(M * N);
       if (!cudaOk(kOp, cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
-      for (LtGemm* g : {&ltFast, &ltPromoted}) {
-        const double us = timeMedianUs(
-            [&](int i) {
-              if (!g->run(A[i % nsets].p, W[i % nsets].p, R.p, env.stream)) failed = true;
-            },
-            args.warmup, args.iters, env.stream);
-        (g == &ltFast ? fastUs : promotedUs) = us;
-      }
-      if (failed) {
-        fprintf(stderr, "gemm_fp8: cublasLtMatmul failed while timing\n");
-        return 1;
-      }
     }
 
-    for (const mkcclFp8ScaleKind_t kind : {mkcclFp8ScaleTensor, mkcclFp8ScaleBlock}) {
-      const bool block = kind == mkcclFp8ScaleBlock;
-      const mkcclFp8Scales_t scales = block ? mkcclFp8Scales_t MKCCL_FP8_SCALES_INIT(kind, static_cast<float*>(bA.p),
-                                                                                      static_cast<float*>(bW.p))
-                                            : mkcclFp8Scales_t MKCCL_FP8_SCALES_INIT(kind, static_cast<float*>(sA.p),
-                                                                                      static_cast<float*>(sW.p));
-      Result r;
+    // Ours with per-tensor and with block scales: each checked (poisoned C) against cuBLASLt's
+    // promoted result on set 0.
+    const mkcclFp8Scales_t scalesTensor MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<float*>(sA.p),
+                                                              static_cast<float*>(sW.p));
+    const mkcclFp8Scales_t scalesBlock MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleBlock, static_cast<float*>(bA.p),
+                                                             static_cast<float*>(bW.p));
+    Result rows[2];
+    for (int b = 0; b < 2; ++b) {
+      const bool block = b == 1;
+      Result& r = rows[b];
       r.op = block ? "gemm_fp8_block" : "gemm_fp8_tensor";
       r.worldSize = 1;
       r.dtype = "e4m3";
@@ -182,7 +173,8 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
       r.bytes = setBytes + M * N * 2;
       r.count = M * N;
       if (!cudaOk(kOp, cudaMemsetAsync(C.p, 0xFF, M * N * 2, env.stream), "poison")) return 1;
-      if (mkcclGemmFp8(A[0].p, W[0].p, C.p, M, N, K, &scales, mkcclBfloat16, env.stream) != mkcclSuccess) {
+      if (mkcclGemmFp8(A[0].p, W[0].p, C.p, M, N, K, block ? &scalesBlock : &scalesTensor, mkcclBfloat16,
+                       env.stream) != mkcclSuccess) {
         fprintf(stderr, "gemm_fp8: mkcclGemmFp8 failed: %s\n", mkcclGetLastError(nullptr));
         return 1;
       }
@@ -192,17 +184,38 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
         if (!cudaOk(kOp, cudaMemcpy(ours.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
         r.wrong = countWrong(ours, ref, &r.maxRelErr);
       }
-      r.timeUs = timeMedianUs(
-          [&](int i) {
-            const int k = i % nsets;
-            if (mkcclGemmFp8(A[k].p, W[k].p, C.p, M, N, K, &scales, mkcclBfloat16, env.stream) != mkcclSuccess)
-              failed = true;
-          },
-          args.warmup, args.iters, env.stream);
-      if (failed) {
-        fprintf(stderr, "gemm_fp8: mkcclGemmFp8 failed while timing: %s\n", mkcclGetLastError(nullptr));
-        return 1;
-      }
+    }
+
+    // Ours (both scale kinds) and cuBLASLt (both accumulations) timed in alternating blocks
+    // (perf.h: timeAlternating).
+    auto oursRun = [&](const mkcclFp8Scales_t* sc) {
+      return [&, sc](int i) {
+        const int k = i % nsets;
+        if (mkcclGemmFp8(A[k].p, W[k].p, C.p, M, N, K, sc, mkcclBfloat16, env.stream) != mkcclSuccess) failed = true;
+      };
+    };
+    auto ltRun = [&](const LtGemm* g) {
+      return [&, g](int i) {
+        if (!g->run(A[i % nsets].p, W[i % nsets].p, R.p, env.stream)) failed = true;
+      };
+    };
+    std::vector<Candidate> cand;
+    cand.emplace_back("gemm_fp8 per-tensor", oursRun(&scalesTensor));
+    cand.emplace_back("gemm_fp8 block", oursRun(&scalesBlock));
+    if (haveLt) {
+      cand.emplace_back("cuBLASLt fp8 fast accumulation", ltRun(&ltFast));
+      cand.emplace_back("cuBLASLt fp8", ltRun(&ltPromoted));
+    }
+    if (!timeAlternating(cand, args.warmup, args.iters, args.rounds, env.stream) || failed) {
+      fprintf(stderr, "gemm_fp8: %zux%zux%zu: failed while timing: %s\n", M, N, K, mkcclGetLastError(nullptr));
+      return 1;
+    }
+    const double fastUs = haveLt ? cand[2].us : -1, promotedUs = haveLt ? cand[3].us : -1;
+
+    for (int b = 0; b < 2; ++b) {
+      const bool block = b == 1;
+      Result& r = rows[b];
+      r.timeUs = cand[b].us;
       r.extra["tflops"] = flop / (r.timeUs * 1e-6) / 1e12;
       r.extra["peak_fraction"] = r.extra["tflops"] / kPeakTflops;
       if (haveLt) {
@@ -216,7 +229,8 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
       }
       const std::string tuning = userTuning();
       r.note = std::string(block ? "block scales" : "per-tensor scales") +
-               (tuning.empty() ? "" : ", tuning " + tuning) + ", " + std::to_string(nsets) + " input sets";
+               (tuning.empty() ? "" : ", tuning " + tuning) + ", " + std::to_string(nsets) + " input sets, " +
+               timingNote(args.rounds);
       if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "sync")) return 1;
       results->push_back(r);
     }

@@ -11,7 +11,8 @@
 //                    where the copy engines are the default, else the copy engines; the note names it
 //   rs_ag_us         gemm_ar, M divisible by the ranks: the fused ReduceScatter then our AllGather, forced
 // Inputs rotate over several sets; every number is the max over ranks of the ranks' medians (the
-// same on every rank). The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
+// same on every rank), all timed in alternating blocks (--rounds, perf.h timeAlternating) so that
+// the GPU's clock drift over the run weighs on ours and the baselines alike. The result is checked against cuBLAS (fp32 out) + a fp32 ReduceScatter /
 // AllReduce (NCCL's if loaded, else ours), tolerance 1e-2 of the largest magnitude.
 #include <cublas_v2.h>
 #include <stdio.h>
@@ -129,112 +130,120 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
       r.wrong = wrong;
     }
 
-    // Ours, as configured; then each plan forced (for the model, and to show what auto left out).
+    // Ours, as configured; then each plan forced (for the model, and to show what auto left out);
+    // with -R, C registered; then cuBLAS alone, NCCL alone and the two in sequence (the baseline),
+    // on the same buffers: all timed in alternating blocks (perf.h: timeAlternating).
     mkcclResult_t firstErr = mkcclSuccess;
     // ours, baseline, gemm alone, comm alone, our sequential plan, our fused plan, the fused plan
     // with the other way of sending the partials (the copy engines or the push team),
     // AllReduce: the fused ReduceScatter then our AllGather (rs_ag; M divisible by the ranks)
     double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-    bool oursFailed = false;
+    bool oursFailed = false, failed = false;
     auto run = [&](int i) {
       const mkcclResult_t e = ours(i);
       if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
     };
-    // The plan (and push) forced through the tuner for the timing; "": as configured.
-    auto timeOurs = [&](const char* plan, const char* push) {
+    // -R: the library's plan with C registered (GEMM+AllReduce: finished tiles stored straight into
+    // the peers' C; GEMM+ReduceScatter: the same path as unregistered). Its output on set 0 must be
+    // bit-identical to the unregistered call's (the same plan reduces in the same order).
+    struct Registered {
+      mkcclComm_t comm;
+      cudaStream_t stream;
+      void* mem = nullptr;
+      void* handle = nullptr;
+      ~Registered() {
+        cudaStreamSynchronize(stream);
+        if (handle) mkcclCommDeregister(comm, handle);
+        if (mem) mkcclMemFree(mem);
+      }
+    } reg{env.comm, env.stream};
+    auto runReg = [&](int i) {
+      const int k = i % nsets;
+      const mkcclResult_t e = allReduce ? mkcclGemmAllReduce(A[k].p, W[k].p, reg.mem, M, N, Kr, t, env.comm, env.stream)
+                                        : mkcclGemmReduceScatter(A[k].p, W[k].p, reg.mem, M, N, Kr, t, env.comm, env.stream);
+      if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
+    };
+    if (a.registered) {
+      if (mkcclMemAlloc(&reg.mem, cRows * N * es) != mkcclSuccess ||
+          mkcclCommRegister(env.comm, reg.mem, cRows * N * es, &reg.handle) != mkcclSuccess) {
+        fprintf(stderr, "%s: rank %d: registered buffers: %s\n", name, env.rank, mkcclGetLastError(env.comm));
+        return 1;
+      }
+      if (a.check) {
+        cudaMemsetAsync(reg.mem, 0xff, cRows * N * es, env.stream);
+        run(0);
+        runReg(0);
+        std::vector<uint16_t> plain(cRows * N), regOut(cRows * N);
+        if (firstErr != mkcclSuccess || !cudaOk(name, cudaStreamSynchronize(env.stream), "check") ||
+            !cudaOk(name, cudaMemcpy(plain.data(), C.p, plain.size() * 2, cudaMemcpyDeviceToHost), "copy") ||
+            !cudaOk(name, cudaMemcpy(regOut.data(), reg.mem, regOut.size() * 2, cudaMemcpyDeviceToHost), "copy")) {
+          fprintf(stderr, "%s: rank %d: %zux%zux%zu, registered C: %s\n", name, env.rank, M, N, K,
+                  mkcclGetLastError(env.comm));
+          return 1;
+        }
+        if (plain != regOut) r.wrong += 1;  // registered and unregistered must agree bit for bit
+      }
+    }
+    // The plan (and push) forced through the tuner; "": as configured.
+    auto forced = [&](const char* plan, const char* push) {
       std::string extra;
       if (plan) extra = key + "plan=" + plan;
       if (push) extra += ";" + key + "push=" + push;
-      return timeWithTuning(extra, run, a.warmup, a.iters, env.stream, env.comm, &oursFailed);
+      return extra;
     };
     // The other push than the rule's default (ops/gemm_rs/plan.cu: the copy engines at 2 ranks,
     // bulk stores for the AllReduce from 4 ranks, else the paced team).
     const std::string push = ws == 2 ? "ce" : (allReduce && ws >= 4 ? "bulk" : "team");
     const char* otherPush = push == "ce" ? "team" : "ce";
-    v[0] = timeOurs(nullptr, nullptr);
-    v[4] = timeOurs("sequential", nullptr);
-    v[6] = timeOurs("fused", otherPush);
-    v[5] = timeOurs("fused", nullptr);
-    if (allReduce && M % ws == 0) v[7] = timeOurs("rs_ag", nullptr);
+    const bool nccl = env.nccl && a.baseline;
+    auto* nc = static_cast<ncclComm_t>(env.ncclComm);
+    auto coll = [&]() {
+      const int e = allReduce ? env.nccl->allReduce(P.p, P.p, M * N, ncclType(t), ncclOp(mkcclSum), nc, env.stream)
+                              : env.nccl->reduceScatter(P.p, Cb.p, cRows * N, ncclType(t), ncclOp(mkcclSum), nc,
+                                                        env.stream);
+      if (e != 0) failed = true;
+    };
+    auto gemm = [&](int i) {
+      const int k = i % nsets;
+      if (cublasGemmRef(env.cublas, A[k].p, W[k].p, P.p, M, N, Kr, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+    };
+    std::vector<Candidate> cand;
+    std::vector<double*> into;  // where each candidate's time goes
+    auto add = [&](double* dst, Candidate c) {
+      cand.push_back(std::move(c));
+      into.push_back(dst);
+    };
+    double regUs[1] = {-1};
+    add(&v[0], Candidate(name, run, env.comm, forced(nullptr, nullptr)));
+    add(&v[4], Candidate(std::string(name) + " sequential", run, env.comm, forced("sequential", nullptr)));
+    add(&v[6], Candidate(std::string(name) + " fused, other push", run, env.comm, forced("fused", otherPush)));
+    add(&v[5], Candidate(std::string(name) + " fused", run, env.comm, forced("fused", nullptr)));
+    if (allReduce && M % ws == 0) add(&v[7], Candidate("gemm_ar rs_ag", run, env.comm, forced("rs_ag", nullptr)));
+    if (a.registered) add(&regUs[0], Candidate(std::string(name) + " registered C", runReg, env.comm, ""));
+    add(&v[2], Candidate("cuBLAS alone", gemm));
+    if (nccl) {
+      add(&v[3], Candidate("NCCL alone", [&](int) { coll(); }));
+      add(&v[1], Candidate("cuBLAS+NCCL", [&](int i) {
+            gemm(i);
+            coll();
+          }));
+      r.baseline = "cublas+nccl";
+    }
+    if (!timeAlternating(cand, a.warmup, a.iters, a.rounds, env.stream)) oursFailed = true;
+    for (size_t i = 0; i < cand.size(); ++i) *into[i] = cand[i].us;
+    if (firstErr != mkcclSuccess || oursFailed || failed || v[0] < 0 || (a.registered && regUs[0] < 0)) {
+      fprintf(stderr, "%s: rank %d: %zux%zux%zu: %s%s\n", name, env.rank, M, N, K, mkcclGetLastError(env.comm),
+              failed ? " (the baseline failed)" : "");
+      return 1;
+    }
     // -G: the library's plan captured in a CUDA graph and replayed, timed in blocks alternating with
     // eager calls (g[1]; graph_speedup = eager / replay).
     double g[2] = {-1, -1};
-    if (a.graphCalls > 0 && !timeEagerAndGraphUs(run, a.graphCalls, a.warmup, a.iters, 4, env.stream, &g[1], &g[0]))
+    if (a.graphCalls > 0 &&
+        !timeEagerAndGraphUs(run, a.graphCalls, a.warmup, a.iters, a.rounds, env.stream, &g[1], &g[0]))
       oursFailed = true;
-    if (firstErr != mkcclSuccess || oursFailed || v[0] < 0) {
-      fprintf(stderr, "%s: rank %d: %zux%zux%zu: %s\n", name, env.rank, M, N, K, mkcclGetLastError(env.comm));
-      return 1;
-    }
-    // -R: the library's plan with C registered (GEMM+AllReduce: finished tiles stored straight into
-    // the peers' C; GEMM+ReduceScatter: the same path as unregistered). Its output on set 0 must be
-    // bit-identical to the unregistered call's (the same plan reduces in the same order).
-    double regUs[1] = {-1};
-    if (a.registered) {
-      void* regMem = nullptr;
-      void* handle = nullptr;
-      if (mkcclMemAlloc(&regMem, cRows * N * es) != mkcclSuccess ||
-          mkcclCommRegister(env.comm, regMem, cRows * N * es, &handle) != mkcclSuccess) {
-        fprintf(stderr, "%s: rank %d: registered buffers: %s\n", name, env.rank, mkcclGetLastError(env.comm));
-        return 1;
-      }
-      auto runReg = [&](int i) {
-        const int k = i % nsets;
-        const mkcclResult_t e =
-            allReduce ? mkcclGemmAllReduce(A[k].p, W[k].p, regMem, M, N, Kr, t, env.comm, env.stream)
-                      : mkcclGemmReduceScatter(A[k].p, W[k].p, regMem, M, N, Kr, t, env.comm, env.stream);
-        if (e != mkcclSuccess && firstErr == mkcclSuccess) firstErr = e;
-      };
-      if (a.check) {
-        cudaMemsetAsync(regMem, 0xff, cRows * N * es, env.stream);
-        run(0);
-        runReg(0);
-        std::vector<uint16_t> plain(cRows * N), reg(cRows * N);
-        if (firstErr != mkcclSuccess || !cudaOk(name, cudaStreamSynchronize(env.stream), "check") ||
-            !cudaOk(name, cudaMemcpy(plain.data(), C.p, plain.size() * 2, cudaMemcpyDeviceToHost), "copy") ||
-            !cudaOk(name, cudaMemcpy(reg.data(), regMem, reg.size() * 2, cudaMemcpyDeviceToHost), "copy"))
-          oursFailed = true;
-        else if (plain != reg)
-          r.wrong += 1;  // registered and unregistered must agree bit for bit
-      }
-      regUs[0] = timeWithTuning("", runReg, a.warmup, a.iters, env.stream, env.comm, &oursFailed);
-      if (cudaStreamSynchronize(env.stream) != cudaSuccess) oursFailed = true;
-      mkcclCommDeregister(env.comm, handle);
-      mkcclMemFree(regMem);
-      if (firstErr != mkcclSuccess || oursFailed || regUs[0] < 0) {
-        fprintf(stderr, "%s: rank %d: %zux%zux%zu, registered C: %s\n", name, env.rank, M, N, K,
-                mkcclGetLastError(env.comm));
-        return 1;
-      }
-    }
-
-    // cuBLAS alone, NCCL alone, and the two in sequence (the baseline), on the same buffers.
-    bool failed = false;
-    v[2] = timeMedianUs(
-        [&](int i) {
-          const int k = i % nsets;
-          if (cublasGemmRef(env.cublas, A[k].p, W[k].p, P.p, M, N, Kr, t) != CUBLAS_STATUS_SUCCESS) failed = true;
-        },
-        a.warmup, a.iters, env.stream);
-    if (env.nccl && a.baseline) {
-      auto* nc = static_cast<ncclComm_t>(env.ncclComm);
-      auto coll = [&]() {
-        const int e = allReduce ? env.nccl->allReduce(P.p, P.p, M * N, ncclType(t), ncclOp(mkcclSum), nc, env.stream)
-                                : env.nccl->reduceScatter(P.p, Cb.p, cRows * N, ncclType(t), ncclOp(mkcclSum), nc,
-                                                          env.stream);
-        if (e != 0) failed = true;
-      };
-      v[3] = timeMedianUs([&](int) { coll(); }, a.warmup, a.iters, env.stream);
-      v[1] = timeMedianUs(
-          [&](int i) {
-            const int k = i % nsets;
-            if (cublasGemmRef(env.cublas, A[k].p, W[k].p, P.p, M, N, Kr, t) != CUBLAS_STATUS_SUCCESS) failed = true;
-            coll();
-          },
-          a.warmup, a.iters, env.stream);
-      r.baseline = "cublas+nccl";
-    }
-    if (failed) {
-      fprintf(stderr, "%s: rank %d: the baseline failed\n", name, env.rank);
+    if (firstErr != mkcclSuccess || oursFailed) {
+      fprintf(stderr, "%s: rank %d: %zux%zux%zu, graph: %s\n", name, env.rank, M, N, K, mkcclGetLastError(env.comm));
       return 1;
     }
     if (!maxOverRanks(name, v, 8)) return 1;
@@ -267,7 +276,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     // The overrides in force, so that a result says what ran.
     const std::string tuning = userTuning();
     r.note = "tuning " + (tuning.empty() ? std::string("(none)") : tuning) + ", " + std::to_string(nsets) +
-             " input sets, other push " + otherPush;
+             " input sets, other push " + otherPush + ", " + timingNote(a.rounds);
     if (!cudaOk(name, cudaStreamSynchronize(env.stream), "sync")) return 1;
     results->push_back(r);
   }

@@ -12,7 +12,8 @@
 // Shapes: T x H x E (-m T -n H -k E or --shapes TxHxE,...), top-8 when E >= 64 else top-2; by
 // default the models (DeepSeek-V3-like 7168 / 256, Qwen3-30B-A3B-like 2048 / 128,
 // Mixtral-like 4096 / 8) at T = 128, 512, 4096, 16384 tokens per rank, uniform and skewed routing.
-// Ours is checked once per row: out[t] = x_t * sum_j w_j when Y is the dispatched rows.
+// Ours is checked once per row: out[t] = x_t * sum_j w_j when Y is the dispatched rows. Ours and
+// NCCL are timed in alternating blocks (--rounds, perf.h timeAlternating).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <algorithm>
@@ -151,63 +152,59 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
     r.wrong = wrong;
   }
 
-  const double dispUs = timeMedianUs(dispatch, a.warmup, a.iters, env.stream);
-  dispatch(0);
-  const double combUs = timeMedianUs(combine, a.warmup, a.iters, env.stream);
-  const double bothUs = timeMedianUs(
-      [&](int i) {
-        dispatch(i);
-        combine(i);
-      },
-      a.warmup, a.iters, env.stream);
-  if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "timing")) {
+  // Ours (dispatch alone, combine alone on the layout of set 0's dispatch, both) and NCCL (the pair
+  // rows out, the slot rows back, on packed buffers of the same sizes) timed in alternating blocks
+  // (perf.h: timeAlternating).
+  std::vector<Candidate> cand;
+  cand.emplace_back("moe_a2a dispatch+combine", [&](int i) {
+    dispatch(i);
+    combine(i);
+  });
+  cand.emplace_back("moe_a2a dispatch", dispatch);
+  cand.emplace_back("moe_a2a combine", combine);
+  cand.back().before = [&]() { dispatch(0); };
+  const bool nccl = a.baseline && env.nccl && env.ncclComm;
+  size_t sendP = 0, recvP = 0, sendS = 0, recvS = 0;
+  for (int q = 0; q < ws; ++q) {
+    sendP += pairs[q], recvP += allPairs[(size_t)q * ws + me];
+    sendS += allSlots[(size_t)q * ws + me], recvS += slots[q];
+  }
+  DevBuf sp, rp, ss, rs;
+  std::vector<size_t> pIn(ws), sOut(ws);
+  for (int q = 0; q < ws; ++q) pIn[q] = allPairs[(size_t)q * ws + me], sOut[q] = allSlots[(size_t)q * ws + me];
+  // sendcounts[q] rows from `send` to q, recvcounts[q] rows from q into `recv`.
+  auto a2av = [&](const void* send, const std::vector<size_t>& sc, void* recv, const std::vector<size_t>& rc) {
+    const Nccl& n = *env.nccl;
+    ncclComm_t c = static_cast<ncclComm_t>(env.ncclComm);
+    size_t so = 0, ro = 0;
+    ncclResult_t res = n.groupStart();
+    for (int q = 0; q < ws && res == 0; ++q) {
+      if (sc[q]) res = n.send(static_cast<const char*>(send) + so * H * es, sc[q] * H, ncclType(t), q, c, env.stream);
+      if (res == 0 && rc[q]) res = n.recv(static_cast<char*>(recv) + ro * H * es, rc[q] * H, ncclType(t), q, c, env.stream);
+      so += sc[q], ro += rc[q];
+    }
+    const ncclResult_t e = n.groupEnd();
+    if (res || e) failed = true;
+  };
+  auto ncDisp = [&](int) { a2av(sp.p, pairs, rp.p, pIn); };
+  auto ncComb = [&](int) { a2av(ss.p, sOut, rs.p, slots); };
+  if (nccl) {
+    auto alloc = [&](DevBuf& b, size_t rows) { return b.alloc(rows * H * es, kOp, "nccl"); };
+    if (!alloc(sp, sendP) || !alloc(rp, recvP) || !alloc(ss, sendS) || !alloc(rs, recvS)) return 1;
+    cand.emplace_back("NCCL dispatch+combine", [&](int i) {
+      ncDisp(i);
+      ncComb(i);
+    });
+    cand.emplace_back("NCCL dispatch", ncDisp);
+    cand.emplace_back("NCCL combine", ncComb);
+  }
+  if (!timeAlternating(cand, a.warmup, a.iters, a.rounds, env.stream) || failed ||
+      !cudaOk(kOp, cudaStreamSynchronize(env.stream), "timing")) {
     fprintf(stderr, "moe_a2a: rank %d: %s\n", me, mkcclGetLastError(env.comm));
     return 1;
   }
-
-  // NCCL: the pair rows out, the slot rows back, on packed buffers of the same sizes.
-  double ncDispUs = -1, ncCombUs = -1, ncBothUs = -1;
-  const bool nccl = a.baseline && env.nccl && env.ncclComm;
-  if (nccl) {
-    size_t sendP = 0, recvP = 0, sendS = 0, recvS = 0;
-    for (int q = 0; q < ws; ++q) {
-      sendP += pairs[q], recvP += allPairs[(size_t)q * ws + me];
-      sendS += allSlots[(size_t)q * ws + me], recvS += slots[q];
-    }
-    DevBuf sp, rp, ss, rs;
-    auto alloc = [&](DevBuf& b, size_t rows) { return b.alloc(rows * H * es, kOp, "nccl"); };
-    if (!alloc(sp, sendP) || !alloc(rp, recvP) || !alloc(ss, sendS) || !alloc(rs, recvS)) return 1;
-    const Nccl& n = *env.nccl;
-    ncclComm_t c = static_cast<ncclComm_t>(env.ncclComm);
-    // sendcounts[q] rows from `send` to q, recvcounts[q] rows from q into `recv`.
-    auto a2av = [&](const void* send, const std::vector<size_t>& sc, void* recv, const std::vector<size_t>& rc) {
-      size_t so = 0, ro = 0;
-      ncclResult_t res = n.groupStart();
-      for (int q = 0; q < ws && res == 0; ++q) {
-        if (sc[q]) res = n.send(static_cast<const char*>(send) + so * H * es, sc[q] * H, ncclType(t), q, c, env.stream);
-        if (res == 0 && rc[q]) res = n.recv(static_cast<char*>(recv) + ro * H * es, rc[q] * H, ncclType(t), q, c, env.stream);
-        so += sc[q], ro += rc[q];
-      }
-      const ncclResult_t e = n.groupEnd();
-      if (res || e) failed = true;
-    };
-    std::vector<size_t> pIn(ws), sOut(ws);
-    for (int q = 0; q < ws; ++q) pIn[q] = allPairs[(size_t)q * ws + me], sOut[q] = allSlots[(size_t)q * ws + me];
-    auto ncDisp = [&](int) { a2av(sp.p, pairs, rp.p, pIn); };
-    auto ncComb = [&](int) { a2av(ss.p, sOut, rs.p, slots); };
-    ncDispUs = timeMedianUs(ncDisp, a.warmup, a.iters, env.stream);
-    ncCombUs = timeMedianUs(ncComb, a.warmup, a.iters, env.stream);
-    ncBothUs = timeMedianUs(
-        [&](int i) {
-          ncDisp(i);
-          ncComb(i);
-        },
-        a.warmup, a.iters, env.stream);
-    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "nccl")) {
-      fprintf(stderr, "moe_a2a: rank %d: the NCCL baseline failed\n", me);
-      return 1;
-    }
-  }
+  const double bothUs = cand[0].us, dispUs = cand[1].us, combUs = cand[2].us;
+  const double ncBothUs = nccl ? cand[3].us : -1, ncDispUs = nccl ? cand[4].us : -1, ncCombUs = nccl ? cand[5].us : -1;
 
   std::vector<double> tm = {bothUs, dispUs, combUs, ncBothUs, ncDispUs, ncCombUs};
   std::vector<double> by = {ourOut, ourBack, ncclBack};
@@ -233,7 +230,7 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
     r.extra["speedup"] = tm[3] / tm[0];
   }
   r.note = std::string(skewed ? "skewed" : "uniform") + " routing, top-" + std::to_string(k) + ", " +
-           std::to_string(sets) + " input sets" + (nccl ? "" : ", no NCCL baseline");
+           std::to_string(sets) + " input sets" + (nccl ? "" : ", no NCCL baseline") + ", " + timingNote(a.rounds);
   env.emit(r);
   return 0;
 }

@@ -22,6 +22,7 @@
 // else top-2. Default: the three models at T = 512, 4096, 16384 tokens per rank, uniform and skewed.
 // Checked once per row only for finite outputs (wrong = non-finite elements): the values are
 // checked against fp32 references by tests/moe (moe_test's layer test) and perf/moe_vs_torch.py.
+// Every time above is taken in alternating blocks (--rounds, perf.h timeAlternating).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <algorithm>
@@ -167,24 +168,6 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     }
     r.wrong = bad;
   }
-  const double fullUs = timeMedianUs(fullyFusedLayer, a.warmup, a.iters, env.stream);
-  const double fusedUs = timeMedianUs(fusedLayer, a.warmup, a.iters, env.stream);
-  // The second half alone on the layout and act of one first half (the same rows every time).
-  dispatchGemm(0);
-  const double gcFusedUs = timeMedianUs(gemmCombine, a.warmup, a.iters, env.stream);
-  const double gcComposedUs = timeMedianUs(gemmThenCombine, a.warmup, a.iters, env.stream);
-  const double dgFusedUs = timeMedianUs(dispatchGemm, a.warmup, a.iters, env.stream);
-  const double dgComposedUs = timeMedianUs(dispatchThenGemm, a.warmup, a.iters, env.stream);
-  const double layerUs = timeMedianUs(layer, a.warmup, a.iters, env.stream);
-  const double dispUs = timeMedianUs(dispatch, a.warmup, a.iters, env.stream);
-  dispatch(0);
-  const double floorUs = timeMedianUs(gemms, a.warmup, a.iters, env.stream);
-  const double combUs = timeMedianUs(combine, a.warmup, a.iters, env.stream);
-  if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "timing")) {
-    fprintf(stderr, "moe: rank %d: %s\n", me, mkcclGetLastError(env.comm));
-    return 1;
-  }
-
   // What set 0 sends: rows per (token, rank) pair out, one row (or fp32 row) per pair back; slot
   // rows per rank and per expert for the baseline.
   std::vector<size_t> slots(ws, 0), perExpert(E, 0);
@@ -209,19 +192,65 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     fprintf(stderr, "moe: %s\n", err.c_str());
     return 1;
   }
-  double ncUs = -1;
+  // Ours (each way) and the baseline timed in alternating blocks (perf.h: timeAlternating). The
+  // second half alone runs on the layout and act of one first half (the same rows every time), our
+  // grouped GEMMs (floor) and combine alone on the layout of one dispatch: `before` redoes it
+  // ahead of each of their blocks, since the other candidates change it.
+  std::vector<Candidate> cand;
+  cand.emplace_back("moe both halves fused", fullyFusedLayer);
+  cand.emplace_back("moe first half fused", fusedLayer);
+  cand.emplace_back("moe gemm2+combine fused", gemmCombine);
+  cand.back().before = [&]() { dispatchGemm(0); };
+  cand.emplace_back("moe gemm2 then combine", gemmThenCombine);
+  cand.back().before = [&]() { dispatchGemm(0); };
+  cand.emplace_back("moe dispatch+gemm1 fused", dispatchGemm);
+  cand.emplace_back("moe dispatch then gemm1", dispatchThenGemm);
+  cand.emplace_back("moe composed", layer);
+  cand.emplace_back("moe dispatch", dispatch);
+  cand.emplace_back("moe grouped GEMMs", gemms);
+  cand.back().before = [&]() { dispatch(0); };
+  cand.emplace_back("moe combine", combine);
+  cand.back().before = [&]() { dispatch(0); };
   const bool base = a.baseline && env.nccl && env.ncclComm && env.cublas;
+  DevBuf sb, rb, hb, zb, bb;
+  std::vector<size_t> sOut(ws), sIn(ws);  // rows this rank sends to q / receives from q
+  std::vector<size_t> cnt(El, 0);         // rows of each local expert from every source
+  auto a2av = [&](const void* send, const std::vector<size_t>& sc, void* recv, const std::vector<size_t>& rc) {
+    const Nccl& n = *env.nccl;
+    ncclComm_t c = static_cast<ncclComm_t>(env.ncclComm);
+    size_t so = 0, ro = 0;
+    ncclResult_t res = n.groupStart();
+    for (int q = 0; q < ws && res == 0; ++q) {
+      if (sc[q]) res = n.send(static_cast<const char*>(send) + so * H * es, sc[q] * H, ncclType(t), q, c, env.stream);
+      if (res == 0 && rc[q]) res = n.recv(static_cast<char*>(recv) + ro * H * es, rc[q] * H, ncclType(t), q, c, env.stream);
+      so += sc[q], ro += rc[q];
+    }
+    const ncclResult_t e = n.groupEnd();
+    if (res || e) failed = true;
+  };
+  auto baseline = [&](int) {
+    a2av(sb.p, sOut, rb.p, sIn);
+    size_t off = 0;
+    for (int e = 0; e < El; ++e) {
+      if (cnt[e]) {
+        if (cublasGemmRef(env.cublas, rb.c() + off * H * es, W1.c() + size_t(e) * 2 * Ip * H * es,
+                          hb.c() + off * 2 * I * es, cnt[e], 2 * I, H, t) != 0 ||
+            cublasGemmRef(env.cublas, hb.c() + off * 2 * I * es, W2.c() + size_t(e) * H * I * es,
+                          zb.c() + off * H * es, cnt[e], H, I, t) != 0)
+          failed = true;
+      }
+      off += cnt[e];
+    }
+    a2av(zb.p, sIn, bb.p, sOut);
+  };
   if (base) {
-    std::vector<size_t> sOut(ws), sIn(ws);  // rows this rank sends to q / receives from q
     size_t sendRows = 0, recvRows = 0;
     for (int q = 0; q < ws; ++q) {
       sOut[q] = slots[q], sIn[q] = allSlots[(size_t)q * ws + me];
       sendRows += sOut[q], recvRows += sIn[q];
     }
-    std::vector<size_t> cnt(El, 0);  // rows of each local expert from every source
     for (int q = 0; q < ws; ++q)
       for (int e = 0; e < El; ++e) cnt[e] += allExpert[(size_t)q * E + me * El + e];
-    DevBuf sb, rb, hb, zb, bb;
     if (!sb.alloc(std::max<size_t>(sendRows, 1) * H * es, kOp, "nccl") ||
         !rb.alloc(std::max<size_t>(recvRows, 1) * H * es, kOp, "nccl") ||
         !hb.alloc(std::max<size_t>(recvRows, 1) * 2 * I * es, kOp, "h") ||
@@ -231,40 +260,16 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     // Data like ours (the tensor cores' power depends on it): rows drawn as X is.
     fillInput(sb.p, sb.bytes / es, t, seed + 3, me, 0, env.stream);
     fillInput(rb.p, rb.bytes / es, t, seed + 4, me, 0, env.stream);
-    const Nccl& n = *env.nccl;
-    ncclComm_t c = static_cast<ncclComm_t>(env.ncclComm);
-    auto a2av = [&](const void* send, const std::vector<size_t>& sc, void* recv, const std::vector<size_t>& rc) {
-      size_t so = 0, ro = 0;
-      ncclResult_t res = n.groupStart();
-      for (int q = 0; q < ws && res == 0; ++q) {
-        if (sc[q]) res = n.send(static_cast<const char*>(send) + so * H * es, sc[q] * H, ncclType(t), q, c, env.stream);
-        if (res == 0 && rc[q]) res = n.recv(static_cast<char*>(recv) + ro * H * es, rc[q] * H, ncclType(t), q, c, env.stream);
-        so += sc[q], ro += rc[q];
-      }
-      const ncclResult_t e = n.groupEnd();
-      if (res || e) failed = true;
-    };
-    auto baseline = [&](int) {
-      a2av(sb.p, sOut, rb.p, sIn);
-      size_t off = 0;
-      for (int e = 0; e < El; ++e) {
-        if (cnt[e]) {
-          if (cublasGemmRef(env.cublas, rb.c() + off * H * es, W1.c() + size_t(e) * 2 * Ip * H * es,
-                            hb.c() + off * 2 * I * es, cnt[e], 2 * I, H, t) != 0 ||
-              cublasGemmRef(env.cublas, hb.c() + off * 2 * I * es, W2.c() + size_t(e) * H * I * es,
-                            zb.c() + off * H * es, cnt[e], H, I, t) != 0)
-            failed = true;
-        }
-        off += cnt[e];
-      }
-      a2av(zb.p, sIn, bb.p, sOut);
-    };
-    ncUs = timeMedianUs(baseline, a.warmup, a.iters, env.stream);
-    if (failed || !cudaOk(kOp, cudaStreamSynchronize(env.stream), "baseline")) {
-      fprintf(stderr, "moe: rank %d: the NCCL+cuBLAS baseline failed\n", me);
-      return 1;
-    }
+    cand.emplace_back("NCCL+cuBLAS", baseline);
   }
+  if (!timeAlternating(cand, a.warmup, a.iters, a.rounds, env.stream) || failed ||
+      !cudaOk(kOp, cudaStreamSynchronize(env.stream), "timing")) {
+    fprintf(stderr, "moe: rank %d: %s\n", me, mkcclGetLastError(env.comm));
+    return 1;
+  }
+  const double fullUs = cand[0].us, fusedUs = cand[1].us, gcFusedUs = cand[2].us, gcComposedUs = cand[3].us,
+               dgFusedUs = cand[4].us, dgComposedUs = cand[5].us, layerUs = cand[6].us, dispUs = cand[7].us,
+               floorUs = cand[8].us, combUs = cand[9].us, ncUs = base ? cand[10].us : -1;
 
   std::vector<double> tm = {layerUs,   dispUs,     floorUs,   combUs,      ncUs,
                             fusedUs,   dgFusedUs,  dgComposedUs, fullUs, gcFusedUs, gcComposedUs};
@@ -303,7 +308,7 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
   }
   r.note = std::string(skewed ? "skewed" : "uniform") + " routing, top-" + std::to_string(k) + ", I " +
            std::to_string(I) + ", time = both halves fused (dispatch+GEMM1, GEMM2+combine)" +
-           (base ? "" : ", no NCCL+cuBLAS baseline");
+           (base ? "" : ", no NCCL+cuBLAS baseline") + ", " + timingNote(a.rounds);
   env.emit(r);
   return 0;
 }

@@ -44,6 +44,7 @@ struct Args {
   uint64_t seed = 0;                              // --seed (0: fresh per run)
   int graphCalls = 0;                             // -G N: also time N calls captured in one CUDA graph
   int registered = 0;                             // -R 1: also time registered buffers (collectives)
+  int rounds = 4;                                 // --rounds: blocks per candidate in timeAlternating
 };
 
 // One row of the table / JSON "results" entry.
@@ -121,6 +122,40 @@ double timeGraphMedianUs(const std::function<void(int)>& launch, int calls, int 
 // alike. false when a call or the capture failed.
 bool timeEagerAndGraphUs(const std::function<void(int)>& launch, int calls, int warmup, int iters, int rounds,
                          cudaStream_t stream, double* eagerUs, double* graphUs);
+
+// One thing timeAlternating times: `launch(i)` is one run (i counts the candidate's runs, to rotate
+// inputs). Optional: `before` is enqueued untimed before the candidate's warm-up and before each of
+// its blocks (e.g. the dispatch whose layout a timed combine reuses, since the other candidates'
+// runs change it); `tuned` applies ScopedTuning(comm, tuning) around its warm-up and blocks ("": the
+// user's MKCCL_TUNING; comm nullptr: the process's); with `comm` set the communicator's
+// asynchronous error is checked after each block. `us` (the median over all rounds) and `failed`
+// are the results.
+struct Candidate {
+  std::string name;
+  std::function<void(int)> launch;
+  std::function<void()> before;
+  bool tuned = false;
+  std::string tuning;
+  mkcclComm_t comm = nullptr;
+  double us = -1;
+  bool failed = false;
+  Candidate(std::string name, std::function<void(int)> launch);
+  // Our call under the tuning `tuning` (forced plan; "" for the library's choice) on `comm`.
+  Candidate(std::string name, std::function<void(int)> launch, mkcclComm_t comm, std::string tuning);
+};
+
+// Times every candidate under the same conditions: all are warmed up (warmup runs each), then in
+// each of `rounds` rounds every candidate, in the order given, runs a block of its share of `iters`
+// timed runs (behind the spin kernel, one event pair per run, as in timeMedianUs); each candidate's
+// `us` is the median of its runs over all rounds. Timed one after another, a candidate timed later
+// in a long run sees lower clocks (long GEMMs drive the GPU into its power limit): alternating
+// blocks spread that drift over all of them alike. rounds 1 times each in one block, in sequence.
+// Every rank must pass the same candidates in the same order (their collectives then match).
+// Returns false at the first candidate that fails (its `failed` set, a message on stderr naming it;
+// the candidates not yet timed keep us = -1).
+bool timeAlternating(std::vector<Candidate>& candidates, int warmup, int iters, int rounds, cudaStream_t stream);
+// "timing: alternating, N rounds", for a result's note.
+std::string timingNote(int rounds);
 
 // The tuner's overrides for a scope (keys of ops/tuner/tuning.h, e.g. "ag_gemm.plan=ce"): the
 // user's MKCCL_TUNING followed by `extra` (a key given twice: the later wins), set on `comm`

@@ -1,9 +1,11 @@
-// perf::timeMedianUs (perf.h): per-run CUDA events behind a spin kernel, median of the runs.
+// perf::timeMedianUs, timeAlternating (perf.h): per-run CUDA events behind a spin kernel, median of
+// the runs; timeAlternating interleaves the candidates in blocks so that clock drift hits all alike.
 #include <stdio.h>
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <stdlib.h>
+#include <utility>
 #include <vector>
 #include "perf.h"
 
@@ -180,6 +182,105 @@ bool timeEagerAndGraphUs(const std::function<void(int)>& launch, int calls, int 
   };
   *eagerUs = median(eager);
   *graphUs = median(replay);
+  return true;
+}
+
+Candidate::Candidate(std::string n, std::function<void(int)> l) : name(std::move(n)), launch(std::move(l)) {}
+
+Candidate::Candidate(std::string n, std::function<void(int)> l, mkcclComm_t c, std::string t)
+    : name(std::move(n)), launch(std::move(l)), tuned(true), tuning(std::move(t)), comm(c) {}
+
+std::string timingNote(int rounds) {
+  return "timing: alternating, " + std::to_string(rounds) + (rounds == 1 ? " round" : " rounds");
+}
+
+bool timeAlternating(std::vector<Candidate>& cs, int warmup, int iters, int rounds, cudaStream_t stream) {
+  for (Candidate& c : cs) c.us = -1, c.failed = false;
+  if (iters < 1 || rounds < 1) return false;
+  rounds = std::min(rounds, iters);
+  const int per = iters / rounds, extra = iters % rounds;  // the first `extra` rounds run one more
+  std::vector<cudaEvent_t> ev(2 * (size_t)(per + 1));
+  bool good = true;
+  for (auto& e : ev)
+    if (good && !ok(cudaEventCreate(&e), "cudaEventCreate")) good = false, e = nullptr;
+  auto destroy = [&]() {
+    for (auto& e : ev)
+      if (e) cudaEventDestroy(e);
+  };
+  if (!good) {
+    destroy();
+    return false;
+  }
+  // Runs fn (which ends with a stream synchronisation) under c's tuning; then c's communicator's
+  // asynchronous error. On failure: c.failed, a message naming c.
+  auto under = [&](Candidate& c, const char* what, const std::function<bool()>& fn) {
+    bool done;
+    if (c.tuned) {
+      const ScopedTuning scoped(c.comm, c.tuning);
+      done = scoped.ok() && fn();
+    } else {
+      done = fn();
+    }
+    if (done && c.comm) {
+      mkcclResult_t async = mkcclSuccess;
+      mkcclCommGetAsyncError(c.comm, &async);
+      done = async == mkcclSuccess;
+    }
+    if (!done) {
+      c.failed = true;
+      fprintf(stderr, "mkccl-perf: %s: %s failed%s%s\n", c.name.c_str(), what, c.tuned && !c.tuning.empty() ? ", tuning " : "",
+              c.tuned ? c.tuning.c_str() : "");
+    }
+    return done;
+  };
+  std::vector<double> hostUs(cs.size(), 20.0);  // the host's enqueue time per run (warm-up), for the hold
+  std::vector<std::vector<double>> runs(cs.size());
+  for (size_t ci = 0; good && ci < cs.size(); ++ci) {
+    Candidate& c = cs[ci];
+    good = under(c, "warm-up", [&]() {
+      if (c.before) c.before();
+      const auto h0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < warmup; ++i) c.launch(i);
+      if (warmup > 0)
+        hostUs[ci] =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / warmup;
+      return ok(cudaStreamSynchronize(stream), "warm-up");
+    });
+  }
+  for (int r = 0; good && r < rounds; ++r) {
+    const int n = per + (r < extra ? 1 : 0);
+    for (size_t ci = 0; good && ci < cs.size(); ++ci) {
+      Candidate& c = cs[ci];
+      std::vector<double>& out = runs[ci];
+      good = under(c, "timed runs", [&]() {
+        if (c.before) c.before();
+        // Long enough for the host to enqueue the block (as in timeMedianUs), bounded.
+        const double holdUs = std::min(200000.0, std::max(50.0, 2.0 * hostUs[ci] * n + 50.0));
+        holdStream<<<1, 32, 0, stream>>>((unsigned long long)(holdUs * 1000.0));
+        const int first = warmup + (int)out.size();
+        for (int i = 0; i < n; ++i) {
+          cudaEventRecord(ev[2 * i], stream);
+          c.launch(first + i);
+          cudaEventRecord(ev[2 * i + 1], stream);
+        }
+        if (!ok(cudaStreamSynchronize(stream), "timed runs")) return false;
+        for (int i = 0; i < n; ++i) {
+          float ms = 0;
+          if (!ok(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime")) return false;
+          out.push_back(ms * 1000.0);
+        }
+        return true;
+      });
+    }
+  }
+  destroy();
+  if (!good) return false;
+  for (size_t ci = 0; ci < cs.size(); ++ci) {
+    std::vector<double>& v = runs[ci];
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size();
+    cs[ci].us = m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+  }
   return true;
 }
 

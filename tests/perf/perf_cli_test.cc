@@ -41,6 +41,7 @@ TEST(PerfCli, Help) {
     for (const char* op : {"allgather", "reducescatter", "allreduce", "alltoall"})
       EXPECT_NE(std::string::npos, r.out.find(op)) << "op " << op << " missing from --help";
     EXPECT_NE(std::string::npos, r.out.find("--iters")) << "the -n/--iters rule must be documented";
+    EXPECT_NE(std::string::npos, r.out.find("--rounds")) << "the alternating timing must be documented";
   }
 }
 
@@ -83,6 +84,8 @@ TEST(PerfCli, BadArgumentsExit2WithMessage) {
       {"allreduce -G -1", "calls per graph"},
       {"allreduce --cuda-graph x", "calls per graph"},
       {"allreduce -R 2", "expected 0 or 1"},
+      {"ag_gemm --rounds 0", "round count"},
+      {"ag_gemm --rounds x", "round count"},
   };
   for (const auto& c : cases) {
     const Proc r = perf(c.args);
@@ -99,6 +102,8 @@ TEST(PerfCli, GoodArgumentsGetPastParsing) {
   if (sh("nvidia-smi -L").status == 0) GTEST_SKIP() << "a GPU is present: this check is for machines without one";
   const Proc r = perf("allreduce -b 8 -e 64 -f 2 -n 3 -w 1 -d fp32 -o max -c 1 --no-baseline -G 10 -R 1");
   EXPECT_NE(2, r.status) << r.out;
+  const Proc s = perf("ag_gemm -m 256 -n 256 -k 256 --iters 8 --rounds 1");
+  EXPECT_NE(2, s.status) << s.out;
 }
 
 mkccl::perf::JsonDoc sampleDoc() {
