@@ -6,8 +6,8 @@
 //     the fused plan (model's comm CTAs, side teams only) and the sequential plan;
 //   - 20 calls queued back to back, each with its own inputs and outputs;
 //   - a window too small for one shard per node: mkcclInvalidUsage that says what to raise;
-//   - a rank of the other node that never joins: the others' waits end in an error, no hang;
-//   - GEMM+ReduceScatter / GEMM+AllReduce: refused across nodes with a message.
+//   - a rank of the other node that never joins: the others' waits end in an error, no hang.
+// (GEMM+ReduceScatter / GEMM+AllReduce across nodes: gemm_rs_net_test.)
 #include <gtest/gtest.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,82 +16,13 @@
 #include <functional>
 #include <string>
 #include <vector>
-#include "rank_threads.h"
-#include "test_util.h"
-
-#ifndef MKCCL_HAVE_LIBFABRIC
-#define MKCCL_HAVE_LIBFABRIC 1
-#endif
+#include "net_world.h"
 
 using namespace mkccl::test;
 
 namespace {
 
 constexpr size_t kEs = 2;
-
-struct Split {
-  int nodes, perNode;
-};
-
-// Emulated nodes over the GPUs at hand (rank r on GPU r % gpus). Env set only around init.
-struct NetWorld {
-  std::vector<mkcclComm_t> comms;
-  std::vector<cudaStream_t> streams;
-  std::vector<int> devs;
-  std::string why;  // why it could not be set up (then comms is empty)
-
-  NetWorld(const Split& s, long long windowBytes = 0, int timeoutMs = 30000) {
-    const int n = s.nodes * s.perNode, gpus = gpuCount();
-    for (int r = 0; r < n; ++r) devs.push_back(r % gpus);
-    SharedGpus share(devs);
-    setenv("MKCCL_RANKS_PER_NODE", std::to_string(s.perNode).c_str(), 1);
-    if (!getenv("MKCCL_NET")) setenv("MKCCL_NET", "efa", 1);
-    if (!getenv("MKCCL_NET_PROVIDER")) setenv("MKCCL_NET_PROVIDER", "tcp", 1);
-    if (windowBytes) setenv("MKCCL_NET_BUFFER_BYTES", std::to_string(windowBytes).c_str(), 1);
-    setenv("MKCCL_TIMEOUT_MS", std::to_string(timeoutMs).c_str(), 1);
-    comms.assign(n, nullptr);
-    const mkcclResult_t init = mkcclCommInitAll(comms.data(), n, devs.data());
-    unsetenv("MKCCL_RANKS_PER_NODE");
-    unsetenv("MKCCL_NET_BUFFER_BYTES");
-    unsetenv("MKCCL_TIMEOUT_MS");
-    if (init != mkcclSuccess) {
-      why = mkcclGetLastError(nullptr);
-      comms.clear();
-      return;
-    }
-    streams.assign(n, nullptr);
-    for (int r = 0; r < n; ++r) {
-      cudaSetDevice(devs[r]);
-      cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
-    }
-  }
-  ~NetWorld() {
-    for (size_t r = 0; r < streams.size(); ++r) {
-      cudaSetDevice(devs[r]);
-      cudaStreamSynchronize(streams[r]);
-      cudaStreamDestroy(streams[r]);
-    }
-    for (mkcclComm_t c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
-  }
-  bool ok() const { return !comms.empty(); }
-  int size() const { return static_cast<int>(devs.size()); }
-  template <class Fn>
-  void onEveryRank(Fn fn) {
-    std::vector<std::thread> threads;
-    for (int r = 0; r < size(); ++r)
-      threads.emplace_back([&, r] {
-        cudaSetDevice(devs[r]);
-        fn(r);
-      });
-    for (auto& t : threads) t.join();
-  }
-};
-
-#define NET_WORLD_OR_SKIP(w, split, ...)                                                            \
-  MKCCL_REQUIRE_GPUS(1);                                                                            \
-  if (!MKCCL_HAVE_LIBFABRIC) GTEST_SKIP() << "built without libfabric: emulated nodes have no wire"; \
-  NetWorld w(split, ##__VA_ARGS__);                                                                 \
-  if (!w.ok()) GTEST_SKIP() << "emulated nodes could not be set up here: " << w.why
 
 // One rank's buffers for one call; the reference from every rank's A (host copies) and this W.
 struct Call {
@@ -271,20 +202,6 @@ TEST(AgGemmNetErrors, WindowTooSmall) {
   });
 }
 
-// GEMM+ReduceScatter and GEMM+AllReduce are one node only: refused with a message.
-TEST(AgGemmNetErrors, ReductionsRefused) {
-  NET_WORLD_OR_SKIP(w, (Split{2, 1}));
-  w.onEveryRank([&](int r) {
-    Call c;
-    c.alloc(2, 128, 128, 256, mkcclBfloat16, false, 3, r, w.streams[r]);
-    ASSERT_TRUE(c.ok);
-    EXPECT_EQ(mkcclInvalidUsage, mkcclGemmReduceScatter(c.A, c.W, c.C, 128, 128, 256, mkcclBfloat16, w.comms[r], w.streams[r]));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[r])).find("across nodes"));
-    EXPECT_EQ(mkcclInvalidUsage, mkcclGemmAllReduce(c.A, c.W, c.C, 128, 128, 256, mkcclBfloat16, w.comms[r], w.streams[r]));
-    c.release();
-  });
-}
-
 // Rank 1 (the other node) never makes the call: rank 0's waits (its counterpart's "ready", the
 // pieces) end in an error within the timeout, and its kernel leaves.
 TEST(AgGemmNetErrors, CounterpartNeverJoins) {
@@ -323,11 +240,6 @@ TEST(AgGemmNetErrors, CounterpartNeverJoins) {
 // every rank running at once as in the fused call; ratio = fused / max(GEMM, transfer). Prints one
 // JSON line per shape ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this
 // setup's, not a node's.
-double medianOf(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 TEST(AgGemmNetBench, DISABLED_Overlap) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}));
   const int ws = w.size(), warm = 3, iters = 15;

@@ -6,7 +6,9 @@
 // sender uses, chunks cover M, scratch and flag slots do not overlap. The cost model against the
 // measurements it was calibrated on, and the auto plan's rule (gemm_rs_rule.h): every measured
 // case picks the plan that was faster, no fused AllReduce beyond 2 ranks, and the choice is a
-// function of the shape alone (ranks must agree without talking).
+// function of the shape alone (ranks must agree without talking). Across nodes (net_route.h): the
+// route from the tuner's plan, the epilogue arguments, the node map and capture; the bytes per rank
+// the hierarchical collectives put on the network.
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include <vector>
 #include "kernels/gemm_rs/layout.h"
 #include "ops/gemm_rs/model.h"
+#include "ops/gemm_rs/net_route.h"
 #include "ops/gemm_rs/rule.h"
 
 using namespace mkccl::rs;
@@ -563,6 +566,46 @@ TEST(GemmRsRule, FusedThatCannotFitRunsSequential) {
     EXPECT_FALSE(shortOne.plan.ok);
     EXPECT_FALSE(shortOne.fused);
   }
+}
+
+}  // namespace
+
+// Across nodes (ops/gemm_rs/net_route.h): the route every rank takes from what it knows alike.
+namespace {
+
+TEST(GemmRsNet, RouteAcrossNodes) {
+  using mkccl::rs::NetVerdict;
+  using mkccl::rs::netRouteFor;
+  for (int knob = 0; knob < 4; ++knob)
+    for (int extras = 0; extras < 2; ++extras) {
+      const auto r = netRouteFor(knob, extras != 0, true, false);
+      EXPECT_EQ(NetVerdict::Run, r.verdict);
+      EXPECT_EQ(extras != 0, r.exact);
+      // fused (1) and rs_ag (3) are one node's: demoted (a warning), never for the exact route.
+      EXPECT_EQ(extras == 0 && (knob == 1 || knob == 3), r.demoted) << "knob " << knob;
+      // Uneven nodes before capture: the permanent reason first.
+      EXPECT_EQ(NetVerdict::NotUniform, netRouteFor(knob, extras != 0, false, true).verdict);
+      EXPECT_EQ(NetVerdict::Capturing, netRouteFor(knob, extras != 0, true, true).verdict);
+    }
+}
+
+TEST(GemmRsNet, BytesPerRankMatchTheHierarchicalCollectives) {
+  using mkccl::rs::netBytesPerRank;
+  // One node: nothing crosses.
+  EXPECT_EQ(0, netBytesPerRank(kModeReduceScatter, 1, 4, 1024, 256, 2));
+  // RS, 2 x 2, M = 1024: each rank sends its node's partial of one counterpart's 256 rows.
+  EXPECT_EQ(int64_t(256) * 512 * 2, netBytesPerRank(kModeReduceScatter, 2, 2, 1024, 512, 2));
+  // RS, 4 x 1: three other nodes, M / 4 rows each.
+  EXPECT_EQ(int64_t(3) * 250 * 136 * 2, netBytesPerRank(kModeReduceScatter, 4, 1, 1000, 136, 2));
+  // AR, 2 x 1: the whole C to the other node.
+  EXPECT_EQ(int64_t(333) * 392 * 2, netBytesPerRank(kModeAllReduce, 2, 1, 333, 392, 2));
+  // AR, 2 x 2: the first share, ceil(333 * 392 / 2) = 65268 elements rounded up to 8 (16 bytes).
+  EXPECT_EQ(int64_t(65272) * 2, netBytesPerRank(kModeAllReduce, 2, 2, 333, 392, 2));
+  // AR, 4 x 1: the whole C (one share) to each of three nodes.
+  EXPECT_EQ(int64_t(3) * 3 * 8 * 2, netBytesPerRank(kModeAllReduce, 4, 1, 3, 8, 2));
+  // Summed over the ranks of a 2 x 2 AR, what crosses covers C once per node pair direction.
+  const int64_t M = 4096, n = 1024, es = 2;
+  EXPECT_GE(2 * netBytesPerRank(kModeAllReduce, 2, 2, M, n, es), M * n * es);
 }
 
 }  // namespace

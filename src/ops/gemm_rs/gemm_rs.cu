@@ -11,12 +11,14 @@
 #include "ops/gemm/gemm_plan.h"
 #include "ops/coll/coll_direct.h"
 #include "ops/gemm_rs/host.h"
+#include "ops/gemm_rs/net_route.h"
 #include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/copy_engines.h"
 #include "runtime/cudriver.h"
 #include "base/log.h"
+#include "runtime/net_coll_info.h"
 #include "runtime/ops.h"
 #include "runtime/symmem.h"
 
@@ -261,6 +263,68 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
   return mkcclSuccess;
 }
 
+// A communicator spanning nodes (net_route.h): the sequential route (or the exact one) over the
+// hierarchical collectives; the fused kernel is one node's. Refused up front where the collectives
+// across nodes would refuse (nodes of different sizes, graph capture), so nothing is enqueued.
+mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tuning::Reduce& over, GemmVariant v) {
+  mkcclComm* comm = ctx.comm;
+  const char* name = opName(mode);
+  NetCollInfo* info = netCollInfo(comm);
+  if (info == nullptr)
+    return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", name,
+                    comm->nNodes);
+  const NetRoute nr = netRouteFor(over.plan, a.epilogueExtras(0), info->uniform, ctx.capturing);
+  if (nr.verdict == NetVerdict::NotUniform)
+    return setError(mkcclInvalidUsage,
+                    "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
+                    "make the number of ranks a multiple of it",
+                    name, info->nodeSizes.c_str());
+  if (nr.verdict == NetVerdict::Capturing)
+    return setError(mkcclInvalidUsage,
+                    "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph yet: "
+                    "its collectives go through the host proxy; call it eagerly (docs/GRAPHS.md)",
+                    name, comm->nNodes);
+  MKCCL_CHECK(cuDriverLoad());
+  MKCCL_CHECK(gemmCheckFault());
+  const mkcclFusedWeight_t& w = a.w[0];
+  if (nr.exact) {
+    MKCCL_TRACE("%s call #%llu: across %d nodes, exact route", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
+    return runExact(ctx, a, mode, v);
+  }
+  {
+    // Logged once per shape, like the one-node plans (the cache holds a sequential plan).
+    OpState& os = opState(comm);
+    std::lock_guard<std::mutex> lock(os.mu);
+    ShapeCache& cache =
+        ShapeCache::of(os, mode == kModeAllReduce ? OpKind::GemmAllReduce : OpKind::GemmReduceScatter);
+    ShapeKey key;
+    key.mode = mode;
+    key.ws = comm->nranks;
+    key.type = int(a.inType);
+    key.budget = -comm->nNodes;  // never a one-node key (those hold budgets >= 1)
+    key.variant = int(v);
+    key.M = int64_t(a.M);
+    key.N = int64_t(w.N);
+    key.K = int64_t(a.K);
+    if (cache.find(key) == nullptr) {
+      if (nr.demoted)
+        MKCCL_WARN("%s: %s.plan=%s runs in one node only; across %d nodes the sequential route runs (GEMM, then the "
+                   "hierarchical %s)",
+                   name, tuningPrefix(mode), over.plan == Tuning::Reduce::kFused ? "fused" : "rs_ag", comm->nNodes,
+                   mode == kModeAllReduce ? "AllReduce" : "ReduceScatter");
+      MKCCL_INFO("%s %zux%zux%zu, %d ranks on %d nodes: sequential (GEMM, then the hierarchical %s; %lld bytes per "
+                 "rank cross the network)",
+                 name, a.M, w.N, a.K, comm->nranks, comm->nNodes, mode == kModeAllReduce ? "AllReduce" : "ReduceScatter",
+                 (long long)netBytesPerRank(mode, comm->nNodes, info->localRanks, int64_t(a.M), int64_t(w.N),
+                                            int64_t(typeSize(a.inType))));
+      cache.insert(key, ShapePlan{});
+    }
+  }
+  MKCCL_TRACE("%s call #%llu: across %d nodes, sequential", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
+  return runSequential(ctx, a.A, w.W, w.C, int64_t(a.M), int64_t(w.N), int64_t(a.K), a.inType, mode, v,
+                       int64_t(a.lda), int64_t(w.ldw));
+}
+
 }  // namespace
 
 mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
@@ -272,9 +336,6 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
   const mkcclDataType_t t = a.inType;
   const int64_t lda = int64_t(a.lda), ldw = int64_t(a.w[0].ldw);
   const char* name = opName(mode);
-  if (comm->nNodes > 1)
-    return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (this communicator spans %d nodes)", name,
-                    comm->nNodes);
   if (comm->ccMajor != 9)
     return setError(mkcclInvalidUsage, "%s: needs Hopper (sm_90) GPUs; device %d is sm_%d%d", name, comm->cudaDev,
                     comm->ccMajor, comm->ccMinor);
@@ -289,6 +350,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
     x.biasType = a.biasType;
     return gemmRunEx(A, W, C, M, N, K, t, a.outType, x, tune.gemm.variant, ctx.stream);
   }
+  if (comm->nNodes > 1) return runAcrossNodes(ctx, a, mode, over, tune.gemm.variant);
   if (a.epilogueExtras(0)) {
     MKCCL_CHECK(cuDriverLoad());
     MKCCL_CHECK(gemmCheckFault());

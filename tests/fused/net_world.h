@@ -1,0 +1,91 @@
+// Emulated nodes for the fused ops' GPU tests across nodes (ag_gemm_net_test, gemm_rs_net_test):
+// MKCCL_RANKS_PER_NODE splits the ranks of one process (a thread per rank, ranks sharing the GPUs
+// there are, MKCCL_SHARE_GPUS) into nodes joined by libfabric tcp on loopback.
+#pragma once
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+#include "rank_threads.h"
+#include "test_util.h"
+
+#ifndef MKCCL_HAVE_LIBFABRIC
+#define MKCCL_HAVE_LIBFABRIC 1
+#endif
+
+namespace mkccl {
+namespace test {
+
+struct Split {
+  int nodes, perNode;
+};
+
+// Emulated nodes over the GPUs at hand (rank r on GPU r % gpus). Env set only around init.
+struct NetWorld {
+  std::vector<mkcclComm_t> comms;
+  std::vector<cudaStream_t> streams;
+  std::vector<int> devs;
+  std::string why;  // why it could not be set up (then comms is empty)
+
+  NetWorld(const Split& s, long long windowBytes = 0, int timeoutMs = 30000) {
+    const int n = s.nodes * s.perNode, gpus = gpuCount();
+    for (int r = 0; r < n; ++r) devs.push_back(r % gpus);
+    SharedGpus share(devs);
+    setenv("MKCCL_RANKS_PER_NODE", std::to_string(s.perNode).c_str(), 1);
+    if (!getenv("MKCCL_NET")) setenv("MKCCL_NET", "efa", 1);
+    if (!getenv("MKCCL_NET_PROVIDER")) setenv("MKCCL_NET_PROVIDER", "tcp", 1);
+    if (windowBytes) setenv("MKCCL_NET_BUFFER_BYTES", std::to_string(windowBytes).c_str(), 1);
+    setenv("MKCCL_TIMEOUT_MS", std::to_string(timeoutMs).c_str(), 1);
+    comms.assign(n, nullptr);
+    const mkcclResult_t init = mkcclCommInitAll(comms.data(), n, devs.data());
+    unsetenv("MKCCL_RANKS_PER_NODE");
+    unsetenv("MKCCL_NET_BUFFER_BYTES");
+    unsetenv("MKCCL_TIMEOUT_MS");
+    if (init != mkcclSuccess) {
+      why = mkcclGetLastError(nullptr);
+      comms.clear();
+      return;
+    }
+    streams.assign(n, nullptr);
+    for (int r = 0; r < n; ++r) {
+      cudaSetDevice(devs[r]);
+      cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+    }
+  }
+  ~NetWorld() {
+    for (size_t r = 0; r < streams.size(); ++r) {
+      cudaSetDevice(devs[r]);
+      cudaStreamSynchronize(streams[r]);
+      cudaStreamDestroy(streams[r]);
+    }
+    for (mkcclComm_t c : comms) EXPECT_EQ(mkcclSuccess, mkcclCommDestroy(c));
+  }
+  bool ok() const { return !comms.empty(); }
+  int size() const { return static_cast<int>(devs.size()); }
+  template <class Fn>
+  void onEveryRank(Fn fn) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size(); ++r)
+      threads.emplace_back([&, r] {
+        cudaSetDevice(devs[r]);
+        fn(r);
+      });
+    for (auto& t : threads) t.join();
+  }
+};
+
+#define NET_WORLD_OR_SKIP(w, split, ...)                                                            \
+  MKCCL_REQUIRE_GPUS(1);                                                                            \
+  if (!MKCCL_HAVE_LIBFABRIC) GTEST_SKIP() << "built without libfabric: emulated nodes have no wire"; \
+  NetWorld w(split, ##__VA_ARGS__);                                                                 \
+  if (!w.ok()) GTEST_SKIP() << "emulated nodes could not be set up here: " << w.why
+
+inline double medianOf(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace test
+}  // namespace mkccl
