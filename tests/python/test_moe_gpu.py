@@ -220,12 +220,12 @@ def rel_err(got, ref):
 def fused_routing(T, E, k, g, dev):
     """Distinct experts per token, with -1 slots: the last slot of every third token, and every
     slot of token 4 (a token with no expert: its output is zeros)."""
-    idx = torch.rand(T, E, device=dev, generator=g).topk(k, dim=1).indices.to(torch.int32)
+    idx = torch.rand(T, E, generator=g).topk(k, dim=1).indices.to(torch.int32)
     idx[1::3, -1] = -1
     if T > 4:
         idx[4] = -1
-    w = torch.rand(T, k, device=dev, generator=g) * 0.5 + 0.1
-    return idx.contiguous(), w.contiguous()
+    w = torch.rand(T, k, generator=g) * 0.5 + 0.1
+    return idx.contiguous().to(dev), w.contiguous().to(dev)
 
 
 def layer_reference(xs, idxs, ws, gates, ups, downs, El, dtype=torch.bfloat16):
@@ -257,7 +257,7 @@ def expert_weights(n, El, H, I, N, g, devices):
         dev = torch.device("cuda", devices[r])
 
         def rnd(*shape, scale):
-            return (torch.randn(*shape, device=dev, generator=g) * scale).bfloat16()
+            return (torch.randn(*shape, generator=g) * scale).bfloat16().to(dev)
 
         ws["gate"].append(rnd(El, I, H, scale=2 / H ** 0.5))
         ws["up"].append(rnd(El, I, H, scale=2 / H ** 0.5))
@@ -284,7 +284,7 @@ def run_fused(devices, E, k, H, I, N, Ts):
     mkccl.ops.grouped_gemm on the same rows and against fp32."""
     n = len(devices)
     El = E // n
-    g = torch.Generator(device="cuda").manual_seed(seed("moe fused halves, %d ranks on GPUs %s" % (n, devices)))
+    g = torch.Generator().manual_seed(seed("moe fused halves, %d ranks on GPUs %s" % (n, devices)))
     with shared_gpus(devices):
         comms = mkccl.init_all(devices)
     shared = len(set(devices)) < n
@@ -292,7 +292,7 @@ def run_fused(devices, E, k, H, I, N, Ts):
         xs, idxs, wts = [], [], []
         for r in range(n):
             dev = torch.device("cuda", devices[r])
-            xs.append(torch.randn(Ts[r], H, device=dev).bfloat16())
+            xs.append(torch.randn(Ts[r], H, generator=g).bfloat16().to(dev))
             i, w = fused_routing(Ts[r], E, k, g, dev)
             idxs.append(i)
             wts.append(w)
@@ -322,6 +322,8 @@ def run_fused(devices, E, k, H, I, N, Ts):
                     for sfx in ("_c", "_f"):
                         b[name + sfx] = torch.full(src.shape, -7, dtype=torch.int32, device=dev)
                         b[name + sfx].copy_(src)  # loads the copy kernels before the calls
+                b["rx_c"].copy_(m.recv_x)
+                b["rx_c"].fill_(float("nan"))
                 torch.cuda.synchronize(dev)
                 wait()  # nothing but libmkccl kernels from here while a peer may wait (rank_checks.py)
                 s = torch.cuda.Stream(dev)
@@ -432,7 +434,7 @@ def test_fused_layers_captured_in_a_cuda_graph():
     n, E, k, H, I, Ts, rounds = 2, 4, 3, 136, 128, [50, 23], 3
     El = E // n
     modes = (False, "first", "second", "both")
-    g = torch.Generator(device="cuda").manual_seed(seed("moe fused layers in a CUDA graph, GPUs %s" % devices))
+    g = torch.Generator().manual_seed(seed("moe fused layers in a CUDA graph, GPUs %s" % devices))
     with shared_gpus(devices):
         comms = mkccl.init_all(devices)
     shared = len(set(devices)) < n
@@ -444,7 +446,7 @@ def test_fused_layers_captured_in_a_cuda_graph():
             for r in range(n):
                 dev = torch.device("cuda", devices[r])
                 i, w = fused_routing(Ts[r], E, k, g, dev)
-                per.append((torch.randn(Ts[r], H, device=dev).bfloat16(), i, w))
+                per.append((torch.randn(Ts[r], H, generator=g).bfloat16().to(dev), i, w))
             inputs.append(per)
         got = [[None] * rounds for _ in range(n)]
 
