@@ -150,6 +150,8 @@ PROTOTYPES = {
     "mkcclMoeGetBuffers": ([_ptr, _ptr],),
     "mkcclMoeDispatch": ([_ptr, _ptr, _ptr, _ptr, _size, _stream],),
     "mkcclMoeCombine": ([_ptr, _ptr, _ptr, _size, _stream],),
+    "mkcclMoeDispatchGemm": ([_ptr, _ptr, _ptr, _ptr, _size, _ptr, _ptr, _size, c_int, _stream],),
+    "mkcclMoeGemmCombine": ([_ptr, _ptr, _ptr, _ptr, _ptr, _size, _size, _stream],),
 }
 
 

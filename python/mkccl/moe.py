@@ -6,17 +6,22 @@ grouped GEMM, and the expert layer composed from them.
     out = moe.layer(x, topk_idx, topk_w, w1, w2)      # dispatch, SwiGLU GEMM, GEMM, combine
     # or step by step, with your own expert compute on moe.recv_x between the two:
     moe.dispatch(x, topk_idx, topk_w); y = my_experts(moe.recv_x, moe.expert_offsets); moe.combine(y)
+    # or the fused halves (mkcclMoeDispatchGemm, mkcclMoeGemmCombine), alone or in the layer:
+    act = moe.dispatch_gemm(x, topk_idx, topk_w, w1, inter); out = moe.gemm_combine(act, w2)
+    out = moe.layer(x, topk_idx, topk_w, w1, w2, fused="first")   # or "second", "both" (True)
     moe.close()
 
 Every call is stream-ordered on the current stream of the communicator's device, reads the routing
-on the device and never synchronises with the host (CUDA-graph capturable as the C calls are).
-The layer is the C calls one after the other on the stream, not one fused kernel. docs/MOE.md and
-docs/PYTHON.md say more.
+on the device and never synchronises with the host (CUDA-graph capturable as the C calls are;
+given its out=/act=/y= buffers, a call allocates nothing). The composed layer is the C calls one
+after the other on the stream; the fused halves run their GEMM and their communication at once
+(docs/MOE.md). docs/MOE.md and docs/PYTHON.md say more.
 """
 import ctypes
 
 import torch
 
+from . import _checks
 from ._errors import raise_for
 from ._library import load
 from ._types import mkccl_dtype
@@ -71,6 +76,19 @@ def _stream(device):
 def _check(cond, msg):
     if not cond:
         raise ValueError("mkccl.moe: " + msg)
+
+
+# layer(fused=...): which halves of the layer are the fused calls.
+_FUSED_MODES = {False: (False, False), None: (False, False), "none": (False, False), "first": (True, False),
+                "second": (False, True), "both": (True, True), True: (True, True)}
+
+
+def _fused_mode(fused):
+    try:
+        return _FUSED_MODES[fused]
+    except (KeyError, TypeError):
+        raise ValueError("mkccl.moe.Moe.layer: fused=%r; expected False (composed), 'first' (dispatch_gemm), "
+                         "'second' (gemm_combine) or 'both' (True)" % (fused,)) from None
 
 
 def pack_swiglu_weights(gate, up):
@@ -148,14 +166,18 @@ class Moe:
         self.row_info = _view(b.rowInfo, (b.maxRecvRows, 4), torch.int32, dev)
         self._row_pitch = b.rowPitch
         self._last_T = None  # T of the last dispatch (combine's default)
+        # A non-null address for an empty out (T = 0) where a call refuses NULL; never written.
+        self._empty = torch.empty(16, dtype=torch.uint8, device=dev)
 
     def _live(self):
         if self.ptr is None:
             raise ValueError("mkccl.moe: the handle is closed")
         return self.ptr
 
-    def _tokens(self, x, topk_idx, topk_w):
-        _check(x.is_cuda and topk_idx.is_cuda and topk_w.is_cuda, "x, topk_idx and topk_w must be CUDA tensors")
+    def _tokens(self, x, topk_idx, topk_w, place=True):
+        """T of x after the checks of the tokens' layout, then (place) of their device."""
+        for name, t in (("x", x), ("topk_idx", topk_idx), ("topk_w", topk_w)):
+            _checks.tensor("mkccl.moe", name, t)
         _check(x.dim() == 2 and x.shape[1] == self.hidden and x.is_contiguous(), "x must be a contiguous [T, hidden]")
         T = x.shape[0]
         _check(x.dtype == self.dtype, "x must be of the handle's dtype")
@@ -163,7 +185,57 @@ class Moe:
                "topk_idx must be a contiguous int32 [T, topk]")
         _check(topk_w.dtype == torch.float32 and topk_w.shape == (T, self.topk) and topk_w.is_contiguous(),
                "topk_w must be a contiguous float32 [T, topk]")
+        if place:
+            self._place("mkccl.moe", (("x", x, 1), ("topk_idx", topk_idx, 1), ("topk_w", topk_w, 1)))
         return T
+
+    # Layout checks (dtype, shape, contiguity) come first, then placement (device, alignment) just
+    # before the C call, as _checks.py does for the ops.
+    def _operand(self, op, name, t, shape, what):
+        """An input of the handle's dtype for a GEMM: exactly `shape`, dense."""
+        _checks.tensor(op, name, t)
+        _checks.dtype(op, name, t, (self.dtype,))
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError("%s: %s must be %s = %s, got shape %s" % (op, name, what, tuple(shape), tuple(t.shape)))
+        _checks.contiguous(op, name, t)
+
+    def _output(self, op, name, t, shape):
+        """A caller's output buffer: the handle's dtype, shape's element count (any shape), dense."""
+        _checks.out_matches(op, name, t, shape, self.dtype)
+        return t
+
+    def _place(self, op, named):
+        """(name, tensor, byte alignment): each a CUDA tensor on the communicator's device, aligned."""
+        for name, t, align in named:
+            _checks.on_device(op, name, t, self.comm.device)
+            if align > 1:
+                _checks.aligned(op, name, t, align)
+
+    def _fused_handle(self, op):
+        """What both fused calls need of the handle (the library checks it too, and maxCtas >= 2)."""
+        if self.hidden % 8:
+            raise ValueError("%s: the handle's hidden=%d must be a multiple of 8 (16-byte rows for the GEMM)" % (
+                op, self.hidden))
+        if self.row_align % 128:
+            raise ValueError("%s: the handle's row_align=%d must be a multiple of 128 (a GEMM tile never straddles "
+                             "two experts)" % (op, self.row_align))
+
+    def _inter(self, op, what, inter):
+        inter = int(inter)
+        if inter < 8 or inter % 8:
+            raise ValueError("%s: %s=%d must be a positive multiple of 8 (16-byte rows)" % (op, what, inter))
+        return inter
+
+    def _combine_tokens(self, op, num_tokens):
+        T = self._last_T if num_tokens is None else int(num_tokens)
+        if T is None:
+            raise ValueError("%s: no dispatch on this handle yet (or pass num_tokens)" % op)
+        return T
+
+    def _out(self, op, out, T):
+        if out is None:
+            return torch.empty(T, self.hidden, dtype=self.dtype, device=self.comm.device)
+        return self._output(op, "out", out, (T, self.hidden))
 
     def dispatch(self, x, topk_idx, topk_w):
         """Sends every token row to the ranks of its experts (mkcclMoeDispatch); afterwards recv_x,
@@ -173,6 +245,40 @@ class Moe:
         raise_for(self.lib, self.lib.function("mkcclMoeDispatch")(self._live(), x.data_ptr(), topk_idx.data_ptr(),
                                                                   topk_w.data_ptr(), T, _stream(x.device)),
                   "mkcclMoeDispatch", self.comm.ptr)
+
+    def dispatch_gemm(self, x, topk_idx, topk_w, w1, inter, act=None, swiglu=True):
+        """The dispatch fused with the first expert GEMM (mkcclMoeDispatchGemm): what dispatch()
+        does (recv_x, expert_offsets, expert_counts, row_info; combine and gemm_combine work after
+        it), and at once, on each 128-row tile of the received rows as soon as they have landed,
+        swiglu=True:  act[r] = silu(recv_x[r] . gate_e^T) * (recv_x[r] . up_e^T), w1 from
+                      pack_swiglu_weights [E_loc, 2*roundup(inter, 128), hidden];
+        swiglu=False: act[r] = recv_x[r] . w1_e^T, w1 [E_loc, inter, hidden];
+        for every row r of local expert e. Returns act [max_recv_rows, inter] of the handle's dtype
+        (padding rows hold any values); act=: write it there instead (nothing allocated). Needs
+        hidden and inter multiples of 8 and a handle whose max_ctas allows 2+ CTAs."""
+        op = "mkccl.moe.Moe.dispatch_gemm"
+        T = self._tokens(x, topk_idx, topk_w, place=False)
+        self._fused_handle(op)
+        inter = self._inter(op, "inter", inter)
+        El, H = self.num_local_experts, self.hidden
+        if swiglu:
+            self._operand(op, "w1", w1, (El, 2 * ((inter + 127) // 128 * 128), H),
+                          "[E_loc, 2*roundup(inter, 128), hidden] (pack_swiglu_weights)")
+        else:
+            self._operand(op, "w1", w1, (El, inter, H), "[E_loc, inter, hidden]")
+        shape = (self.max_recv_rows, inter)
+        if act is not None:
+            self._output(op, "act", act, shape)
+        self._place(op, (("x", x, 1), ("topk_idx", topk_idx, 1), ("topk_w", topk_w, 1), ("w1", w1, 16)) +
+                    ((("act", act, 16),) if act is not None else ()))
+        if act is None:
+            act = torch.empty(shape, dtype=self.dtype, device=self.comm.device)
+        fn = self.lib.function("mkcclMoeDispatchGemm")
+        raise_for(self.lib, fn(self._live(), x.data_ptr(), topk_idx.data_ptr(), topk_w.data_ptr(), T, w1.data_ptr(),
+                               act.data_ptr(), inter, 1 if swiglu else 0, _stream(self.comm.device)),
+                  "mkcclMoeDispatchGemm", self.comm.ptr)
+        self._last_T = T
+        return act
 
     def combine(self, y, out=None, num_tokens=None):
         """out[t] = sum_j topk_w[t, j] * y(row of (t, j)) (mkcclMoeCombine), summed in fp32; y is
@@ -191,30 +297,104 @@ class Moe:
                                                                  _stream(y.device)), "mkcclMoeCombine", self.comm.ptr)
         return out
 
+    def gemm_combine(self, act, w2, y=None, out=None, num_tokens=None):
+        """The second expert GEMM fused with combine (mkcclMoeGemmCombine): y = act . w2_e^T per
+        local expert on the layout of the last dispatch (plain or fused), and at once, as each
+        128-row block of y is stored, what combine(y) does: out[t] = sum_j topk_w[t, j] * y(t, j),
+        summed in fp32. act [max_recv_rows, inter] (dispatch_gemm's output, or
+        grouped_gemm_swiglu's on recv_x), w2 [E_loc, hidden, inter]. y: where y is written
+        ([max_recv_rows, hidden]); default the handle's recv_x (overwritten; nothing allocated).
+        out [T, hidden]; num_tokens: T of the last dispatch by default. Returns out. Needs hidden
+        and inter multiples of 8 and a handle whose max_ctas allows 2+ CTAs."""
+        op = "mkccl.moe.Moe.gemm_combine"
+        T = self._combine_tokens(op, num_tokens)
+        self._fused_handle(op)
+        _checks.tensor(op, "w2", w2)
+        if w2.dim() != 3:
+            raise ValueError("%s: w2 must be [E_loc, hidden, inter], got shape %s" % (op, tuple(w2.shape)))
+        inter = self._inter(op, "inter (w2.shape[2])", w2.shape[2])
+        rows, H = self.max_recv_rows, self.hidden
+        self._operand(op, "w2", w2, (self.num_local_experts, H, inter), "[E_loc, hidden, inter]")
+        self._operand(op, "act", act, (rows, inter), "[max_recv_rows, inter] (dispatch_gemm's output)")
+        y = self.recv_x if y is None else self._output(op, "y", y, (rows, H))
+        if out is not None:
+            self._output(op, "out", out, (T, H))
+        self._place(op, (("w2", w2, 16), ("act", act, 16), ("y", y, 16)) + ((("out", out, 2),) if out is not None
+                                                                            else ()))
+        out = self._out(op, out, T)
+        out_ptr = out.data_ptr() if out.numel() else self._empty.data_ptr()
+        fn = self.lib.function("mkcclMoeGemmCombine")
+        raise_for(self.lib, fn(self._live(), act.data_ptr(), w2.data_ptr(), y.data_ptr(), out_ptr, inter, T,
+                               _stream(self.comm.device)), "mkcclMoeGemmCombine", self.comm.ptr)
+        return out
+
+    def _gemm2(self, act, w2, y):
+        """y = act . w2_e^T per local expert (mkcclGroupedGemm on the handle's expert offsets)."""
+        op = "mkccl.moe.Moe.experts"
+        _checks.tensor(op, "w2", w2)
+        _check(w2.dim() == 3, "w2 must be a contiguous [E_loc, hidden, inter]")
+        inter = w2.shape[2]
+        rows = self.max_recv_rows
+        self._operand(op, "w2", w2, (self.num_local_experts, self.hidden, inter), "[E_loc, hidden, inter]")
+        self._operand(op, "act", act, (rows, inter), "[max_recv_rows, inter]")
+        if y is not None:
+            self._output(op, "y", y, (rows, self.hidden))
+        self._place(op, (("w2", w2, 16), ("act", act, 16)) + ((("y", y, 16),) if y is not None else ()))
+        if y is None:
+            y = torch.empty(rows, self.hidden, dtype=self.dtype, device=self.comm.device)
+        dt = int(mkccl_dtype(self.dtype))
+        raise_for(self.lib, self.lib.function("mkcclGroupedGemm")(act.data_ptr(), w2.data_ptr(), y.data_ptr(),
+                                                                  self.expert_offsets.data_ptr(),
+                                                                  self.num_local_experts, rows, self.hidden, inter,
+                                                                  dt, dt, _stream(self.comm.device)),
+                  "mkcclGroupedGemm")
+        return y
+
     def experts(self, w1, w2, inter, act=None, y=None):
         """The local experts on the dispatched rows: act = SwiGLU(recv_x . W1_e^T), y = act . W2_e^T
         (two grouped GEMMs; w1 from pack_swiglu_weights [E_loc, 2*Ip, H], w2 [E_loc, H, inter])."""
         _check(self._row_pitch == self.hidden, "experts() needs hidden to be a multiple of 8")
         _check(w2.dim() == 3 and w2.shape == (self.num_local_experts, self.hidden, inter) and w2.is_contiguous(),
                "w2 must be a contiguous [E_loc, hidden, inter]")
-        rows = self.max_recv_rows
         a = self.recv_x  # [rows, hidden], contiguous when the row pitch is hidden
         act = grouped_gemm_swiglu(a, w1, self.expert_offsets, inter, act)
-        if y is None:
-            y = torch.empty(rows, self.hidden, dtype=self.dtype, device=a.device)
-        dt = int(mkccl_dtype(self.dtype))
-        raise_for(self.lib, self.lib.function("mkcclGroupedGemm")(act.data_ptr(), w2.data_ptr(), y.data_ptr(),
-                                                                  self.expert_offsets.data_ptr(),
-                                                                  self.num_local_experts, rows, self.hidden, inter,
-                                                                  dt, dt, _stream(a.device)), "mkcclGroupedGemm")
-        return y
+        return self._gemm2(act, w2, y)
 
-    def layer(self, x, topk_idx, topk_w, w1, w2, out=None):
-        """The expert layer: dispatch, SwiGLU grouped GEMM, grouped GEMM, combine, one after the other
-        on the stream (not fused). Returns out [T, hidden]."""
-        self.dispatch(x, topk_idx, topk_w)
-        y = self.experts(w1, w2, w2.shape[2])
-        return self.combine(y, out)
+    def layer(self, x, topk_idx, topk_w, w1, w2, out=None, fused=False, act=None, y=None):
+        """The expert layer; returns out [T, hidden]. fused=False: dispatch, SwiGLU grouped GEMM,
+        grouped GEMM, combine, one after the other on the stream; 'first': dispatch_gemm instead of
+        the first two; 'second': gemm_combine instead of the last two; 'both' (or True): both fused
+        halves. act [max_recv_rows, inter] and y [max_recv_rows, hidden]: the intermediate buffers
+        (act=None: allocated; y=None: the handle's recv_x, no longer needed once act is computed);
+        with act= and out= given, nothing is allocated."""
+        first, second = _fused_mode(fused)
+        # Every layout check before the first (collective) call: a rank that raised after its
+        # dispatch would leave its peers waiting in the combine until the timeout.
+        op = "mkccl.moe.Moe.layer"
+        T = self._tokens(x, topk_idx, topk_w, place=False)
+        _check(self._row_pitch == self.hidden, "layer() needs hidden to be a multiple of 8")
+        _checks.tensor(op, "w2", w2)
+        _check(w2.dim() == 3, "w2 must be a contiguous [E_loc, hidden, inter]")
+        inter = self._inter(op, "inter (w2.shape[2])", w2.shape[2])
+        El, H, rows = self.num_local_experts, self.hidden, self.max_recv_rows
+        self._operand(op, "w1", w1, (El, 2 * ((inter + 127) // 128 * 128), H),
+                      "[E_loc, 2*roundup(inter, 128), hidden] (pack_swiglu_weights)")
+        self._operand(op, "w2", w2, (El, H, inter), "[E_loc, hidden, inter]")
+        for name, t, shape in (("act", act, (rows, inter)), ("y", y, (rows, H)), ("out", out, (T, H))):
+            if t is not None:
+                self._output(op, name, t, shape)
+        if first or second:
+            self._fused_handle(op)
+        if first:
+            act = self.dispatch_gemm(x, topk_idx, topk_w, w1, inter, act)
+        else:
+            self.dispatch(x, topk_idx, topk_w)
+            act = grouped_gemm_swiglu(self.recv_x, w1, self.expert_offsets, inter, act)
+        if y is None:
+            y = self.recv_x
+        if second:
+            return self.gemm_combine(act, w2, y, out)
+        return self.combine(self._gemm2(act, w2, y), out)
 
     def close(self):
         """Frees the handle (waits for its calls on this rank). Tensors from it must not be used after."""

@@ -168,3 +168,395 @@ def test_bad_arguments_raise_clearly():
             with pytest.raises(ValueError, match="y must"):
                 m.combine(torch.zeros(4, 64, device="cuda", dtype=torch.bfloat16))
             torch.cuda.synchronize()
+
+
+# ---- the fused halves: dispatch_gemm (mkcclMoeDispatchGemm), gemm_combine (mkcclMoeGemmCombine) ----
+
+def devices_for(n):
+    """n ranks over the visible GPUs; ranks share them (round robin) where there are fewer."""
+    c = torch.cuda.device_count()
+    return list(range(n)) if c >= n else [r % c for r in range(n)]
+
+
+def on_ranks(devices, body):
+    """body(r, wait) in a thread per rank, on its device; wait() is a barrier of the ranks (a rank
+    that raises breaks it, so its peers stop too). Raises with every rank's error."""
+    n = len(devices)
+    barrier = threading.Barrier(n, timeout=180)
+    errors = []
+
+    def run(r):
+        try:
+            with torch.cuda.device(devices[r]):
+                body(r, barrier.wait)
+        except threading.BrokenBarrierError:
+            errors.append("rank %d: stopped (a peer failed or timed out)" % r)
+        except Exception:  # noqa: BLE001 (reported below)
+            import traceback
+
+            errors.append("rank %d: %s" % (r, traceback.format_exc()))
+            barrier.abort()
+
+    th = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    assert not errors, "\n".join(errors)
+
+
+def rel_err(got, ref):
+    """max|got - ref| / max|ref| in fp32; inf for a NaN (a poisoned value left) or a wrong shape."""
+    if tuple(got.shape) != tuple(ref.shape):
+        return float("inf")
+    if ref.numel() == 0:
+        return 0.0
+    got, ref = got.float(), ref.float().to(got.device)
+    if torch.isnan(got).any():
+        return float("inf")
+    return (got - ref).abs().max().item() / max(ref.abs().max().item(), 1e-6)
+
+
+def fused_routing(T, E, k, g, dev):
+    """Distinct experts per token, with -1 slots: the last slot of every third token, and every
+    slot of token 4 (a token with no expert: its output is zeros)."""
+    idx = torch.rand(T, E, generator=g).topk(k, dim=1).indices.to(torch.int32)
+    idx[1::3, -1] = -1
+    if T > 4:
+        idx[4] = -1
+    w = torch.rand(T, k, generator=g) * 0.5 + 0.1
+    return idx.contiguous().to(dev), w.contiguous().to(dev)
+
+
+def layer_reference(xs, idxs, ws, gates, ups, downs, El, dtype=torch.bfloat16):
+    """out of every rank in fp32 (act and each expert's output rounded to dtype, as the kernels
+    store them), on rank 0's device; a loop over the experts, not the tokens."""
+    dev = xs[0].device
+    n = len(xs)
+    outs = []
+    for x, idx, w in zip(xs, idxs, ws):
+        x, idx, w = x.to(dev).float(), idx.to(dev).long(), w.to(dev)
+        o = torch.zeros(x.shape, dtype=torch.float32, device=dev)
+        for e in range(El * n):
+            t, j = (idx == e).nonzero(as_tuple=True)
+            if t.numel() == 0:
+                continue
+            r, le = e // El, e % El
+            xe = x[t]
+            a = F.silu(xe @ gates[r][le].to(dev).float().t()) * (xe @ ups[r][le].to(dev).float().t())
+            z = (a.to(dtype).float() @ downs[r][le].to(dev).float().t()).to(dtype).float()
+            o.index_add_(0, t, w[t, j].unsqueeze(1) * z)
+        outs.append(o)
+    return outs
+
+
+def expert_weights(n, El, H, I, N, g, devices):
+    """Per rank: gate, up [El, I, H]; down [El, H, I]; w1 packed; w1p [El, N, H] (the plain GEMM)."""
+    ws = {"gate": [], "up": [], "down": [], "w1": [], "w1p": []}
+    for r in range(n):
+        dev = torch.device("cuda", devices[r])
+
+        def rnd(*shape, scale):
+            return (torch.randn(*shape, generator=g) * scale).bfloat16().to(dev)
+
+        ws["gate"].append(rnd(El, I, H, scale=2 / H ** 0.5))
+        ws["up"].append(rnd(El, I, H, scale=2 / H ** 0.5))
+        ws["down"].append(rnd(El, H, I, scale=1 / I ** 0.5))
+        ws["w1"].append(mkccl.moe.pack_swiglu_weights(ws["gate"][r], ws["up"][r]).contiguous())
+        ws["w1p"].append(rnd(El, N, H, scale=1 / H ** 0.5))
+    return ws
+
+
+def routed_rows(offs, counts):
+    """Indices of the rows that hold a routed token (not padding), from expert_offsets / counts."""
+    offs, counts = offs.tolist(), counts.tolist()
+    rows = [torch.arange(offs[e], offs[e] + counts[e]) for e in range(len(counts))]
+    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64)
+
+
+def run_fused(devices, E, k, H, I, N, Ts):
+    """On every rank, in one stream, with poisoned (NaN) outputs: (a) the composed layer (dispatch,
+    grouped_gemm_swiglu, mkccl.ops.grouped_gemm, combine), (b) dispatch_gemm + grouped GEMM +
+    combine, (c) dispatch + grouped_gemm_swiglu + gemm_combine, (d) layer(fused='both') with y the
+    handle's recv_x, (e) dispatch_gemm(swiglu=False). Checks: the fused dispatch's layout equals the
+    plain one's; act, y and out of the fused calls against the composed ones (1e-2) on the routed
+    rows; the composed and both-fused layer against fp32 torch (3e-2); the plain GEMM against
+    mkccl.ops.grouped_gemm on the same rows and against fp32."""
+    n = len(devices)
+    El = E // n
+    g = torch.Generator().manual_seed(seed("moe fused halves, %d ranks on GPUs %s" % (n, devices)))
+    with shared_gpus(devices):
+        comms = mkccl.init_all(devices)
+    shared = len(set(devices)) < n
+    try:
+        xs, idxs, wts = [], [], []
+        for r in range(n):
+            dev = torch.device("cuda", devices[r])
+            xs.append(torch.randn(Ts[r], H, generator=g).bfloat16().to(dev))
+            i, w = fused_routing(Ts[r], E, k, g, dev)
+            idxs.append(i)
+            wts.append(w)
+        W = expert_weights(n, El, H, I, N, g, devices)
+        res = [dict() for _ in range(n)]
+        fails = []
+
+        def body(r, wait):
+            comm = comms[r]
+            dev = comm.device
+            # Create is collective: every rank's thread calls it at once. Ranks sharing a GPU: 16
+            # CTAs each (the fused calls' GEMM takes one SM per CTA: every rank's grids fit).
+            m = mkccl.moe.Moe(comm, E, k, H, max(max(Ts), 1), max_ctas=16 if shared else 0)
+            try:
+                rows, T = m.max_recv_rows, Ts[r]
+                x, idx, w = xs[r], idxs[r], wts[r]
+                w1, w1p, w2 = W["w1"][r], W["w1p"][r], W["down"][r]
+
+                def nan(*shape):
+                    return torch.empty(*shape, dtype=torch.bfloat16, device=dev).fill_(float("nan"))
+
+                b = {name: nan(rows, I) for name in ("act_c", "act_f", "act_s", "act_b")}
+                b.update({name: nan(rows, H) for name in ("y_c", "y_f", "y_s", "rx_c")})
+                b.update({name: nan(T, H) for name in ("out_c", "out_f", "out_s", "out_b")})
+                b.update(act_p=nan(rows, N), pl_ref=nan(rows, N))
+                for name, src in (("offs", m.expert_offsets), ("cnt", m.expert_counts), ("info", m.row_info)):
+                    for sfx in ("_c", "_f"):
+                        b[name + sfx] = torch.full(src.shape, -7, dtype=torch.int32, device=dev)
+                        b[name + sfx].copy_(src)  # loads the copy kernels before the calls
+                b["rx_c"].copy_(m.recv_x)
+                b["rx_c"].fill_(float("nan"))
+                torch.cuda.synchronize(dev)
+                wait()  # nothing but libmkccl kernels from here while a peer may wait (rank_checks.py)
+                s = torch.cuda.Stream(dev)
+                with torch.cuda.stream(s):
+                    m.dispatch(x, idx, w)  # (a) composed
+                    b["rx_c"].copy_(m.recv_x)
+                    mkccl.ops.grouped_gemm(m.recv_x, w1p, m.expert_offsets, out=b["pl_ref"])
+                    mkccl.moe.grouped_gemm_swiglu(m.recv_x, w1, m.expert_offsets, I, out=b["act_c"])
+                    mkccl.ops.grouped_gemm(b["act_c"], w2, m.expert_offsets, out=b["y_c"])
+                    m.combine(b["y_c"], out=b["out_c"])
+                    for name in ("offs", "cnt", "info"):
+                        b[name + "_c"].copy_({"offs": m.expert_offsets, "cnt": m.expert_counts,
+                                              "info": m.row_info}[name])
+                    act = m.dispatch_gemm(x, idx, w, w1, I, act=b["act_f"])  # (b) fused first half
+                    assert act is b["act_f"]
+                    for name in ("offs", "cnt", "info"):
+                        b[name + "_f"].copy_({"offs": m.expert_offsets, "cnt": m.expert_counts,
+                                              "info": m.row_info}[name])
+                    mkccl.ops.grouped_gemm(b["act_f"], w2, m.expert_offsets, out=b["y_f"])
+                    m.combine(b["y_f"], out=b["out_f"])
+                    m.dispatch(x, idx, w)  # (c) fused second half
+                    mkccl.moe.grouped_gemm_swiglu(m.recv_x, w1, m.expert_offsets, I, out=b["act_s"])
+                    out = m.gemm_combine(b["act_s"], w2, y=b["y_s"], out=b["out_s"])
+                    assert out is b["out_s"]
+                    m.layer(x, idx, w, w1, w2, out=b["out_b"], fused="both", act=b["act_b"])  # (d)
+                    m.dispatch_gemm(x, idx, w, w1p, N, act=b["act_p"], swiglu=False)  # (e)
+                s.synchronize()
+                wait()
+                comm.check()
+                res[r] = {name: t.cpu() for name, t in b.items()}
+                wait()
+            finally:
+                m.close()
+
+        on_ranks(devices, body)
+        refs = layer_reference(xs, idxs, wts, W["gate"], W["up"], W["down"], El)
+        for r in range(n):
+            o = res[r]
+            where = "rank %d/%d (T %d)" % (r, n, Ts[r])
+            for name in ("offs", "cnt", "info"):
+                if not torch.equal(o[name + "_f"], o[name + "_c"]):
+                    fails.append("%s: the fused dispatch's %s differs from the plain one's" % (where, name))
+            rr = routed_rows(o["offs_c"], o["cnt_c"])
+            checks = [("act (dispatch_gemm)", o["act_f"][rr], o["act_c"][rr], 1e-2),
+                      ("act (composed, again)", o["act_s"][rr], o["act_c"][rr], 1e-2),
+                      ("y (gemm_combine)", o["y_s"][rr], o["y_c"][rr], 1e-2),
+                      ("out (dispatch_gemm + grouped GEMM + combine)", o["out_f"], o["out_c"], 1e-2),
+                      ("out (gemm_combine)", o["out_s"], o["out_c"], 1e-2),
+                      ("out (layer fused='both')", o["out_b"], o["out_c"], 1e-2),
+                      ("out (composed) vs fp32", o["out_c"], refs[r], 3e-2),
+                      ("out (both fused) vs fp32", o["out_b"], refs[r], 3e-2),
+                      ("act (dispatch_gemm swiglu=False) vs grouped_gemm", o["act_p"][rr], o["pl_ref"][rr], 1e-2)]
+            # The plain GEMM against fp32, expert by expert on the received rows.
+            offs, cnt = o["offs_c"].tolist(), o["cnt_c"].tolist()
+            for e in range(El):
+                rows_e = torch.arange(offs[e], offs[e] + cnt[e])
+                ref = o["rx_c"][rows_e].float() @ W["w1p"][r][e].cpu().float().t()
+                checks.append(("act (swiglu=False) expert %d vs fp32" % e, o["act_p"][rows_e], ref, 2e-2))
+            if Ts[r] > 4:  # token 4 has no expert: zeros
+                checks.append(("out of a token with no expert", o["out_b"][4], torch.zeros(H), 0.0))
+            if sum(cnt) != int((idxs[r] >= 0).sum()) and n == 1:
+                fails.append("%s: %d routed rows, %d slots with an expert" % (where, sum(cnt),
+                                                                           int((idxs[r] >= 0).sum())))
+            for what, got, ref, tol in checks:
+                if what.startswith("out of a token"):
+                    ok = not torch.isnan(got.float()).any() and float(got.float().abs().max()) == 0.0
+                    e = 0.0 if ok else float("inf")
+                else:
+                    e = rel_err(got, ref)
+                if not e <= tol:
+                    fails.append("%s: %s: rel err %.3g > %.3g" % (where, what, e, tol))
+        assert not fails, "\n".join(fails)
+    finally:
+        for c in comms:
+            c.close()
+
+
+def test_fused_halves_one_rank():
+    run_fused([0], E=4, k=2, H=136, I=200, N=72, Ts=[37])
+
+
+def test_fused_halves_two_ranks():
+    run_fused(devices_for(2), E=6, k=3, H=264, I=128, N=264, Ts=[21, 3])
+
+
+def test_fused_halves_three_ranks_with_t0():
+    run_fused(devices_for(3), E=6, k=2, H=72, I=136, N=136, Ts=[0, 1, 45])
+
+
+def capture_mode():
+    """thread_local where this torch's torch.cuda.graph takes it (as the C++ tests capture): other
+    threads of the process (the peers' ranks, the library's) may make CUDA calls meanwhile."""
+    import inspect
+
+    try:
+        ok = "capture_error_mode" in inspect.signature(torch.cuda.graph.__init__).parameters
+    except (TypeError, ValueError):
+        ok = False
+    return {"capture_error_mode": "thread_local"} if ok else {}
+
+
+def test_fused_layers_captured_in_a_cuda_graph():
+    """layer() in its four forms (composed, fused 'first', 'second', 'both'), given act= and out=
+    (y: the handle's recv_x), captured in one torch CUDA graph per rank (2 ranks) after an eager
+    call, replayed 3 times with fresh x, routing and weights copied into the captured inputs:
+    every form against fp32 torch and the fused ones against the composed one."""
+    devices = devices_for(2)
+    n, E, k, H, I, Ts, rounds = 2, 4, 3, 136, 128, [50, 23], 3
+    El = E // n
+    modes = (False, "first", "second", "both")
+    g = torch.Generator().manual_seed(seed("moe fused layers in a CUDA graph, GPUs %s" % devices))
+    with shared_gpus(devices):
+        comms = mkccl.init_all(devices)
+    shared = len(set(devices)) < n
+    try:
+        W = expert_weights(n, El, H, I, 8, g, devices)
+        inputs = []  # inputs[round][r] = (x, idx, w); round 0 is the eager warm-up's
+        for _ in range(rounds + 1):
+            per = []
+            for r in range(n):
+                dev = torch.device("cuda", devices[r])
+                i, w = fused_routing(Ts[r], E, k, g, dev)
+                per.append((torch.randn(Ts[r], H, generator=g).bfloat16().to(dev), i, w))
+            inputs.append(per)
+        got = [[None] * rounds for _ in range(n)]
+
+        def body(r, wait):
+            comm = comms[r]
+            dev = comm.device
+            m = mkccl.moe.Moe(comm, E, k, H, max(Ts), max_ctas=16 if shared else 0)
+            try:
+                T, rows = Ts[r], m.max_recv_rows
+                x_s, idx_s, w_s = (t.clone() for t in inputs[0][r])
+                acts = {md: torch.empty(rows, I, dtype=torch.bfloat16, device=dev) for md in modes}
+                outs = {md: torch.empty(T, H, dtype=torch.bfloat16, device=dev) for md in modes}
+                w1, w2 = W["w1"][r], W["down"][r]
+                s = torch.cuda.Stream(dev)
+                s.wait_stream(torch.cuda.current_stream(dev))
+
+                def layers():
+                    for md in modes:
+                        m.layer(x_s, idx_s, w_s, w1, w2, out=outs[md], fused=md, act=acts[md])
+
+                for t in list(outs.values()):  # loads the kernels used between replays
+                    t.fill_(float("nan"))
+                    t.clone()
+                torch.cuda.synchronize(dev)
+                wait()
+                with torch.cuda.stream(s):
+                    layers()  # eager first: the GEMMs' plans exist before the capture
+                s.synchronize()
+                wait()
+                # Captures one rank at a time (torch.cuda.graph synchronises the device on entry;
+                # the other ranks wait on the host, with nothing in flight).
+                graph = torch.cuda.CUDAGraph()
+                for q in range(n):
+                    wait()
+                    if q == r:
+                        with torch.cuda.graph(graph, stream=s, **capture_mode()):
+                            layers()
+                wait()
+                for rd in range(rounds):
+                    x, idx, w = inputs[rd + 1][r]
+                    with torch.cuda.stream(s):
+                        x_s.copy_(x)
+                        idx_s.copy_(idx)
+                        w_s.copy_(w)
+                        for t in outs.values():
+                            t.fill_(float("nan"))
+                        s.synchronize()
+                        wait()
+                        graph.replay()
+                        s.synchronize()
+                        got[r][rd] = {md: outs[md].cpu() for md in modes}
+                    wait()
+                comm.check()
+                del graph
+            finally:
+                m.close()
+
+        on_ranks(devices, body)
+        fails = []
+        for rd in range(rounds):
+            per = inputs[rd + 1]
+            refs = layer_reference([p[0] for p in per], [p[1] for p in per], [p[2] for p in per], W["gate"],
+                                   W["up"], W["down"], El)
+            for r in range(n):
+                for md in modes:
+                    e = rel_err(got[r][rd][md], refs[r])
+                    if not e <= 3e-2:
+                        fails.append("replay %d rank %d fused=%r: vs fp32 rel err %.3g" % (rd, r, md, e))
+                    e = rel_err(got[r][rd][md], got[r][rd][False])
+                    if not e <= 1e-2:
+                        fails.append("replay %d rank %d fused=%r: vs composed rel err %.3g" % (rd, r, md, e))
+        assert not fails, "\n".join(fails)
+    finally:
+        for c in comms:
+            c.close()
+
+
+def test_fused_calls_bad_arguments_raise_before_the_call():
+    """On a real handle: layout errors raise ValueError/TypeError and nothing is enqueued (the
+    handle works after them); a tensor on another device is named; the library's own refusal
+    (gemm_combine before any dispatch with num_tokens given) is an MkcclError."""
+    torch.cuda.set_device(0)
+    with mkccl.Communicator.from_unique_id(mkccl.get_unique_id(), 0, 1) as comm:
+        with mkccl.moe.Moe(comm, 4, 2, 64, 16) as m:
+            x = torch.randn(8, 64, device="cuda").bfloat16()
+            idx = torch.randint(0, 4, (8, 2), device="cuda", dtype=torch.int32)
+            w = torch.rand(8, 2, device="cuda")
+            w1 = torch.zeros(4, 256, 64, device="cuda", dtype=torch.bfloat16)
+            w2 = torch.zeros(4, 64, 72, device="cuda", dtype=torch.bfloat16)
+            act = torch.zeros(m.max_recv_rows, 72, device="cuda", dtype=torch.bfloat16)
+            with pytest.raises(mkccl.MkcclError) as e:
+                m.gemm_combine(act, w2, num_tokens=8)  # no dispatch yet: the library's check
+            assert e.value.result == mkccl.Result.INVALID_USAGE, e.value
+            with pytest.raises(ValueError, match="pack_swiglu_weights"):
+                m.dispatch_gemm(x, idx, w, w1[:, :128], 72)
+            with pytest.raises(ValueError, match="must be a CUDA tensor"):
+                m.dispatch_gemm(x, idx, w.cpu(), w1, 72)
+            with pytest.raises(ValueError, match="act is"):
+                m.dispatch_gemm(x, idx, w, w1, 72, act=act[:-1])
+            with pytest.raises(ValueError, match="not 16-byte aligned"):
+                m.dispatch_gemm(x, idx, w, w1, 72, act=torch.zeros(act.numel() + 1, device="cuda",
+                                                                   dtype=torch.bfloat16)[1:])
+            if torch.cuda.device_count() > 1:
+                with pytest.raises(ValueError, match="communicator is on"):
+                    m.dispatch_gemm(x, idx, w, w1.to("cuda:1"), 72)
+            with pytest.raises(ValueError, match="fused="):
+                m.layer(x, idx, w, w1, w2, fused="all")
+            # After the refusals the handle still works: a fused layer of one rank.
+            assert m.dispatch_gemm(x, idx, w, w1, 72, act=act) is act
+            out = m.gemm_combine(act, w2)
+            torch.cuda.synchronize()
+            assert out.shape == (8, 64) and not torch.isnan(out.float()).any()
+            comm.check()

@@ -137,4 +137,20 @@ TEST(Api, GemmArgumentsCheckedBeforeTheDevice) {
   EXPECT_NE(std::string::npos, lastErr().find("aligned"));
 }
 
+// The tuner's MoE keys (CTA splits of the fused calls) parse without a device: a count in 0..1024 is
+// taken, anything else is mkcclInvalidUsage naming the key. Process-wide; reset at the end.
+TEST(Api, MoeCtaTuningKeys) {
+  for (const char* key : {"moe.dispatch_ctas", "moe.combine_ctas"}) {
+    const std::string k = key;
+    for (const char* v : {"0", "1", "4", "1024"})
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, (k + "=" + v).c_str())) << k << "=" << v << ": " << lastErr();
+    for (const char* v : {"-1", "1025", "many", ""}) {
+      EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, (k + "=" + v).c_str())) << k << "=" << v;
+      EXPECT_NE(std::string::npos, lastErr().find(key)) << lastErr();
+    }
+  }
+  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, "moe.dispatch_ctas=3;moe.combine_ctas=5"));
+  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
+}
+
 }  // namespace

@@ -20,6 +20,7 @@
 #include "ops/gemm/gemm_plan.h"
 #include "ops/moe/moe_handle.h"
 #include "ops/moe/moe_kernels.h"
+#include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "base/log.h"
 #include "runtime/comm.h"
@@ -80,8 +81,10 @@ mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());  // an earlier GEMM-family kernel's internal fault, reported once
   const int total = std::min(h->ctas, ctx.comm->smCount);
-  // The combine's share: the same rule as the fused dispatch's (a few CTAs fill a link).
-  const int cC = std::min(fusedDispatchCtas(total), total - 1), gC = total - cC;
+  // The combine's share: the same rule as the fused dispatch's (a few CTAs fill a link), or the
+  // tuner's moe.combine_ctas (0: the rule); the GEMM keeps at least one CTA.
+  const int asked = tuningOf(ctx.comm).moe.combineCtas;
+  const int cC = std::min(asked > 0 ? asked : fusedDispatchCtas(total), total - 1), gC = total - cC;
   if (cC < 1 || gC < 1)
     return setError(mkcclInvalidUsage,
                     "mkcclMoeGemmCombine: the handle may use %d CTA(s); the fused call needs at least 2 (maxCtas)",

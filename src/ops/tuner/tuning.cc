@@ -99,6 +99,8 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) { return (long long)t.attention.variant; }});
     v.push_back({"moe.dispatch_ctas", {}, 0, 1024, [](Tuning& t, long long x) { t.moe.dispatchCtas = int(x); },
                  [](const Tuning& t) { return (long long)t.moe.dispatchCtas; }});
+    v.push_back({"moe.combine_ctas", {}, 0, 1024, [](Tuning& t, long long x) { t.moe.combineCtas = int(x); },
+                 [](const Tuning& t) { return (long long)t.moe.combineCtas; }});
     return v;
   }();
   return k;

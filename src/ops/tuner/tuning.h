@@ -52,6 +52,8 @@ struct Tuning {
   struct Moe {
     int dispatchCtas = 0;  // moe.dispatch_ctas: mkcclMoeDispatchGemm's dispatch CTAs (the GEMM gets
                            // the rest); 0 the rule's (moe_dispatch_gemm.cu: fusedDispatchCtas)
+    int combineCtas = 0;   // moe.combine_ctas: mkcclMoeGemmCombine's combine CTAs (the GEMM gets the
+                           // rest); 0 the same rule (moe_gemm_combine.cu)
   } moe;
 };
 
