@@ -243,6 +243,101 @@ void checkStreamK(int mBlocks, int nBlocks, int kBlocks, int dpTiles, int skTile
   }
 }
 
+// The whole reduction protocol of the epilogue (splitKParts: part count, own part, counter, slots)
+// on the host: CTAs advance unit by unit in a random interleaving; a cut tile's unit writes its
+// slot (tagged with the tile) and counts in; the part that counts last reads every part's slot in
+// part order and must find this tile's pieces covering each k-block once; counters end at zero;
+// every tile is stored exactly once; no slot is written twice.
+void emulateReduction(int mBlocks, int nBlocks, int kBlocks, const mkccl::SplitKParams& p, int ctas, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, splits "
+                                  << p.splits << ", " << p.dpTiles << "+" << p.skTiles << " on " << ctas << " CTAs");
+  mkccl::GemmArgs g{};
+  g.kBlocks = kBlocks;
+  g.sched.mBlocks = mBlocks;
+  g.sched.nBlocks = nBlocks;
+  g.sched.clusterM = 1;
+  g.sched.group = 16;
+  const int tiles = mBlocks * nBlocks;
+  std::vector<std::vector<mkccl::SplitKTile>> units(static_cast<size_t>(ctas));
+  for (int c = 0; c < ctas; ++c) {
+    mkccl::SplitKScheduler s(g, p, c, ctas, 0);
+    mkccl::SplitKTile t;
+    while (s.next(t)) units[c].push_back(t);
+  }
+  struct Slot {
+    int tile = -1;
+    int64_t sum = 0, count = 0;
+    int writes = 0;
+  };
+  const size_t nSlots = p.splits > 0 ? static_cast<size_t>(tiles) * p.splits : static_cast<size_t>(2 * ctas);
+  std::vector<Slot> slots(nSlots);
+  std::vector<int> counters(static_cast<size_t>(2 * tiles), 0), stored(static_cast<size_t>(tiles), 0);
+  std::vector<size_t> pos(static_cast<size_t>(ctas), 0);
+  const int64_t full = static_cast<int64_t>(kBlocks) * (kBlocks + 1) / 2;  // sum of (kb + 1)
+  std::mt19937 rng(seed);
+  int live = 0;
+  for (const auto& u : units) live += u.empty() ? 0 : 1;
+  while (live > 0) {
+    const int c = static_cast<int>(rng() % ctas);
+    if (pos[c] >= units[c].size()) continue;
+    const mkccl::SplitKTile& t = units[c][pos[c]++];
+    if (pos[c] == units[c].size()) --live;
+    int64_t mine = 0;
+    for (int kb = t.kBegin; kb < t.kEnd; ++kb) mine += kb + 1;
+    if (p.splits == 1 || (p.splits == 0 && t.split < 0)) {
+      ASSERT_EQ(mine, full);
+      ++stored[t.tile];
+      continue;
+    }
+    const mkccl::SplitKParts parts = mkccl::splitKParts(p, kBlocks, t);
+    ASSERT_GE(parts.me, 0);
+    ASSERT_LT(parts.me, parts.parts);
+    const int64_t own = parts.slot(parts.me);
+    ASSERT_GE(own, 0);
+    ASSERT_LT(own, static_cast<int64_t>(nSlots));
+    ASSERT_LT(parts.counter, static_cast<int64_t>(counters.size()));
+    Slot& sl = slots[own];
+    ASSERT_EQ(sl.writes, 0) << "slot " << own << " written twice";
+    sl = Slot{t.tile, mine, t.kEnd - t.kBegin, 1};
+    if (counters[parts.counter]++ != parts.parts - 1) continue;
+    int64_t sum = 0, count = 0;
+    for (int j = 0; j < parts.parts; ++j) {
+      const Slot& o = slots[parts.slot(j)];
+      ASSERT_EQ(o.tile, t.tile) << "part " << j << " of tile " << t.tile << " reads another tile's slot";
+      sum += o.sum;
+      count += o.count;
+    }
+    ASSERT_EQ(count, kBlocks);
+    ASSERT_EQ(sum, full);
+    counters[parts.counter] = 0;
+    ++stored[t.tile];
+  }
+  for (int v : stored) ASSERT_EQ(v, 1);
+  for (int v : counters) ASSERT_EQ(v, 0);
+}
+
+TEST(GemmStreamK, ReductionProtocol) {
+  std::mt19937 rng(4242);
+  for (int i = 0; i < 80; ++i) {
+    const int mb = 1 + static_cast<int>(rng() % 12), nb = 1 + static_cast<int>(rng() % 12);
+    const int kb = 8 + static_cast<int>(rng() % 100);
+    const int budget = 2 + static_cast<int>(rng() % 140);
+    const mkccl::StreamKSplit s = mkccl::gemmStreamKSplit(static_cast<int64_t>(mb) * nb, kb, budget);
+    if (s.skTiles == 0) continue;
+    mkccl::SplitKParams p{nullptr, nullptr, 0};
+    p.dpTiles = s.dpTiles;
+    p.skTiles = s.skTiles;
+    p.ctas = s.ctas;
+    emulateReduction(mb, nb, kb, p, s.ctas, static_cast<uint32_t>(rng()));
+  }
+  for (int i = 0; i < 40; ++i) {  // uniform parts (decode split K) through the same protocol
+    const int nb = 1 + static_cast<int>(rng() % 40), kb = 1 + static_cast<int>(rng() % 100);
+    mkccl::SplitKParams p{nullptr, nullptr, 1 + static_cast<int>(rng() % std::min(kb, 16))};
+    emulateReduction(1 + static_cast<int>(rng() % 2), nb, kb, p, 1 + static_cast<int>(rng() % 132),
+                     static_cast<uint32_t>(rng()));
+  }
+}
+
 TEST(GemmStreamK, ScheduleCoversEveryKBlockOnce) {
   checkStreamK(8, 5, 64, 0, 40, 132);       // 1000 x 1032 x 4096, 128 x 256
   checkStreamK(33, 17, 64, 396, 165, 132);  // 4097 x 4104 x 4096: three whole waves

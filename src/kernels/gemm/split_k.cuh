@@ -64,6 +64,39 @@ struct StreamKSpan {
   }
 };
 
+// The parts of a cut tile, in the order they are summed: uniform parts 0..splits-1 (slots
+// tile * splits + part); stream-K the CTAs firstCta.. whose ranges cover the tile (their slots).
+// `me`: the part of unit t; `counter`: the tile's pair of half-tile counters (index into counters).
+struct SplitKParts {
+  int parts, me, firstCta;
+  int64_t counter;
+  int64_t tileSlots;  // uniform parts: the tile's first slot
+  StreamKSpan sp;
+  int sk;
+  MKCCL_HD int64_t slot(int part) const { return tileSlots >= 0 ? tileSlots + part : sp.slot(firstCta + part, sk); }
+};
+template <class Params, class TileT>
+MKCCL_HD SplitKParts splitKParts(const Params& p, int kBlocks, const TileT& t) {
+  SplitKParts r;
+  r.sp = StreamKSpan{static_cast<int64_t>(p.skTiles) * kBlocks, p.ctas, kBlocks};
+  r.sk = t.split;
+  if (p.splits > 0) {
+    r.parts = p.splits;
+    r.me = t.split;
+    r.firstCta = 0;
+    r.counter = 2ll * t.tile;
+    r.tileSlots = static_cast<int64_t>(t.tile) * p.splits;
+  } else {
+    const int64_t it0 = static_cast<int64_t>(t.split) * kBlocks;
+    r.firstCta = r.sp.ctaOf(it0);
+    r.parts = r.sp.ctaOf(it0 + kBlocks - 1) - r.firstCta + 1;
+    r.me = t.slot / 2 - r.firstCta;
+    r.counter = 2ll * t.split;
+    r.tileSlots = -1;
+  }
+  return r;
+}
+
 // Part `split` of `splits` of kBlocks k-blocks: as even as integers allow, never empty when
 // splits <= kBlocks.
 MKCCL_HD void splitKRange(int kBlocks, int splits, int split, int* begin, int* end) {
@@ -143,7 +176,7 @@ class SplitKScheduler {
 
 __device__ __forceinline__ int atomicAddAcqRel(int* p, int v) {
   int old;
-  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
 
@@ -173,28 +206,12 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // layout). At decode M most threads hold only rows past M, which the store clips: they neither
     // write nor read partials (at M = 1, 4 of 128 threads do: 512 bytes per part, not 32 KiB).
     const bool live = rows >= 64 || static_cast<int64_t>(16u * (tid / 32u) + (tid % 32u) / 4u) < rows;
-    // The tile's parts, in the order they are summed: uniform parts 0..splits-1 (slots tile *
-    // splits + part); stream-K the CTAs cFirst..cLast whose ranges cover the tile (their slots).
-    const StreamKSpan sp{static_cast<int64_t>(p.skTiles) * this->g.kBlocks, p.ctas, this->g.kBlocks};
-    int parts, mePart, firstCta = 0;
-    int* counter;
-    const int64_t tileSlots = static_cast<int64_t>(t.tile) * p.splits;
-    if (p.splits > 0) {
-      parts = p.splits;
-      mePart = t.split;
-      counter = p.counters + 2 * t.tile + this->half;
-    } else {
-      const int64_t it0 = static_cast<int64_t>(t.split) * this->g.kBlocks;
-      firstCta = sp.ctaOf(it0);
-      parts = sp.ctaOf(it0 + this->g.kBlocks - 1) - firstCta + 1;
-      mePart = t.slot / 2 - firstCta;
-      counter = p.counters + 2 * t.split + this->half;
-    }
+    const SplitKParts parts = splitKParts(p, this->g.kBlocks, t);
+    int* counter = p.counters + parts.counter + this->half;
     auto slotOf = [&](int part) -> const float* {
-      const int64_t slot = p.splits > 0 ? tileSlots + part : sp.slot(firstCta + part, t.split);
-      return p.partials + (slot * 2 + this->half) * kSlot + tid;
+      return p.partials + (parts.slot(part) * 2 + this->half) * kSlot + tid;
     };
-    float* mine = const_cast<float*>(slotOf(mePart));
+    float* mine = const_cast<float*>(slotOf(parts.me));
     if (live) {
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) __stcg(mine + i * 128, acc[i]);
@@ -206,7 +223,7 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     dev::namedBarrierSync(this->ec.barrierId, 128);
     volatile uint32_t* word =
         reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(this->flagsAddr)) + 2 + this->half;
-    if (tid == 0) *word = atomicAddAcqRel(counter, 1) == parts - 1 ? 1u : 0u;
+    if (tid == 0) *word = atomicAddAcqRel(counter, 1) == parts.parts - 1 ? 1u : 0u;
     dev::namedBarrierSync(this->ec.barrierId, 128);
     if (*word == 0) return;  // not the last part: the last one stores the tile
     // The sum goes into the accumulators themselves: they are this warpgroup's own registers and
@@ -216,16 +233,16 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     float(&sum)[Cfg::kAcc] = const_cast<float(&)[Cfg::kAcc]>(acc);
     if (!live) {
       // Rows past M: whatever the registers hold is clipped by the store.
-    } else if (parts == 2) {
+    } else if (parts.parts == 2) {
       // Two parts: a + b == b + a exactly, so our own part stays in registers.
-      const float* other = slotOf(1 - mePart);
+      const float* other = slotOf(1 - parts.me);
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(other + i * 128);
     } else {
       const float* src = slotOf(0);
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) sum[i] = __ldcg(src + i * 128);
-      for (int s = 1; s < parts; ++s) {
+      for (int s = 1; s < parts.parts; ++s) {
         src = slotOf(s);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(src + i * 128);
