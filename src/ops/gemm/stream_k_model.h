@@ -12,7 +12,6 @@
 #pragma once
 #include <stdint.h>
 #include <algorithm>
-#include <cmath>
 #include "kernels/abi/hd.h"
 #include "ops/gemm/gemm_plan_model.h"
 
@@ -20,8 +19,9 @@ namespace mkccl {
 
 constexpr int kStreamKMinKBlocks = 4;  // each CTA's range: at least this many k-blocks
 // Cost of writing or reading one fp32 partial of a 128-column tile, in k-blocks of a 128 x 128
-// tile's mainloop at the 128 x 128 rate (64 KiB through L2 against 2.1 MFLOP).
-constexpr double kStreamKSlotKBlocks = 1.0;
+// tile's mainloop at the 128 x 128 rate: 64 KiB between an SM and L2 at ~110 GB/s (~0.6 us)
+// against 2.1 MFLOP at ~4.3 TFLOP/s per SM (~0.48 us). An estimate, not yet measured.
+constexpr double kStreamKSlotKBlocks = 1.25;
 constexpr double kStreamKGain = 0.97;  // auto: stream-K only when predicted at least 3% faster
 
 struct StreamKSplit {
@@ -58,9 +58,11 @@ inline double gemmStreamKCost(int64_t M, int64_t N, int kBlocks, int bn, const S
   const double tile = (bn / 128.0) / (gemmTileEfficiency(bn, 1) / gemmTileEfficiency(128, 1));
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, bn);
   const double waves = static_cast<double>(tiles) / s.ctas;  // dpTiles > 0 only when ctas is the budget
-  // Two partials written per CTA at most, and the last part reads the others of its tile.
-  const double reads = std::ceil(static_cast<double>(s.ctas) / s.skTiles);
-  return waves * kBlocks * tile + kStreamKSlotKBlocks * (bn / 128.0) * (2.0 + reads);
+  // What ends a range late: the partial of its last tile written, then, in the part that counts
+  // in last, every part of that tile read back (a cut tile has (skTiles + ctas) / skTiles parts on
+  // average: the range boundaries fall in it).
+  const double parts = static_cast<double>(s.skTiles + s.ctas) / s.skTiles;
+  return waves * kBlocks * tile + kStreamKSlotKBlocks * (bn / 128.0) * (1.0 + parts);
 }
 
 // The plan for the plain GEMM: `plain` (whole tiles) unless stream-K is predicted faster.
