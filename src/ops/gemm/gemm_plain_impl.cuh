@@ -26,7 +26,8 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
-  GemmPlan plan = gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2);
+  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2), p.M, p.N, v,
+                                         info.smCount, maxClusters2);
   SplitKWorkspace ws;
   const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount));
   if (split.splits > 1) {
