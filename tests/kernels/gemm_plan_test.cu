@@ -127,3 +127,50 @@ TEST(GemmPlan, SmallAndOddShapes) {
 }
 
 }  // namespace
+
+namespace {
+
+// The plain GEMM's preference for 2-CTA clusters (gemmPlainPreferCluster): the auto 256x1 plans of
+// large shapes become 256x2 when that needs no more waves; never at decode M (<= 256 rows), never without
+// cluster slots, never for a forced variant or a narrow tile; every result launchable.
+TEST(GemmPlan, PlainPrefersClusters) {
+  const int64_t big[][2] = {{8000, 8184}, {8192, 8192}, {4097, 4104}, {4096, 4096}, {2000, 2056}};
+  for (const auto& s : big) {
+    const GemmPlan base = mkccl::gemmPlanModel(s[0], s[1], 4096, GemmVariant::Auto, kSms, kClusters);
+    const GemmPlan p = mkccl::gemmPlainPreferCluster(base, s[0], s[1], GemmVariant::Auto, kSms, kClusters);
+    printf("plain %lldx%lld: 128x%d cluster %d on %d CTAs (model: cluster %d)\n", (long long)s[0], (long long)s[1],
+           p.bn, p.clusterSize, p.ctas, base.clusterSize);
+    EXPECT_EQ(p.bn, 256);
+    EXPECT_EQ(p.clusterSize, 2) << s[0] << "x" << s[1];
+    expectLaunchable(p, s[0], s[1], kSms, kClusters, false);
+    const int64_t w1 = ceilDiv(ceilDiv(s[0], 128) * ceilDiv(s[1], 256), base.ctas);
+    EXPECT_LE(ceilDiv(ceilDiv(ceilDiv(s[0], 128), 2) * ceilDiv(s[1], 256), p.ctas / 2), w1);
+  }
+  // Decode M, no cluster slots, forced variants, narrow tiles: unchanged.
+  GemmPlan b = mkccl::gemmPlanModel(256, 8192, 8192, GemmVariant::Auto, kSms, kClusters);
+  EXPECT_EQ(mkccl::gemmPlainPreferCluster(b, 256, 8192, GemmVariant::Auto, kSms, kClusters).clusterSize,
+            b.clusterSize);
+  b = mkccl::gemmPlanModel(8192, 8192, 8192, GemmVariant::Auto, kSms, 0);
+  EXPECT_EQ(mkccl::gemmPlainPreferCluster(b, 8192, 8192, GemmVariant::Auto, kSms, 0).clusterSize, 1);
+  b = mkccl::gemmPlanModel(8192, 8192, 8192, GemmVariant::F256C1, kSms, kClusters);
+  EXPECT_EQ(mkccl::gemmPlainPreferCluster(b, 8192, 8192, GemmVariant::F256C1, kSms, kClusters).clusterSize, 1);
+  b = mkccl::gemmPlanModel(1000, 1032, 4096, GemmVariant::Auto, kSms, kClusters);
+  const GemmPlan n = mkccl::gemmPlainPreferCluster(b, 1000, 1032, GemmVariant::Auto, kSms, kClusters);
+  EXPECT_EQ(n.bn, b.bn);
+  EXPECT_EQ(n.clusterSize, b.clusterSize);
+  // Random shapes and budgets: launchable, and never more waves than the model's plan.
+  std::mt19937 rng(99);
+  for (int i = 0; i < 500; ++i) {
+    const int64_t M = 1 + rng() % 20000, N = 8 * (1 + rng() % 2000);
+    const int budget = 1 + static_cast<int>(rng() % 140), clusters = static_cast<int>(rng() % 70);
+    const GemmPlan base = mkccl::gemmPlanModel(M, N, 4096, GemmVariant::Auto, budget, clusters);
+    const GemmPlan p = mkccl::gemmPlainPreferCluster(base, M, N, GemmVariant::Auto, budget, clusters);
+    expectLaunchable(p, M, N, budget, clusters, false);
+    if (p.clusterSize != base.clusterSize) {
+      EXPECT_LE(ceilDiv(ceilDiv(ceilDiv(M, 128), 2) * ceilDiv(N, 256), p.ctas / 2),
+                ceilDiv(ceilDiv(M, 128) * ceilDiv(N, 256), base.ctas));
+    }
+  }
+}
+
+}  // namespace

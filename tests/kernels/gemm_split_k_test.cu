@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <algorithm>
+#include <array>
 #include <random>
 #include <vector>
 #include "kernels/gemm/split_k.cuh"
 #include "ops/gemm/gemm_pack.h"
 #include "ops/gemm/split_k_model.h"
+#include "ops/gemm/stream_k_model.h"
 
 namespace {
 
@@ -158,6 +161,231 @@ TEST(GemmPack, Rule) {
   EXPECT_FALSE(mkccl::gemmShouldPack(300000, 8192, 4104, false, 0));  // over the workspace bound
   EXPECT_EQ(mkccl::gemmPackedPitch(4104), 4160);
   EXPECT_EQ(mkccl::gemmPackedPitch(64), 64);
+}
+
+}  // namespace
+
+namespace {
+
+// Stream-K (split_k.cuh with splits == 0): every CTA's schedule walked. Whole tiles below dpTiles
+// once each, in the raster order; every k-block of every stream-K tile exactly once; the parts of a
+// tile come from consecutive CTAs (ctaOf), each CTA uses at most its two slots and no slot twice;
+// the epilogue's part count (ctaOf of the tile's first and last k-block) is the number of pieces
+// the schedules hold.
+void checkStreamK(int mBlocks, int nBlocks, int kBlocks, int dpTiles, int skTiles, int ctas) {
+  SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, " << dpTiles
+                                  << " whole + " << skTiles << " stream-K on " << ctas << " CTAs");
+  ASSERT_EQ(dpTiles + skTiles, mBlocks * nBlocks);
+  mkccl::GemmArgs g{};
+  g.kBlocks = kBlocks;
+  g.sched.mBlocks = mBlocks;
+  g.sched.nBlocks = nBlocks;
+  g.sched.clusterM = 1;
+  g.sched.group = 16;
+  mkccl::SplitKParams p{nullptr, nullptr, 0};
+  p.dpTiles = dpTiles;
+  p.skTiles = skTiles;
+  p.ctas = ctas;
+  const mkccl::StreamKSpan sp{static_cast<int64_t>(skTiles) * kBlocks, ctas, kBlocks};
+  std::vector<int> covered(static_cast<size_t>(mBlocks) * nBlocks * kBlocks, 0);
+  std::vector<int> coordSeen(static_cast<size_t>(mBlocks) * nBlocks, -1);
+  std::vector<int> pieces(static_cast<size_t>(skTiles), 0), slotUse(static_cast<size_t>(2 * ctas), 0);
+  std::vector<int> firstCta(static_cast<size_t>(skTiles), 1 << 30), lastCta(static_cast<size_t>(skTiles), -1);
+  for (int c = 0; c < ctas; ++c) {
+    mkccl::SplitKScheduler s(g, p, c, ctas, 0);
+    mkccl::SplitKTile t;
+    while (s.next(t)) {
+      ASSERT_GE(t.m, 0);
+      ASSERT_LT(t.m, mBlocks);
+      ASSERT_GE(t.n, 0);
+      ASSERT_LT(t.n, nBlocks);
+      ASSERT_LT(t.kBegin, t.kEnd) << "an empty piece";
+      ASSERT_LE(t.kEnd, kBlocks);
+      const size_t coord = static_cast<size_t>(t.n) * mBlocks + t.m;
+      // One linear tile, one coordinate (the raster order is a permutation).
+      if (coordSeen[coord] < 0) coordSeen[coord] = t.tile;
+      ASSERT_EQ(coordSeen[coord], t.tile);
+      for (int kb = t.kBegin; kb < t.kEnd; ++kb) ++covered[coord * kBlocks + kb];
+      if (t.tile < dpTiles) {
+        ASSERT_EQ(t.split, -1);
+        ASSERT_EQ(t.tile % ctas, c) << "whole tiles go round robin";
+        continue;
+      }
+      const int sk = t.tile - dpTiles;
+      if (t.split < 0) {
+        ASSERT_EQ(t.kBegin, 0);
+        ASSERT_EQ(t.kEnd, kBlocks);
+        ++pieces[sk];
+        continue;
+      }
+      ASSERT_EQ(t.split, sk);
+      ASSERT_EQ(t.slot / 2, c);
+      ASSERT_EQ(t.slot, sp.slot(c, sk));
+      ++slotUse[t.slot];
+      ++pieces[sk];
+      firstCta[sk] = std::min(firstCta[sk], c);
+      lastCta[sk] = std::max(lastCta[sk], c);
+    }
+  }
+  for (int v : covered) ASSERT_EQ(v, 1);
+  for (int v : coordSeen) ASSERT_GE(v, 0);
+  for (int v : slotUse) ASSERT_LE(v, 1) << "a slot used twice";
+  for (int sk = 0; sk < skTiles; ++sk) {
+    if (lastCta[sk] < 0) {
+      ASSERT_EQ(pieces[sk], 1);
+      continue;
+    }
+    const int64_t it0 = static_cast<int64_t>(sk) * kBlocks;
+    ASSERT_EQ(sp.ctaOf(it0), firstCta[sk]) << "tile " << sk;
+    ASSERT_EQ(sp.ctaOf(it0 + kBlocks - 1), lastCta[sk]) << "tile " << sk;
+    ASSERT_EQ(pieces[sk], lastCta[sk] - firstCta[sk] + 1) << "tile " << sk << ": parts from consecutive CTAs";
+    ASSERT_GE(pieces[sk], 2);
+  }
+}
+
+// The whole reduction protocol of the epilogue (splitKParts: part count, own part, counter, slots)
+// on the host: CTAs advance unit by unit in a random interleaving; a cut tile's unit writes its
+// slot (tagged with the tile) and counts in; the part that counts last reads every part's slot in
+// part order and must find this tile's pieces covering each k-block once; counters end at zero;
+// every tile is stored exactly once; no slot is written twice.
+void emulateReduction(int mBlocks, int nBlocks, int kBlocks, const mkccl::SplitKParams& p, int ctas, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, splits "
+                                  << p.splits << ", " << p.dpTiles << "+" << p.skTiles << " on " << ctas << " CTAs");
+  mkccl::GemmArgs g{};
+  g.kBlocks = kBlocks;
+  g.sched.mBlocks = mBlocks;
+  g.sched.nBlocks = nBlocks;
+  g.sched.clusterM = 1;
+  g.sched.group = 16;
+  const int tiles = mBlocks * nBlocks;
+  std::vector<std::vector<mkccl::SplitKTile>> units(static_cast<size_t>(ctas));
+  for (int c = 0; c < ctas; ++c) {
+    mkccl::SplitKScheduler s(g, p, c, ctas, 0);
+    mkccl::SplitKTile t;
+    while (s.next(t)) units[c].push_back(t);
+  }
+  struct Slot {
+    int tile = -1;
+    int64_t sum = 0, count = 0;
+    int writes = 0;
+  };
+  const size_t nSlots = p.splits > 0 ? static_cast<size_t>(tiles) * p.splits : static_cast<size_t>(2 * ctas);
+  std::vector<Slot> slots(nSlots);
+  std::vector<int> counters(static_cast<size_t>(2 * tiles), 0), stored(static_cast<size_t>(tiles), 0);
+  std::vector<size_t> pos(static_cast<size_t>(ctas), 0);
+  const int64_t full = static_cast<int64_t>(kBlocks) * (kBlocks + 1) / 2;  // sum of (kb + 1)
+  std::mt19937 rng(seed);
+  int live = 0;
+  for (const auto& u : units) live += u.empty() ? 0 : 1;
+  while (live > 0) {
+    const int c = static_cast<int>(rng() % ctas);
+    if (pos[c] >= units[c].size()) continue;
+    const mkccl::SplitKTile& t = units[c][pos[c]++];
+    if (pos[c] == units[c].size()) --live;
+    int64_t mine = 0;
+    for (int kb = t.kBegin; kb < t.kEnd; ++kb) mine += kb + 1;
+    if (p.splits == 1 || (p.splits == 0 && t.split < 0)) {
+      ASSERT_EQ(mine, full);
+      ++stored[t.tile];
+      continue;
+    }
+    const mkccl::SplitKParts parts = mkccl::splitKParts(p, kBlocks, t);
+    ASSERT_GE(parts.me, 0);
+    ASSERT_LT(parts.me, parts.parts);
+    const int64_t own = parts.slot(parts.me);
+    ASSERT_GE(own, 0);
+    ASSERT_LT(own, static_cast<int64_t>(nSlots));
+    ASSERT_LT(parts.counter, static_cast<int64_t>(counters.size()));
+    Slot& sl = slots[own];
+    ASSERT_EQ(sl.writes, 0) << "slot " << own << " written twice";
+    sl = Slot{t.tile, mine, t.kEnd - t.kBegin, 1};
+    if (counters[parts.counter]++ != parts.parts - 1) continue;
+    int64_t sum = 0, count = 0;
+    for (int j = 0; j < parts.parts; ++j) {
+      const Slot& o = slots[parts.slot(j)];
+      ASSERT_EQ(o.tile, t.tile) << "part " << j << " of tile " << t.tile << " reads another tile's slot";
+      sum += o.sum;
+      count += o.count;
+    }
+    ASSERT_EQ(count, kBlocks);
+    ASSERT_EQ(sum, full);
+    counters[parts.counter] = 0;
+    ++stored[t.tile];
+  }
+  for (int v : stored) ASSERT_EQ(v, 1);
+  for (int v : counters) ASSERT_EQ(v, 0);
+}
+
+TEST(GemmStreamK, ReductionProtocol) {
+  std::mt19937 rng(4242);
+  for (int i = 0; i < 80; ++i) {
+    const int mb = 1 + static_cast<int>(rng() % 12), nb = 1 + static_cast<int>(rng() % 12);
+    const int kb = 8 + static_cast<int>(rng() % 100);
+    const int budget = 2 + static_cast<int>(rng() % 140);
+    const mkccl::StreamKSplit s = mkccl::gemmStreamKSplit(static_cast<int64_t>(mb) * nb, kb, budget);
+    if (s.skTiles == 0) continue;
+    mkccl::SplitKParams p{nullptr, nullptr, 0};
+    p.dpTiles = s.dpTiles;
+    p.skTiles = s.skTiles;
+    p.ctas = s.ctas;
+    emulateReduction(mb, nb, kb, p, s.ctas, static_cast<uint32_t>(rng()));
+  }
+  for (int i = 0; i < 40; ++i) {  // uniform parts (decode split K) through the same protocol
+    const int nb = 1 + static_cast<int>(rng() % 40), kb = 1 + static_cast<int>(rng() % 100);
+    mkccl::SplitKParams p{nullptr, nullptr, 1 + static_cast<int>(rng() % std::min(kb, 16))};
+    emulateReduction(1 + static_cast<int>(rng() % 2), nb, kb, p, 1 + static_cast<int>(rng() % 132),
+                     static_cast<uint32_t>(rng()));
+  }
+}
+
+TEST(GemmStreamK, ScheduleCoversEveryKBlockOnce) {
+  checkStreamK(8, 5, 64, 0, 40, 132);       // 1000 x 1032 x 4096, 128 x 256
+  checkStreamK(33, 17, 64, 396, 165, 132);  // 4097 x 4104 x 4096: three whole waves
+  checkStreamK(16, 9, 65, 0, 144, 132);     // 2000 x 2056 x 4104
+  checkStreamK(3, 5, 16, 0, 15, 60);        // fewer CTAs than SMs: 4 k-blocks each
+  checkStreamK(1, 1, 9, 0, 1, 2);
+  std::mt19937 rng(777);
+  for (int i = 0; i < 60; ++i) {
+    const int mb = 1 + static_cast<int>(rng() % 20), nb = 1 + static_cast<int>(rng() % 20);
+    const int kb = 8 + static_cast<int>(rng() % 120);
+    const int budget = 2 + static_cast<int>(rng() % 140);
+    const mkccl::StreamKSplit s = mkccl::gemmStreamKSplit(static_cast<int64_t>(mb) * nb, kb, budget);
+    if (s.skTiles == 0) continue;
+    ASSERT_LE(s.ctas, budget);
+    ASSERT_GE(static_cast<int64_t>(s.skTiles) * kb / s.ctas, mkccl::kStreamKMinKBlocks);
+    checkStreamK(mb, nb, kb, s.dpTiles, s.skTiles, s.ctas);
+  }
+}
+
+GemmPlan skPlanFor(int64_t M, int64_t N, int64_t K, int forced = 0, GemmVariant v = GemmVariant::Auto) {
+  const GemmPlan plain = mkccl::gemmPlanModel(M, N, K, v, kSms, kClusters);
+  return mkccl::gemmStreamKPlan(plain, M, N, K, v, forced, kSms, 4 * kSms, mkccl::kSplitKMaxRows);
+}
+
+// The rule: shapes whose last wave is partly empty (the issue's mid-size shapes) run stream-K;
+// shapes that fill whole waves, decode M (split K's), forced variants and gemm.stream_k=off do not;
+// gemm.stream_k=on forces it where a region exists.
+TEST(GemmStreamK, Rule) {
+  for (const auto& s : std::vector<std::array<int64_t, 3>>{
+           {1000, 1032, 4096}, {1000, 1032, 4104}, {2000, 2056, 4104}, {4097, 4104, 4096}, {4097, 4104, 4104}}) {
+    const GemmPlan p = skPlanFor(s[0], s[1], s[2]);
+    printf("stream-K %lldx%lldx%lld: 128x%d, %d whole + %d cut tiles on %d CTAs\n", (long long)s[0],
+           (long long)s[1], (long long)s[2], p.bn, p.dpTiles, p.skTiles, p.ctas);
+    EXPECT_EQ(p.splits, 0) << s[0] << "x" << s[1] << "x" << s[2];
+    EXPECT_EQ(p.clusterSize, 1);
+    EXPECT_LE(p.ctas, kSms);
+    EXPECT_LE(2 * p.ctas * (p.bn / 128), 4 * kSms) << "two partials per CTA fit the workspace";
+  }
+  EXPECT_EQ(skPlanFor(4096, 4096, 4096).splits, 1);  // 512 tiles of 128 x 256: whole waves on 128 CTAs
+  EXPECT_EQ(skPlanFor(128, 4096, 4096).splits, 1);   // decode: split K's
+  EXPECT_EQ(skPlanFor(1000, 1032, 4096, 1).splits, 1);
+  EXPECT_EQ(skPlanFor(1000, 1032, 4096, 0, GemmVariant::F256C2).splits, 1);
+  EXPECT_EQ(skPlanFor(1000, 1032, 256).splits, 1);  // 4 k-blocks: too short to cut
+  EXPECT_EQ(skPlanFor(16, 8192, 8192, 2).splits, 0);  // forced: wherever a region exists
+  const GemmPlan f = skPlanFor(1000, 1032, 4096, 2, GemmVariant::F128C1);
+  EXPECT_EQ(f.splits, 0);
+  EXPECT_EQ(f.bn, 128);
+  EXPECT_EQ(skPlanFor(1000, 1032, 4096, 2, GemmVariant::Simple).splits, 1);
 }
 
 }  // namespace

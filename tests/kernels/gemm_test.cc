@@ -231,13 +231,14 @@ TEST(Gemm, SplitKForced) {
   EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.split_k"));
 }
 
-// Split K back to back (the kernel itself re-zeroes its tile counters, so every launch must find
-// them zeroed) and the sum is deterministic (split order, whichever part is last): 50 launches
-// bit-identical. Then the same call captured in a CUDA graph (workspace made by the earlier call)
-// and replayed on fresh inputs.
-TEST(Gemm, SplitKBackToBackAndGraph) {
-  MKCCL_REQUIRE_GPUS(1);
-  const size_t M = 48, N = 4096, K = 4096, kRuns = 50;
+// Split K / stream-K back to back (the kernel itself re-zeroes its tile counters, so every launch
+// must find them zeroed) and the sum is deterministic (part order, whichever part is last): 50
+// launches bit-identical. Then the same call captured in a CUDA graph (workspace made by the
+// earlier call) and replayed on fresh inputs.
+static void backToBackAndGraph(size_t M, size_t N, size_t K, const std::string& tuning) {
+  SCOPED_TRACE(tuning + " " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+  VariantScope vs(tuning);
+  const size_t kRuns = 50;
   DevBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(kRuns * M * N * 2);
   ASSERT_TRUE(A.p && W.p && R.p && C.p);
   const uint64_t seed = mkccl::test::freshSeed();
@@ -289,6 +290,57 @@ TEST(Gemm, SplitKBackToBackAndGraph) {
   ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, 8, 8, 8, mkcclBfloat16, mkcclBfloat16, 0))
       << mkcclGetLastError(nullptr);
   CUDA_OK(cudaDeviceSynchronize());
+}
+
+TEST(Gemm, SplitKBackToBackAndGraph) {
+  MKCCL_REQUIRE_GPUS(1);
+  backToBackAndGraph(48, 4096, 4096, "auto");
+}
+
+// Stream-K (stream_k_model.h): the partly empty last wave cut into k-block ranges, one per CTA.
+// Forced on both tiles and by the rule, tails in M, N and K, every type pair, against cuBLAS and
+// (one shape) an fp32 reference on the host; back to back, deterministic, in a graph.
+TEST(Gemm, StreamK) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{1000, 1032, 4096}, {300, 264, 4104}, {257, 1000, 520}, {129, 8, 4168},
+                              {2000, 2056, 4104}, {640, 2048, 1024}, {17, 136, 8},  {4097, 4104, 4096}};
+  for (const char* v : {"auto;gemm.stream_k=on", "256x1;gemm.stream_k=on", "128x1;gemm.stream_k=on", "auto"})
+    for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
+  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
+    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
+      checkGemm(333, 520, 1000, in, out, "auto;gemm.stream_k=on");
+  checkGemm(8000, 8184, 4104, mkcclBfloat16, mkcclBfloat16, "auto");
+
+  // fp32 reference on the host: 300 x 264 x 1000 (3 x 2 tiles of 128 x 256, 16 k-blocks cut).
+  {
+    const size_t M = 300, N = 264, K = 1000;
+    VariantScope vs("256x1;gemm.stream_k=on");
+    DevBuf A(M * K * 2), W(N * K * 2), C(M * N * 4);
+    ASSERT_TRUE(A.p && W.p && C.p);
+    const uint64_t seed = mkccl::test::freshSeed();
+    SCOPED_TRACE("host reference, seed " + std::to_string(seed));
+    mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
+    mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+    mkccl::test::poison(C.p, C.bytes);
+    ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclFloat32, 0))
+        << mkcclGetLastError(nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<double> a = mkccl::test::toHostDouble(A.p, M * K, mkcclBfloat16);
+    const std::vector<double> w = mkccl::test::toHostDouble(W.p, N * K, mkcclBfloat16);
+    std::vector<double> ref(M * N, 0.0);
+    for (size_t i = 0; i < M; ++i)
+      for (size_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (size_t k = 0; k < K; ++k) acc += a[i * K + k] * w[j * K + k];
+        ref[i * N + j] = acc;
+      }
+    const ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclFloat32), ref, 1e-5);
+    EXPECT_EQ(e.wrong, 0u) << "first wrong element " << e.firstWrong;
+    EXPECT_LE(e.maxRelErr, 1e-5);
+  }
+  backToBackAndGraph(1000, 1032, 4096, "256x1;gemm.stream_k=on");
+  backToBackAndGraph(640, 2048, 1024, "128x1;gemm.stream_k=on");
+  EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.stream_k=sometimes"));
 }
 
 // K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch

@@ -2,7 +2,10 @@
 // M: 1..256 rows), each tile's K range is cut into `splits` parts that different CTAs compute. The
 // op is three pieces on the one kernel body: a scheduler that hands out (tile, k-range) units, the
 // k-range itself (tileKRange, read by the producer and the consumers), and an epilogue that
-// reduces the parts.
+// reduces the parts. The same pieces run stream-K (SplitKParams::splits == 0) for outputs whose
+// tiles leave the last wave partly empty (1000 x 1032: 40 tiles of 128 x 256 on 132 SMs; 4097 x
+// 4104: 4.25 waves): the last full wave and the remainder are cut into equal k-block ranges, one
+// per CTA, and the tiles that a range boundary cuts are reduced the same way.
 //
 // Reduction without waits: every part writes its 64 x BN fp32 accumulators (per consumer
 // warpgroup) to its own slot of a workspace, then counts itself in on the tile half's counter. The
@@ -24,17 +27,75 @@
 namespace mkccl {
 
 struct SplitKParams {
-  float* partials;  // [tiles][splits][2 halves][kAcc][128] fp32
-  int* counters;    // [tiles][2 halves]: zero between calls
-  int splits;       // >= 1, <= kBlocks
+  float* partials;  // uniform parts: [tiles][splits][2 halves][kAcc][128] fp32; stream-K: [2 ctas][2][kAcc][128]
+  int* counters;    // uniform parts: [tiles][2 halves]; stream-K: [skTiles][2]. Zero between calls
+  int splits;       // >= 1, <= kBlocks; 0: stream-K (the fields below)
+  // Stream-K (splits == 0): tiles [0, dpTiles) of the raster order are computed whole, round robin
+  // (full waves); the k-blocks of tiles [dpTiles, dpTiles + skTiles) are cut into `ctas` equal
+  // contiguous ranges, one per CTA (each CTA's range crosses tile boundaries), so the last wave
+  // is spread over every SM instead of leaving most of them idle.
+  int dpTiles = 0, skTiles = 0;
+  int ctas = 0;  // the launch's compute CTAs (the scheduler's numCtas)
 };
 
 // One unit of work: a tile (m, n; `tile` its linear index) and its k-blocks [kBegin, kEnd).
+// Stream-K: `split` is the tile's index among the stream-K tiles (-1: a whole tile, stored as is),
+// `slot` this CTA's partial slot for it (2 cta + 0 for the first tile of its range, + 1 for the last).
 struct SplitKTile {
   int m, n;
   int tile, split;
   int kBegin, kEnd;
+  int slot;
 };
+
+// Stream-K arithmetic shared by the scheduler and the epilogue: the k-block iterations of the
+// stream-K tiles are [0, iters), CTA c owns [c iters / ctas, (c + 1) iters / ctas).
+struct StreamKSpan {
+  int64_t iters;
+  int ctas, kBlocks;
+  MKCCL_HD int64_t begin(int c) const { return iters * c / ctas; }
+  // The CTA whose range holds iteration i.
+  MKCCL_HD int ctaOf(int64_t i) const { return static_cast<int>(((i + 1) * ctas - 1) / iters); }
+  // CTA c's partial slot for stream-K tile `tile`: its range's first tile gets 2c, its last 2c + 1
+  // (a range that ends a tile early in its span and starts another never needs a third: the tiles
+  // between are whole).
+  MKCCL_HD int slot(int c, int tile) const {
+    return 2 * c + (begin(c) / kBlocks == tile ? 0 : 1);
+  }
+};
+
+// The parts of a cut tile, in the order they are summed: uniform parts 0..splits-1 (slots
+// tile * splits + part); stream-K the CTAs firstCta.. whose ranges cover the tile (their slots).
+// `me`: the part of unit t; `counter`: the tile's pair of half-tile counters (index into counters).
+struct SplitKParts {
+  int parts, me, firstCta;
+  int64_t counter;
+  int64_t tileSlots;  // uniform parts: the tile's first slot
+  StreamKSpan sp;
+  int sk;
+  MKCCL_HD int64_t slot(int part) const { return tileSlots >= 0 ? tileSlots + part : sp.slot(firstCta + part, sk); }
+};
+template <class Params, class TileT>
+MKCCL_HD SplitKParts splitKParts(const Params& p, int kBlocks, const TileT& t) {
+  SplitKParts r;
+  r.sp = StreamKSpan{static_cast<int64_t>(p.skTiles) * kBlocks, p.ctas, kBlocks};
+  r.sk = t.split;
+  if (p.splits > 0) {
+    r.parts = p.splits;
+    r.me = t.split;
+    r.firstCta = 0;
+    r.counter = 2ll * t.tile;
+    r.tileSlots = static_cast<int64_t>(t.tile) * p.splits;
+  } else {
+    const int64_t it0 = static_cast<int64_t>(t.split) * kBlocks;
+    r.firstCta = r.sp.ctaOf(it0);
+    r.parts = r.sp.ctaOf(it0 + kBlocks - 1) - r.firstCta + 1;
+    r.me = t.slot / 2 - r.firstCta;
+    r.counter = 2ll * t.split;
+    r.tileSlots = -1;
+  }
+  return r;
+}
 
 // Part `split` of `splits` of kBlocks k-blocks: as even as integers allow, never empty when
 // splits <= kBlocks.
@@ -43,33 +104,81 @@ MKCCL_HD void splitKRange(int kBlocks, int splits, int split, int* begin, int* e
   *end = static_cast<int>(static_cast<int64_t>(kBlocks) * (split + 1) / splits);
 }
 
-// Units in linear order tile-major (the parts of a tile run side by side, so its partial slots are
-// still in L2 when the last one reads them); tiles M-block first. CTA c of P takes c, c + P, ...
+// Uniform parts (splits >= 1): units in linear order tile-major (the parts of a tile run side by
+// side, so its partial slots are still in L2 when the last one reads them); tiles M-block first.
+// CTA c of P takes c, c + P, ...
+// Stream-K (splits == 0): first the whole tiles c, c + P, ... below dpTiles, then the pieces of
+// CTA c's range of stream-K iterations; tiles in the plain GEMM's banded raster order.
 // No clusters (clusterSize 1).
 class SplitKScheduler {
  public:
   using Tile = SplitKTile;
   template <class Params>
   MKCCL_HD SplitKScheduler(const GemmArgs& g, const Params& p, int cta, int numCtas, int /*ctaRank*/)
-      : mBlocks_(g.sched.mBlocks), kBlocks_(g.kBlocks), splits_(p.splits), next_(cta), stride_(numCtas) {
-    total_ = static_cast<int64_t>(g.sched.mBlocks) * g.sched.nBlocks * p.splits;
+      : sched_(g.sched), kBlocks_(g.kBlocks), splits_(p.splits), dpTiles_(p.dpTiles), cta_(cta), next_(cta),
+        stride_(numCtas) {
+    if (p.splits > 0) {
+      total_ = static_cast<int64_t>(g.sched.mBlocks) * g.sched.nBlocks * p.splits;
+      cur_ = end_ = 0;
+      firstSk_ = 0;
+    } else {
+      total_ = p.dpTiles;
+      const StreamKSpan sp{static_cast<int64_t>(p.skTiles) * g.kBlocks, numCtas, g.kBlocks};
+      cur_ = sp.begin(cta);
+      end_ = sp.begin(cta + 1);
+      firstSk_ = static_cast<int>(cur_ / g.kBlocks);
+    }
   }
   MKCCL_HD bool next(Tile& t) {
-    if (next_ >= total_) return false;
-    const int64_t u = next_;
-    next_ += stride_;
-    t.tile = static_cast<int>(u / splits_);
-    t.split = static_cast<int>(u - static_cast<int64_t>(t.tile) * splits_);
-    t.m = t.tile % mBlocks_;
-    t.n = t.tile / mBlocks_;
-    splitKRange(kBlocks_, splits_, t.split, &t.kBegin, &t.kEnd);
+    t.slot = 0;
+    if (splits_ > 0) {
+      if (next_ >= total_) return false;
+      const int64_t u = next_;
+      next_ += stride_;
+      t.tile = static_cast<int>(u / splits_);
+      t.split = static_cast<int>(u - static_cast<int64_t>(t.tile) * splits_);
+      t.m = t.tile % sched_.mBlocks;
+      t.n = t.tile / sched_.mBlocks;
+      splitKRange(kBlocks_, splits_, t.split, &t.kBegin, &t.kEnd);
+      return true;
+    }
+    if (next_ < total_) {  // a whole tile of the full waves
+      t.tile = static_cast<int>(next_);
+      next_ += stride_;
+      t.split = -1;
+      t.kBegin = 0;
+      t.kEnd = kBlocks_;
+    } else {
+      if (cur_ >= end_) return false;
+      const int sk = static_cast<int>(cur_ / kBlocks_);
+      const int64_t tileBegin = static_cast<int64_t>(sk) * kBlocks_;
+      t.kBegin = static_cast<int>(cur_ - tileBegin);
+      t.kEnd = static_cast<int>(end_ - tileBegin < kBlocks_ ? end_ - tileBegin : kBlocks_);
+      cur_ = tileBegin + t.kEnd;
+      t.tile = dpTiles_ + sk;
+      t.split = t.kBegin == 0 && t.kEnd == kBlocks_ ? -1 : sk;
+      // The range's first tile takes slot 2c, a later one (only its last can be partial) 2c + 1.
+      t.slot = 2 * cta_ + (sk == firstSk_ ? 0 : 1);
+    }
+    dev::TileCoord c{0, 0};
+    dev::GroupedTileScheduler(sched_, t.tile, 1, 0).next(c);  // linear index -> raster coordinate
+    t.m = c.m;
+    t.n = c.n;
     return true;
   }
 
  private:
-  int mBlocks_, kBlocks_, splits_;
+  dev::TileSchedParams sched_;
+  int kBlocks_, splits_, dpTiles_, cta_, firstSk_;
   int64_t next_, stride_, total_;
+  int64_t cur_, end_;
 };
+
+__device__ __forceinline__ int atomicAddAcqRel(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
 
 // The reducing epilogue (one per consumer warpgroup): parts write their slot, the last part sums
 // and stores through the configuration's epilogue (StoreEpilogue).
@@ -88,7 +197,7 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // clipped whole, so nothing is staged or stored at all).
     const int64_t rows = this->g.M - (static_cast<int64_t>(t.m) * Cfg::BM + this->half * 64);
     if (rows <= 0) return;
-    if (p.splits == 1) {
+    if (p.splits == 1 || (p.splits == 0 && t.split < 0)) {  // a whole tile
       Base::store(acc, t);
       return;
     }
@@ -97,45 +206,55 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // layout). At decode M most threads hold only rows past M, which the store clips: they neither
     // write nor read partials (at M = 1, 4 of 128 threads do: 512 bytes per part, not 32 KiB).
     const bool live = rows >= 64 || static_cast<int64_t>(16u * (tid / 32u) + (tid % 32u) / 4u) < rows;
-    const int64_t tileSlots = static_cast<int64_t>(t.tile) * p.splits;
-    float* mine = p.partials + ((tileSlots + t.split) * 2 + this->half) * kSlot + tid;
+    const SplitKParts parts = splitKParts(p, this->g.kBlocks, t);
+    int* counter = p.counters + parts.counter + this->half;
+    auto slotOf = [&](int part) -> const float* {
+      return p.partials + (parts.slot(part) * 2 + this->half) * kSlot + tid;
+    };
+    float* mine = const_cast<float*>(slotOf(parts.me));
     if (live) {
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) __stcg(mine + i * 128, acc[i]);
     }
-    __threadfence();  // our slot before our count (the classic last-block reduction)
+    // The last-block reduction with one fence, not 128: the warpgroup's slot writes are ordered
+    // before thread 0's count by the barrier, and its acq_rel add releases them at GPU scope
+    // (cumulativity) and, in the last part, acquires every other part's; the second barrier orders
+    // the warpgroup's reads after that acquire.
     dev::namedBarrierSync(this->ec.barrierId, 128);
     volatile uint32_t* word =
         reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(this->flagsAddr)) + 2 + this->half;
-    int* counter = p.counters + 2 * t.tile + this->half;
-    if (tid == 0) *word = atomicAdd(counter, 1) == p.splits - 1 ? 1u : 0u;
+    if (tid == 0) *word = atomicAddAcqRel(counter, 1) == parts.parts - 1 ? 1u : 0u;
     dev::namedBarrierSync(this->ec.barrierId, 128);
     if (*word == 0) return;  // not the last part: the last one stores the tile
-    __threadfence();         // every part's slot after their counts
     // The sum goes into the accumulators themselves: they are this warpgroup's own registers and
-    // dead after the store (consumerRole owns them), and a second 64-float array would spill. Our
-    // own part is read back from its slot too, so the order of the sum is the split order whichever
-    // part is last.
+    // dead after the store (consumerRole owns them), and a second array would spill. Our own part
+    // is read back from its slot too, so the order of the sum is the part order whichever part is
+    // last.
     float(&sum)[Cfg::kAcc] = const_cast<float(&)[Cfg::kAcc]>(acc);
     if (!live) {
       // Rows past M: whatever the registers hold is clipped by the store.
-    } else if (p.splits == 2) {
+    } else if (parts.parts == 2) {
       // Two parts: a + b == b + a exactly, so our own part stays in registers.
-      const float* other = p.partials + ((tileSlots + (1 - t.split)) * 2 + this->half) * kSlot + tid;
+      const float* other = slotOf(1 - parts.me);
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(other + i * 128);
     } else {
-      const float* src = p.partials + (tileSlots * 2 + this->half) * kSlot + tid;
+      const float* src = slotOf(0);
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) sum[i] = __ldcg(src + i * 128);
-      for (int s = 1; s < p.splits; ++s) {
-        src += 2 * kSlot;
+      for (int s = 1; s < parts.parts; ++s) {
+        src = slotOf(s);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(src + i * 128);
       }
     }
     if (tid == 0) *counter = 0;  // every part has counted: zero for the next call
     Base::store(sum, t);
+  }
+  // Before the CTA exits: the last TMA stores must have finished reading shared memory; their
+  // global writes complete before the grid does (no op hook here reads C after the store).
+  __device__ __forceinline__ void finish() {
+    if (this->ec.tid == 0) dev::bulkWaitRead<0>();
   }
 };
 

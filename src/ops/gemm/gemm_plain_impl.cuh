@@ -8,6 +8,7 @@
 #include "ops/gemm/gemm_plain.cuh"
 #include "ops/gemm/gemm_pack.h"
 #include "ops/gemm/split_k_model.h"
+#include "ops/gemm/stream_k_model.h"
 #include "ops/gemm/split_k_workspace.h"
 #include "kernels/gemm/split_k.cuh"
 #include "base/log.h"
@@ -21,10 +22,12 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   using Fast128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>;
   using Simple = GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>;
   using SplitK = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>;
+  using StreamK256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>;
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
-  GemmPlan plan = gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2);
+  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2), p.M, p.N, v,
+                                         info.smCount, maxClusters2);
   SplitKWorkspace ws;
   const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount));
   if (split.splits > 1) {
@@ -32,6 +35,14 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     // capture) the unsplit plan runs (split_k_workspace.h).
     MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
     if (ws.maxUnits > 0) plan = split;
+  } else {
+    // Stream-K for a partly empty last wave (stream_k_model.h), on the same workspace.
+    const GemmPlan sk = gemmStreamKPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
+                                        splitKSlotUnits(info.smCount), kSplitKMaxRows);
+    if (sk.splits == 0) {
+      MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
+      if (ws.slotUnits > 0) plan = sk;
+    }
   }
 
   GemmArgs g;
@@ -75,18 +86,25 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   MKCCL_CHECK(encodeTileMap(&mapB, opW, p.inType, p.N, p.K, ldW, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
   if (!plan.simple) MKCCL_CHECK(encodeTileMap(&mapC, p.C, p.outType, p.M, p.N, ldc, 64));
 
-  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d",
+  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d%s",
               (long long)p.M, (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn,
-              plan.clusterSize, plan.ctas, g.kBlocks, plan.splits);
+              plan.clusterSize, plan.ctas, g.kBlocks, plan.splits, plan.splits == 0 ? " (stream-K)" : "");
   if (ldk != p.K) MKCCL_TRACE("mkcclGemm: A and W packed to a pitch of %lld elements", (long long)ldk);
   int unused = 0;
   if (plan.simple) {
     MKCCL_CHECK(Simple::prepare(dev, info.smCount, 1, &unused));
     return Simple::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
   }
-  if (plan.splits > 1) {
+  if (plan.splits != 1) {
+    SplitKParams sp{ws.partials, ws.counters, plan.splits};
+    sp.dpTiles = plan.dpTiles;
+    sp.skTiles = plan.skTiles;
+    sp.ctas = plan.ctas;
+    if (plan.bn == 256) {
+      MKCCL_CHECK(StreamK256::prepare(dev, info.smCount, 1, &unused));
+      return StreamK256::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
+    }
     MKCCL_CHECK(SplitK::prepare(dev, info.smCount, 1, &unused));
-    const SplitKParams sp{ws.partials, ws.counters, plan.splits};
     return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
   }
   if (plan.bn == 256) return Fast256::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
@@ -101,6 +119,7 @@ mkcclResult_t plainGemmPreload(int dev, int smCount) {
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 2, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);
 }
 

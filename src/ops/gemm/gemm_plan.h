@@ -19,7 +19,8 @@ struct GemmPlan {
   bool simple = false;  // debug variant: 128 x 128, no cluster, register epilogue
   int ctas = 0;         // compute CTAs (a multiple of clusterSize)
   int groupM = 16;      // raster band height in M-blocks
-  int splits = 1;       // K split into this many parts (plain GEMM only: split_k_model.h)
+  int splits = 1;       // K split into this many parts (plain GEMM only: split_k_model.h); 0: stream-K
+  int dpTiles = 0, skTiles = 0;  // stream-K: whole tiles, then tiles cut into ranges (stream_k_model.h)
 };
 
 struct GemmDeviceInfo {

@@ -35,7 +35,8 @@ mkcclResult_t splitKWorkspace(int dev, int smCount, cudaStream_t stream, SplitKW
   }
   SplitKWorkspace w;
   w.maxUnits = splitKUnits(smCount);
-  CUDA_CHECK(cudaMalloc(&w.partials, static_cast<size_t>(w.maxUnits) * kUnitBytes));
+  w.slotUnits = splitKSlotUnits(smCount);
+  CUDA_CHECK(cudaMalloc(&w.partials, static_cast<size_t>(w.slotUnits) * kUnitBytes));
   CUDA_CHECK(cudaMalloc(&w.counters, static_cast<size_t>(w.maxUnits) * 2 * sizeof(int)));
   CUDA_CHECK(cudaMemsetAsync(w.counters, 0, static_cast<size_t>(w.maxUnits) * 2 * sizeof(int), stream));
   gSpaces[key] = w;

@@ -12,13 +12,16 @@
 namespace mkccl {
 
 struct SplitKWorkspace {
-  float* partials = nullptr;  // kSplitKUnits(smCount) units of 128 x 128 fp32
-  int* counters = nullptr;    // 2 per unit
-  int maxUnits = 0;           // (tile, part) units it has room for; 0: none (capturing at first use)
+  float* partials = nullptr;  // slotUnits fp32 tiles of 128 x 128
+  int* counters = nullptr;    // 2 per unit of maxUnits
+  int maxUnits = 0;           // (tile, part) units split K may use; 0: none (capturing at first use)
+  int slotUnits = 0;          // 128 x 128 fp32 tiles allocated (stream-K: two 128 x 256 per CTA)
 };
 
-// Units the workspace of a GPU with smCount SMs holds (two waves: the model never splits more).
+// Units split K may use on a GPU with smCount SMs (two waves: the model never splits more), and
+// the 128 x 128 fp32 tiles allocated (stream-K's two partials of 128 x 256 per CTA).
 inline int splitKUnits(int smCount) { return 2 * smCount; }
+inline int splitKSlotUnits(int smCount) { return 4 * smCount; }
 
 // The workspace of (dev, stream); maxUnits 0 if it does not exist yet and the stream is capturing.
 mkcclResult_t splitKWorkspace(int dev, int smCount, cudaStream_t stream, SplitKWorkspace* out);

@@ -50,6 +50,9 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) { return (long long)t.gemm.variant; }});
     v.push_back({"gemm.split_k", {}, 0, 16, [](Tuning& t, long long x) { t.gemm.splitK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.splitK; }});
+    v.push_back({"gemm.stream_k", {"auto", "off", "on"}, 0, 0,
+                 [](Tuning& t, long long x) { t.gemm.streamK = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemm.streamK; }});
     v.push_back({"gemm.pack_k", {"auto", "off", "on"}, 0, 0, [](Tuning& t, long long x) { t.gemm.packK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.packK; }});
     v.push_back({"ag_gemm.plan", {"auto", "fused", "sequential", "ce"}, 0, 0,

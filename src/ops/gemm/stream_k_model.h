@@ -1,0 +1,102 @@
+// When the plain GEMM runs stream-K (split_k.cuh, SplitKParams::splits == 0) instead of whole
+// tiles, and with which tile: pure host arithmetic, header-only so that the CPU tests pin it.
+//
+// A persistent CTA works through whole tiles, so an output of T tiles on P CTAs takes ceil(T / P)
+// tile times: 144 tiles of 128 x 256 (2000 x 2056) take two on 132 SMs, 561 (4097 x 4104) five
+// for 4.25 waves of work, 40 (1000 x 1032) one tile time with 92 SMs idle. Stream-K keeps the
+// full waves but one as whole tiles and cuts the k-blocks of the rest into P equal ranges, one per
+// CTA: the time becomes T / P tile times plus the reduction of the tiles that a range boundary
+// cuts (each CTA writes at most two fp32 partial tiles; the last part of a tile reads the others).
+// Leaving one full wave in the stream-K region gives every CTA at least a tile's worth of
+// k-blocks, so a tile is cut into two or three parts, not a dozen.
+#pragma once
+#include <stdint.h>
+#include <algorithm>
+#include "kernels/abi/hd.h"
+#include "ops/gemm/gemm_plan_model.h"
+
+namespace mkccl {
+
+constexpr int kStreamKMinKBlocks = 4;  // each CTA's range: at least this many k-blocks
+// Cost of writing or reading one fp32 partial of a 128-column tile, in k-blocks of a 128 x 128
+// tile's mainloop at the 128 x 128 rate: 64 KiB between an SM and L2 at ~110 GB/s (~0.6 us)
+// against 2.1 MFLOP at ~4.3 TFLOP/s per SM (~0.48 us). An estimate, not yet measured.
+constexpr double kStreamKSlotKBlocks = 1.25;
+constexpr double kStreamKGain = 0.97;  // auto: stream-K only when predicted at least 3% faster
+
+struct StreamKSplit {
+  int dpTiles = 0, skTiles = 0, ctas = 0;  // skTiles 0: no stream-K
+};
+
+// The stream-K region of T tiles of kBlocks k-blocks on at most ctaBudget CTAs: every full wave but
+// the last as whole tiles, the rest in ranges of at least kStreamKMinKBlocks k-blocks (fewer CTAs
+// if the region is small). No region when the tiles fill whole waves or K is too short to cut.
+inline StreamKSplit gemmStreamKSplit(int64_t tiles, int kBlocks, int ctaBudget) {
+  StreamKSplit s;
+  const int64_t P = std::max(ctaBudget, 1);
+  if (tiles < 1 || kBlocks < 2 * kStreamKMinKBlocks || tiles % P == 0) return s;
+  const int64_t full = tiles / P;
+  const int64_t dp = full >= 1 ? (full - 1) * P : 0;
+  const int64_t sk = tiles - dp;
+  const int64_t ctas = std::min<int64_t>(P, sk * kBlocks / kStreamKMinKBlocks);
+  if (ctas < 2) return s;
+  s.dpTiles = static_cast<int>(dp);
+  s.skTiles = static_cast<int>(sk);
+  s.ctas = static_cast<int>(ctas);
+  return s;
+}
+
+// Predicted time, in k-blocks of a 128 x 128 tile at the 128 x 128 rate, of the whole-tile plan
+// (bn, cs on ctas CTAs) and of stream-K with 128 x bn tiles.
+inline double gemmWholeTileCost(int64_t M, int64_t N, int kBlocks, int bn, int cs, int ctas) {
+  const int64_t units = ceilDiv(ceilDiv(M, 128), cs) * ceilDiv(N, bn);
+  const int64_t parallel = std::max(ctas / cs, 1);
+  return static_cast<double>(ceilDiv(units, parallel)) * kBlocks * (bn / 128.0) /
+         (gemmTileEfficiency(bn, cs) / gemmTileEfficiency(128, 1));
+}
+inline double gemmStreamKCost(int64_t M, int64_t N, int kBlocks, int bn, const StreamKSplit& s) {
+  const double tile = (bn / 128.0) / (gemmTileEfficiency(bn, 1) / gemmTileEfficiency(128, 1));
+  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, bn);
+  const double waves = static_cast<double>(tiles) / s.ctas;  // dpTiles > 0 only when ctas is the budget
+  // What ends a range late: the partial of its last tile written, then, in the part that counts
+  // in last, every part of that tile read back (a cut tile has (skTiles + ctas) / skTiles parts on
+  // average: the range boundaries fall in it).
+  const double parts = static_cast<double>(s.skTiles + s.ctas) / s.skTiles;
+  return waves * kBlocks * tile + kStreamKSlotKBlocks * (bn / 128.0) * (1.0 + parts);
+}
+
+// The plan for the plain GEMM: `plain` (whole tiles) unless stream-K is predicted faster.
+// forced: the tuner's gemm.stream_k (0 auto, 1 off, 2 on: stream-K wherever a region exists, with
+// the variant's tile if it forces 256x1 or 128x1). Auto only with the auto variant and above the
+// decode rows that split K serves (kSplitKMaxRows). slotUnits: the workspace's room in fp32 tiles of
+// 128 x 128 (each CTA needs two of 128 x bn).
+inline GemmPlan gemmStreamKPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v, int forced,
+                                int ctaBudget, int slotUnits, int64_t minRows) {
+  if (plain.simple || plain.splits != 1 || forced == 1) return plain;
+  if (forced == 0 && (v != GemmVariant::Auto || M <= minRows)) return plain;
+  if (forced == 2 && v != GemmVariant::Auto && v != GemmVariant::F256C1 && v != GemmVariant::F128C1) return plain;
+  const int kBlocks = static_cast<int>(ceilDiv(K, 64));
+  const double plainCost = gemmWholeTileCost(M, N, kBlocks, plain.bn, plain.clusterSize, plain.ctas);
+  GemmPlan best = plain;
+  double bestCost = forced == 2 ? 1e300 : plainCost * kStreamKGain;
+  for (const int bn : {256, 128}) {
+    if (v == GemmVariant::F256C1 && bn != 256) continue;
+    if (v == GemmVariant::F128C1 && bn != 128) continue;
+    const StreamKSplit s = gemmStreamKSplit(ceilDiv(M, 128) * ceilDiv(N, bn), kBlocks, ctaBudget);
+    if (s.skTiles == 0 || 2 * s.ctas * (bn / 128) > slotUnits) continue;
+    const double c = gemmStreamKCost(M, N, kBlocks, bn, s);
+    if (c < bestCost) {
+      bestCost = c;
+      best.bn = bn;
+      best.clusterSize = 1;
+      best.simple = false;
+      best.splits = 0;
+      best.dpTiles = s.dpTiles;
+      best.skTiles = s.skTiles;
+      best.ctas = s.ctas;
+    }
+  }
+  return best;
+}
+
+}  // namespace mkccl
