@@ -497,6 +497,17 @@ typedef struct {
 mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                            const mkcclFp8Scales_t* scales, mkcclDataType_t outType, cudaStream_t stream);
 
+/* AllGather + GEMM with e4m3 inputs (mkcclAllGatherGemm's fp8 form: the gathered bytes halve). Rank r
+ * holds A_r[M/nranks, K] and W_r[N, K], both e4m3; C[M, N] (outType: bf16, fp16 or fp32) =
+ * (AllGather(A) . sA) · (W_r . sW)ᵀ, fp32 accumulation. If gatheredA is not NULL it receives the
+ * gathered e4m3 bytes [M, K] (A may be this rank's block of it). Per-tensor scales only
+ * (mkcclFp8ScaleTensor; block scales: mkcclInvalidUsage): sA must hold the SAME value on every rank
+ * (the activations of one tensor quantised with one scale; not checked), sW is this rank's own.
+ * K a multiple of 16, N * sizeof(outType) a multiple of 16, M divisible by nranks; one node. */
+mkcclResult_t mkcclAllGatherGemmFp8(const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N,
+                                    size_t K, const mkcclFp8Scales_t* scales, mkcclDataType_t outType,
+                                    mkcclComm_t comm, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* CUDA graphs and registered buffers (docs/GRAPHS.md)                                              */
 /* ---------------------------------------------------------------------------------------------- */

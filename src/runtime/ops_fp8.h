@@ -11,4 +11,11 @@ mkcclResult_t gemmFp8Op(const void* A, const void* W, void* C, size_t M, size_t 
                         mkcclFp8ScaleKind_t kind, const float* scaleA, const float* scaleW, mkcclDataType_t outType,
                         cudaStream_t stream);
 
+// mkcclAllGatherGemmFp8 (src/ops/ag_gemm/ag_gemm.cu): per-tensor scales; arguments checked by the
+// API (api_ag_fp8.cc). K in e4m3 elements.
+struct OpCtx;
+mkcclResult_t allGatherGemmFp8Op(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M,
+                                 size_t N, size_t K, const float* scaleA, const float* scaleW,
+                                 mkcclDataType_t outType);
+
 }  // namespace mkccl

@@ -13,18 +13,21 @@
 #include <mutex>
 #include <vector>
 #include "kernels/device/wgmma.cuh"
+#include "kernels/device/wgmma_fp8.cuh"
 #include "ops/ag_gemm/host.h"
 #include "kernels/ag_gemm/layout.h"
 #include "ops/ag_gemm/model.h"
 #include "ops/ag_gemm/rule.h"
 #include "ops/coll/coll_direct.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_fp8.h"
 #include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "runtime/cudriver.h"
 #include "base/log.h"
 #include "runtime/fused_args.h"
 #include "runtime/ops.h"
+#include "runtime/ops_fp8.h"
 #include "runtime/comm.h"
 #include "runtime/net_coll_info.h"
 #include "runtime/symmem.h"
@@ -33,6 +36,20 @@ namespace mkccl {
 namespace {
 
 const char* kOp = "mkcclAllGatherGemm";
+const char* kOpFp8 = "mkcclAllGatherGemmFp8";
+
+const char* opName(const ag::FusedCall& c) { return c.fp8 ? kOpFp8 : kOp; }
+
+// The fp8 GEMM with per-tensor scales on one GPU (K: e4m3 elements), at the communicator's
+// gemm.variant: the world of one, and the sequential plan's GEMM on the gathered region.
+mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
+                      const float* scaleA, const float* scaleW, mkcclDataType_t outType, GemmVariant v,
+                      cudaStream_t stream) {
+  GemmDeviceInfo info;
+  MKCCL_CHECK(gemmDeviceInfo(dev, &info));
+  const Fp8Problem p{A, W, C, M, N, K, mkcclFp8ScaleTensor, scaleA, scaleW, outType};
+  return gemmFp8TensorLaunch(p, v, dev, info, stream);
+}
 
 enum class Plan { Auto, Fused, Sequential, Ce };
 
@@ -71,7 +88,7 @@ ShapeKey keyOf(const ag::FusedCall& c) {
   k.dev = c.dev;
   k.ws = c.push.L.ws;
   k.me = c.push.L.me;
-  k.type = static_cast<int>(c.type);
+  k.type = static_cast<int>(c.fp8 ? mkcclFloat8e4m3 : c.type);  // fp8: bf16 bytes, another kernel
   k.M = c.M;
   k.N = c.N;
   k.K = c.K;
@@ -129,6 +146,7 @@ void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan pl
   else
     snprintf(comm, sizeof(comm), "%d comm CTAs%s%s", fp.commCtas, fp.commFromBudget ? " taken from the GEMM" : "",
              fp.sideTeams ? " + the producer warpgroups' idle warps" : "");
+  const long long kShown = c.fp8 ? 2 * c.K : c.K;  // fp8: e4m3 elements, not the 16-bit columns
   char why[240];
   if (forced)
     snprintf(why, sizeof(why), "tuning ag_gemm.plan");
@@ -136,7 +154,7 @@ void logChoice(const OpCtx& ctx, const ag::FusedCall& c, ShapeState& st, Plan pl
     snprintf(why, sizeof(why), "rule: %s; %.1f waves, push/GEMM %.2f", st.rule.why, st.rule.waves, st.rule.pushShare);
   MKCCL_INFO("%s %lldx%lldx%lld on %d ranks (rank %d): %s (%s; model: fused %.0f us = GEMM %.0f us, push %.0f us; "
              "sequential %.0f us); tile 128x%d, cluster %d, %d compute CTAs, %s",
-             kOp, static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K),
+             opName(c), static_cast<long long>(c.M), static_cast<long long>(c.N), kShown,
              ctx.comm->nranks, ctx.comm->rank, forced ? planName(plan) : ag::autoPlanName(st.rule.plan), why,
              fp.est.fusedUs, fp.est.gemmUs, fp.est.commUs, st.sequentialUs, g.bn, g.clusterSize, g.ctas, comm);
 }
@@ -161,6 +179,9 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
     MKCCL_CHECK(ag::gatherLaunch(c.push, c.dev, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
+    if (c.fp8)
+      return fp8Gemm(c.dev, c.push.region[c.push.lme], c.W, c.C, c.M, c.N, 2 * c.K, c.scaleA, c.scaleW, c.outType,
+                     c.variant, ctx.stream);
     GemmExtras x;
     x.ldw = size_t(c.ldw);
     x.ldc = size_t(c.ldc);
@@ -208,7 +229,7 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
   if (plan == Plan::Ce && !copyEnginesUsable()) {
     MKCCL_WARN("%s: the ce plan needs the driver's stream memory operations (cuStreamWaitValue64, "
                "cuStreamBatchMemOp), not found: fused",
-               kOp);
+               opName(c));
     plan = Plan::Fused;
   }
   logChoice(ctx, c, *st, plan, forced != Plan::Auto);
@@ -233,15 +254,21 @@ mkcclResult_t moreWeights(OpCtx& ctx, const FusedArgs& a, const void* full, size
   return mkcclSuccess;
 }
 
-}  // namespace
+// The per-tensor scales of an fp8 call (device pointers).
+struct Fp8Scales {
+  const float* scaleA;
+  const float* scaleW;
+};
 
-mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
+// Both entry points. fp8: `a` describes the bytes (bf16, K halved; allGatherGemmFp8Op).
+mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
   mkcclComm* comm = ctx.comm;
+  const char* op = fp8 ? kOpFp8 : kOp;
   const mkcclDataType_t t = a.inType;
   const void* A = a.A;
   void* gatheredA = a.gatheredA;
   const size_t M = a.M, K = a.K, N = a.w[0].N;
-  ARG_CHECK(t == mkcclBfloat16 || t == mkcclFloat16, "%s: datatype must be mkcclBfloat16 or mkcclFloat16", kOp);
+  ARG_CHECK(t == mkcclBfloat16 || t == mkcclFloat16, "%s: datatype must be mkcclBfloat16 or mkcclFloat16", op);
   const size_t es = 2;
   const Tuning& tune = tuningOf(comm);
   const Tuning::AgGemm& over = tune.agGemm;
@@ -254,6 +281,14 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   const int commCtas = over.commCtas >= 0 ? over.commCtas : comm->cfg.commCtas;
   const int ws = comm->nranks, me = comm->rank;
 
+  if (ws == 1 && fp8 != nullptr) {  // nothing to gather: mkcclGemmFp8, and the copy
+    MKCCL_CHECK(fp8Gemm(comm->cudaDev, A, a.w[0].W, a.w[0].C, static_cast<int64_t>(M), static_cast<int64_t>(N),
+                        2 * static_cast<int64_t>(K), fp8->scaleA, fp8->scaleW, a.outType, tune.gemm.variant,
+                        ctx.stream));
+    if (gatheredA != nullptr && gatheredA != A)
+      CUDA_CHECK(cudaMemcpyAsync(gatheredA, A, M * K * es, cudaMemcpyDeviceToDevice, ctx.stream));
+    return mkcclSuccess;
+  }
   if (ws == 1) {  // nothing to gather: the GEMM engine per weight, and a copy if the caller wants the "gathered" A
     for (int i = 0; i < a.numWeights; ++i) {
       const mkcclFusedWeight_t& w = a.w[i];
@@ -274,14 +309,16 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   GemmDeviceInfo info;
   MKCCL_CHECK(gemmDeviceInfo(comm->cudaDev, &info));
   if (info.ccMajor != 9)
-    return setError(mkcclInvalidUsage, "%s: needs a Hopper (sm_90) GPU; device %d is sm_%d%d", kOp, comm->cudaDev,
+    return setError(mkcclInvalidUsage, "%s: needs a Hopper (sm_90) GPU; device %d is sm_%d%d", op, comm->cudaDev,
                     info.ccMajor, info.ccMinor);
+  if (fp8 != nullptr && comm->nNodes > 1)
+    return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (%d nodes)", op, comm->nNodes);
   const int lws = comm->localRanks, lme = comm->localRank;
   if (comm->nNodes == 1 && (ws > kMaxLocalRanks || lws != ws))
-    return setError(mkcclInternalError, "%s: %d ranks, %d of them local", kOp, ws, comm->localRanks);
+    return setError(mkcclInternalError, "%s: %d ranks, %d of them local", op, ws, comm->localRanks);
   for (int q = 0; q < ws && comm->nNodes == 1; ++q)
     if (comm->rankLocal[q] != q)
-      return setError(mkcclInternalError, "%s: rank %d is local rank %d in a one-node communicator", kOp, q,
+      return setError(mkcclInternalError, "%s: rank %d is local rank %d in a one-node communicator", op, q,
                       comm->rankLocal[q]);
 
   ag::FusedCall c;
@@ -289,11 +326,11 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   ag::Layout& L = c.push.L;
   if (!ag::layoutFor(static_cast<int64_t>(M), static_cast<int64_t>(K), es, ws, me, &L))
     return setError(mkcclInvalidUsage, "%s: M=%zu K=%zu on %d ranks: shards of more than 2^30 rows are not supported",
-                    kOp, M, K, ws);
+                    op, M, K, ws);
   c.push.lws = lws;
   c.push.lme = lme;
   c.push.net.nodes = 1;
-  if (comm->nNodes > 1) MKCCL_CHECK(ag::netPlanFor(comm, L, kOp, &c.push.net, &c.orderNodeRanks));
+  if (comm->nNodes > 1) MKCCL_CHECK(ag::netPlanFor(comm, L, op, &c.push.net, &c.orderNodeRanks));
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchAllGatherGemm, static_cast<size_t>(L.regionBytes()), &region));
   c.push.dev = ctx.dev;
@@ -365,10 +402,42 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) {
   c.biasType = a.biasType;
   // Further weights read the gathered A from the user's gatheredA, else from our region (whole).
   c.fullRegion = a.numWeights > 1 && gatheredA == nullptr;
+  if (fp8 != nullptr) {
+    c.fp8 = 1;
+    c.scaleA = fp8->scaleA;
+    c.scaleW = fp8->scaleW;
+    return planAndRun<dev::E4m3>(ctx, c, forced);  // one weight
+  }
   if (t == mkcclBfloat16) MKCCL_CHECK(planAndRun<dev::Bf16>(ctx, c, forced));
   else MKCCL_CHECK(planAndRun<dev::F16>(ctx, c, forced));
   if (a.numWeights == 1) return mkcclSuccess;
   return moreWeights(ctx, a, gatheredA ? gatheredA : static_cast<const void*>(region->peer[lme]), K, tune.gemm.variant);
+}
+
+}  // namespace
+
+mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) { return runAgGemm(ctx, a, nullptr); }
+
+// e4m3 rows are moved as bf16 rows of K / 2 elements (the gather and the GEMM's tensor maps copy
+// bytes; kernels/ag_gemm/op_fp8.cuh). Arguments checked by mkcclAllGatherGemmFp8 (api_ag_fp8.cc).
+mkcclResult_t allGatherGemmFp8Op(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M,
+                                 size_t N, size_t K, const float* scaleA, const float* scaleW,
+                                 mkcclDataType_t outType) {
+  FusedArgs a;
+  a.A = A;
+  a.M = M;
+  a.K = K / 2;
+  a.lda = K / 2;
+  a.aRows = M / static_cast<size_t>(ctx.comm->nranks);
+  a.cRows = M;
+  a.inType = mkcclBfloat16;
+  a.outType = outType;
+  a.biasType = outType;
+  a.gatheredA = gatheredA;
+  a.numWeights = 1;
+  a.w[0] = mkcclFusedWeight_t{W, C, nullptr, N, K / 2, N};
+  const Fp8Scales s{scaleA, scaleW};
+  return runAgGemm(ctx, a, &s);
 }
 
 }  // namespace mkccl

@@ -36,6 +36,12 @@ struct FusedCall {
                         // further weights' GEMMs read it): the own shard goes there too
   int directOwn;        // in place (push.direct) with A not inside gatheredA: the own shard goes there
   int orderNodeRanks;   // across nodes numbered node by node: ranks per node (the tile order's, schedule.h)
+  // e4m3 inputs (mkcclAllGatherGemmFp8): everything above describes the bytes, as bf16 rows of
+  // K / 2 elements (type mkcclBfloat16, K and ldw halved; kernels/ag_gemm/op_fp8.cuh); the fused
+  // kernel is the fp8 one (fusedLaunch<dev::E4m3>) and the sequential plan's GEMM mkcclGemmFp8's.
+  int fp8;
+  const float* scaleA;  // device, 1 float each (per-tensor scales)
+  const float* scaleW;
 };
 
 struct FusedPlan {
@@ -51,7 +57,8 @@ struct FusedPlan {
 // SMs), and the most a configuration may ask for.
 constexpr int kMaxFreeCommCtas = 16;
 
-// Plans the fused kernel for In = dev::Bf16 / dev::F16 (ag_gemm_bf16.cu, ag_gemm_f16.cu).
+// Plans the fused kernel for In = dev::Bf16 / dev::F16 / dev::E4m3 (launch_bf16.cu, launch_f16.cu,
+// launch_fp8.cu).
 template <class In>
 mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out);
 template <class In>

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include "kernels/ag_gemm/op.cuh"
 #include "ops/ag_gemm/host.h"
-#include "kernels/ag_gemm/op.cuh"
 #include "ops/ag_gemm/model.h"
 #include "kernels/gemm/gemm_config.cuh"
 #include "ops/gemm/gemm_launch.cuh"
@@ -14,10 +13,18 @@
 namespace mkccl {
 namespace ag {
 
+// The op of an input type: AllGatherGemmOp; e4m3 specialises it (launch_fp8.cu: the fp8
+// mainloop, the scales in the parameters), declared there before its instantiations.
 template <class In>
-using Fused256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, AllGatherGemmOp>;
+struct FusedOpOf {
+  using Op = AllGatherGemmOp;
+  static void scales(FusedParams&, const FusedCall&) {}
+};
+
 template <class In>
-using Fused128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, AllGatherGemmOp>;
+using Fused256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, typename FusedOpOf<In>::Op>;
+template <class In>
+using Fused128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, typename FusedOpOf<In>::Op>;
 
 // The debugging variant (register epilogue) is not built for the fused kernel: 128 x 128 without
 // a cluster is the closest.
@@ -66,8 +73,9 @@ mkcclResult_t fusedLaunch(const FusedCall& c, const FusedPlan& plan, cudaStream_
   MKCCL_CHECK(encodeTileMap(&mapB, c.W, c.type, c.N, c.K, c.ldw, static_cast<uint32_t>(gp.bn / gp.clusterSize)));
   MKCCL_CHECK(encodeTileMap(&mapC, c.C, c.outType, c.M, c.N, c.ldc, 64));
 
-  FusedParams p;
+  typename FusedOpOf<In>::Op::Params p;
   memset(&p, 0, sizeof(p));
+  FusedOpOf<In>::scales(p, c);
   MKCCL_CHECK(encodeTileMap(&p.mapOwn, c.A, c.type, L.m, c.K, c.K, 128));
   p.push = c.push;
   p.order = tileOrderFor(L, gp.clusterSize, c.push.ce != 0 && c.ceRing != 0, c.orderNodeRanks);

@@ -1,0 +1,124 @@
+// CPU: mkcclAllGatherGemmFp8's argument checks that need no GPU (runtime/ag_fp8_args.cc compiled
+// in: libmkccl hides it). Each mistake is refused with a message naming the call and the argument;
+// block scales are mkcclInvalidUsage (valid, not built); a valid call, in place included, passes.
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <string>
+#include "base/log.h"
+#include "runtime/ag_fp8_args.h"
+
+using namespace mkccl;
+
+namespace {
+
+// Fake, 16-byte aligned and far apart device addresses (nothing is dereferenced here).
+char* at(uintptr_t mib) { return reinterpret_cast<char*>(mib << 20); }
+
+struct Call {
+  int ws = 2, rank = 1;
+  const void* A = at(1);
+  const void* W = at(100);
+  void* C = at(200);
+  void* G = nullptr;
+  size_t M = 256, N = 384, K = 512;
+  mkcclFp8Scales_t scales = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, reinterpret_cast<const float*>(at(300)),
+                                                  reinterpret_cast<const float*>(at(301)));
+  bool noScales = false;
+  mkcclDataType_t out = mkcclBfloat16;
+  mkcclResult_t run() const {
+    return agGemmFp8ArgsCheck("mkcclAllGatherGemmFp8", ws, rank, A, W, C, G, M, N, K, noScales ? nullptr : &scales,
+                              out);
+  }
+};
+
+void refused(const Call& c, const char* needle, mkcclResult_t want = mkcclInvalidArgument) {
+  SCOPED_TRACE(needle);
+  EXPECT_EQ(want, c.run());
+  const std::string msg = lastError();
+  EXPECT_NE(msg.find("mkcclAllGatherGemmFp8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+}
+
+TEST(AgGemmFp8Args, Accepted) {
+  Call c;
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  c.G = at(400);
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  c.A = at(400) + 128 * 512;  // rank 1's block of gatheredA: in place
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  c = Call();
+  c.out = mkcclFloat32;
+  c.N = 4;  // 16 bytes of fp32
+  c.K = 16;
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  c = Call();
+  c.ws = 1;
+  c.rank = 0;
+  c.M = 1;
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+}
+
+TEST(AgGemmFp8Args, Refused) {
+  Call c;
+  c.M = 0;
+  refused(c, "M=0");
+  c = Call();
+  c.M = 255;
+  refused(c, "divisible");
+  c = Call();
+  c.K = 24;
+  refused(c, "K=24");
+  c = Call();
+  c.N = 1ull << 31;
+  refused(c, "2^31");
+  c = Call();
+  c.N = 4;  // 8 bytes of bf16
+  refused(c, "N=4");
+  c = Call();
+  c.out = mkcclFloat8e4m3;
+  refused(c, "outType");
+  c = Call();
+  c.W = nullptr;
+  refused(c, "NULL");
+  c = Call();
+  c.C = at(200) + 8;
+  refused(c, "16-byte aligned");
+  c = Call();
+  c.G = at(400) + 4;
+  refused(c, "16-byte aligned");
+  c = Call();
+  c.noScales = true;
+  refused(c, "scales must not be NULL");
+  c = Call();
+  c.scales.size = 8;
+  refused(c, "scales->size");
+  c = Call();
+  c.scales.kind = static_cast<mkcclFp8ScaleKind_t>(5);
+  refused(c, "scales->kind=5");
+  c = Call();
+  c.scales.kind = mkcclFp8ScaleBlock;
+  refused(c, "block scales", mkcclInvalidUsage);
+  c = Call();
+  c.scales.scaleA = nullptr;
+  refused(c, "scaleA and scales->scaleW must not be NULL");
+  c = Call();
+  c.scales.scaleW = reinterpret_cast<const float*>(at(301) + 2);
+  refused(c, "4-byte aligned");
+  c = Call();
+  c.C = at(1);  // C over A
+  c.A = at(1) + 256 * 384 * 2 - 4096;
+  refused(c, "C overlaps");
+  c = Call();
+  c.scales.scaleA = reinterpret_cast<const float*>(at(200) + 64);  // inside C
+  refused(c, "C overlaps a scale");
+  c = Call();
+  c.G = at(400);
+  c.W = at(400) + 1024;
+  refused(c, "gatheredA overlaps W");
+  c = Call();
+  c.G = at(400);
+  c.A = at(400);  // rank 0's block, on rank 1
+  refused(c, "gatheredA overlaps A");
+}
+
+}  // namespace
