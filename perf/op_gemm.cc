@@ -150,20 +150,8 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
       if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "reference")) return 1;
       if (!cudaOk(kOp, cudaMemcpy(ref.data(), R.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
     }
-    double baseUs = -1;
-    if (args.baseline && env.cublas) {
-      baseUs = timeMedianUs(
-          [&](int i) {
-            const int k = i % nsets;
-            if (cublasGemmRef(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
-          },
-          args.warmup, args.iters, env.stream);
-      if (failed) {
-        fprintf(stderr, "gemm: cublasGemmEx failed while timing\n");
-        return 1;
-      }
-    }
-
+    // Correctness of every variant first: ours against cuBLAS on set 0, ours' output poisoned.
+    std::vector<Result> rows;
     for (const std::string& variant : variants) {
       // "" keeps the caller's setting; restored after each variant.
       const ScopedTuning scoped(nullptr, variant.empty() ? "" : "gemm.variant=" + variant);
@@ -176,8 +164,6 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
       r.shape = s;
       r.bytes = setBytes + M * N * 2;
       r.count = M * N;
-
-      // Correctness: ours against cuBLAS on set 0, ours' output poisoned first.
       if (!cudaOk(kOp, cudaMemsetAsync(C.p, 0xFF, M * N * 2, env.stream), "poison")) return 1;
       if (mkcclGemm(A[0].p, W[0].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) {
         fprintf(stderr, "gemm: mkcclGemm failed: %s\n", mkcclGetLastError(nullptr));
@@ -189,18 +175,34 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
         if (!cudaOk(kOp, cudaMemcpy(ours.data(), C.p, M * N * 2, cudaMemcpyDeviceToHost), "copy")) return 1;
         r.wrong = countWrong(ours, ref, t, &r.maxRelErr);
       }
+      rows.push_back(r);
+    }
 
-      // Timing: one GEMM per run, input set rotating.
-      r.timeUs = timeMedianUs(
-          [&](int i) {
-            const int k = i % nsets;
-            if (mkcclGemm(A[k].p, W[k].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) failed = true;
-          },
-          args.warmup, args.iters, env.stream);
-      if (failed) {
-        fprintf(stderr, "gemm: mkcclGemm failed while timing: %s\n", mkcclGetLastError(nullptr));
-        return 1;
-      }
+    // Timing: one GEMM per run, input set rotating; cuBLAS and every variant in alternating blocks
+    // (timeAlternating: the clocks' drift over a long run weighs on all alike).
+    std::vector<Candidate> cand;
+    const bool base = args.baseline && env.cublas;
+    if (base)
+      cand.emplace_back("cuBLAS", [&](int i) {
+        const int k = i % nsets;
+        if (cublasGemmRef(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+      });
+    for (const std::string& variant : variants)
+      cand.emplace_back("mkcclGemm " + (variant.empty() ? std::string("auto") : variant),
+                        [&](int i) {
+                          const int k = i % nsets;
+                          if (mkcclGemm(A[k].p, W[k].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) failed = true;
+                        },
+                        nullptr, variant.empty() ? std::string() : "gemm.variant=" + variant);
+    if (!timeAlternating(cand, args.warmup, args.iters, args.rounds, env.stream) || failed) {
+      fprintf(stderr, "gemm: a timed run failed: %s\n", mkcclGetLastError(nullptr));
+      return 1;
+    }
+    const double baseUs = base ? cand[0].us : -1;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      Result& r = rows[v];
+      const std::string& variant = variants[v];
+      r.timeUs = cand[v + (base ? 1 : 0)].us;
       r.extra["tflops"] = flop / (r.timeUs * 1e-6) / 1e12;
       const double ioBytes = 2.0 * (M * K + N * K + M * N);
       r.extra["hbm_gbps"] = ioBytes / (r.timeUs * 1e-6) / 1e9;
@@ -213,10 +215,11 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
       }
       const std::string tuning = userTuning();
       r.note = "variant " + (variant.empty() ? std::string("auto") : variant) +
-               (tuning.empty() ? "" : ", tuning " + tuning) + ", " + std::to_string(nsets) + " input sets";
-      if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "sync")) return 1;
+               (tuning.empty() ? "" : ", tuning " + tuning) + ", " + std::to_string(nsets) + " input sets, " +
+               timingNote(args.rounds);
       results->push_back(r);
     }
+    if (!cudaOk(kOp, cudaStreamSynchronize(env.stream), "sync")) return 1;
   }
   return 0;
 }
