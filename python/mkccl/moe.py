@@ -365,8 +365,9 @@ class Moe:
         grouped GEMM, combine, one after the other on the stream; 'first': dispatch_gemm instead of
         the first two; 'second': gemm_combine instead of the last two; 'both' (or True): both fused
         halves. act [max_recv_rows, inter] and y [max_recv_rows, hidden]: the intermediate buffers
-        (act=None: allocated; y=None: the handle's recv_x, no longer needed once act is computed);
-        with act= and out= given, nothing is allocated."""
+        (act=None: allocated; y=None: allocated for the unfused second half, the handle's recv_x,
+        no longer needed once act is computed, for the fused one); with act=, out= and (unfused second
+        half) y= given, nothing is allocated."""
         first, second = _fused_mode(fused)
         # Every layout check before the first (collective) call: a rank that raised after its
         # dispatch would leave its peers waiting in the combine until the timeout.
@@ -390,9 +391,7 @@ class Moe:
         else:
             self.dispatch(x, topk_idx, topk_w)
             act = grouped_gemm_swiglu(self.recv_x, w1, self.expert_offsets, inter, act)
-        if y is None:
-            y = self.recv_x
-        if second:
+        if second:  # y=None: gemm_combine's default, the handle's recv_x
             return self.gemm_combine(act, w2, y, out)
         return self.combine(self._gemm2(act, w2, y), out)
 

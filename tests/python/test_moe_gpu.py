@@ -426,8 +426,8 @@ def capture_mode():
 
 
 def test_fused_layers_captured_in_a_cuda_graph():
-    """layer() in its four forms (composed, fused 'first', 'second', 'both'), given act= and out=
-    (y: the handle's recv_x), captured in one torch CUDA graph per rank (2 ranks) after an eager
+    """layer() in its four forms (composed, fused 'first', 'second', 'both'), given act=, y= and out=
+    (nothing allocated), captured in one torch CUDA graph per rank (2 ranks) after an eager
     call, replayed 3 times with fresh x, routing and weights copied into the captured inputs:
     every form against fp32 torch and the fused ones against the composed one."""
     devices = devices_for(2)
@@ -459,13 +459,14 @@ def test_fused_layers_captured_in_a_cuda_graph():
                 x_s, idx_s, w_s = (t.clone() for t in inputs[0][r])
                 acts = {md: torch.empty(rows, I, dtype=torch.bfloat16, device=dev) for md in modes}
                 outs = {md: torch.empty(T, H, dtype=torch.bfloat16, device=dev) for md in modes}
+                ys = {md: torch.empty(rows, H, dtype=torch.bfloat16, device=dev) for md in modes}
                 w1, w2 = W["w1"][r], W["down"][r]
                 s = torch.cuda.Stream(dev)
                 s.wait_stream(torch.cuda.current_stream(dev))
 
                 def layers():
                     for md in modes:
-                        m.layer(x_s, idx_s, w_s, w1, w2, out=outs[md], fused=md, act=acts[md])
+                        m.layer(x_s, idx_s, w_s, w1, w2, out=outs[md], fused=md, act=acts[md], y=ys[md])
 
                 for t in list(outs.values()):  # loads the kernels used between replays
                     t.fill_(float("nan"))
