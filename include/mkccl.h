@@ -508,6 +508,23 @@ mkcclResult_t mkcclAllGatherGemmFp8(const void* A, const void* W, void* C, void*
                                     size_t K, const mkcclFp8Scales_t* scales, mkcclDataType_t outType,
                                     mkcclComm_t comm, cudaStream_t stream);
 
+/* GEMM + ReduceScatter / GEMM + AllReduce with e4m3 inputs (mkcclGemmReduceScatter /
+ * mkcclGemmAllReduce's fp8 form). Rank r holds A_r[M, K] and W_r[N, K] (K: its slice of the
+ * contraction), both e4m3 row-major, and its own per-tensor scales sA_r, sW_r (ranks may differ:
+ * each rank's partial product is scaled before the reduction). With P = Σ_r (A_r . sA_r) · (W_r . sW_r)ᵀ
+ * (fp32 accumulation; each partial rounded to outType before it travels, as in the 16-bit calls):
+ *   mkcclGemmReduceScatterFp8  C[M/nranks, N] = rows rank*M/nranks... of P
+ *   mkcclGemmAllReduceFp8      C[M, N] = P on every rank
+ * outType: mkcclBfloat16 or mkcclFloat16 (the partials travel in it). Per-tensor scales only
+ * (mkcclFp8ScaleTensor; block scales: mkcclInvalidUsage). K a multiple of 16, N a multiple of 8,
+ * M divisible by nranks (ReduceScatter); one node (across nodes: mkcclInvalidUsage). */
+mkcclResult_t mkcclGemmReduceScatterFp8(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                                        const mkcclFp8Scales_t* scales, mkcclDataType_t outType, mkcclComm_t comm,
+                                        cudaStream_t stream);
+mkcclResult_t mkcclGemmAllReduceFp8(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                                    const mkcclFp8Scales_t* scales, mkcclDataType_t outType, mkcclComm_t comm,
+                                    cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* CUDA graphs and registered buffers (docs/GRAPHS.md)                                              */
 /* ---------------------------------------------------------------------------------------------- */

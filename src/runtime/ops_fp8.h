@@ -18,4 +18,11 @@ mkcclResult_t allGatherGemmFp8Op(OpCtx& ctx, const void* A, const void* W, void*
                                  size_t N, size_t K, const float* scaleA, const float* scaleW,
                                  mkcclDataType_t outType);
 
+// mkcclGemmReduceScatterFp8 / mkcclGemmAllReduceFp8 (src/ops/gemm_rs/gemm_rs_fp8.cu): per-tensor
+// scales, outType bf16 or fp16; arguments checked by the API (api_rs_fp8.cc). K in e4m3 elements.
+mkcclResult_t gemmReduceScatterFp8Op(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N,
+                                     size_t K, const float* scaleA, const float* scaleW, mkcclDataType_t outType);
+mkcclResult_t gemmAllReduceFp8Op(OpCtx& ctx, const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
+                                 const float* scaleA, const float* scaleW, mkcclDataType_t outType);
+
 }  // namespace mkccl

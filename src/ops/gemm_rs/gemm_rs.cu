@@ -8,8 +8,10 @@
 #include <string.h>
 #include <mutex>
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_fp8.h"
 #include "ops/gemm/gemm_plan.h"
 #include "ops/coll/coll_direct.h"
+#include "ops/gemm_rs/fp8.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm_rs/net_route.h"
 #include "ops/tuner/op_state.h"
@@ -28,6 +30,20 @@ namespace rs {
 namespace {
 
 const char* opName(int mode) { return mode == kModeAllReduce ? "mkcclGemmAllReduce" : "mkcclGemmReduceScatter"; }
+const char* opName(int mode, const Fp8Call* fp8) {
+  if (fp8 == nullptr) return opName(mode);
+  return mode == kModeAllReduce ? "mkcclGemmAllReduceFp8" : "mkcclGemmReduceScatterFp8";
+}
+
+// fp8 (fp8.h): mkcclGemmFp8 with per-tensor scales at the communicator's gemm.variant; K in
+// 16-bit columns (the bytes), C of outType with rows of N.
+mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
+                      const Fp8Call& s, mkcclDataType_t outType, GemmVariant v, cudaStream_t stream) {
+  GemmDeviceInfo info;
+  MKCCL_CHECK(gemmDeviceInfo(dev, &info));
+  const Fp8Problem p{A, W, C, M, N, 2 * K, mkcclFp8ScaleTensor, s.scaleA, s.scaleW, outType};
+  return gemmFp8TensorLaunch(p, v, dev, info, stream);
+}
 const char* tuningPrefix(int mode) { return mode == kModeAllReduce ? "gemm_ar" : "gemm_rs"; }
 
 const char* routeName(Route r) {
@@ -59,7 +75,7 @@ struct ShapePlan {
 using ShapeCache = PlanCache<ShapeKey, ShapePlan>;
 
 mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const void* W, void* C, int64_t M,
-                          int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw) {
+                          int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw, const Fp8Call* fp8) {
   mkcclComm* comm = ctx.comm;
   const FusedPlan& plan = sp.plan;
   const PushMode push = sp.ch.push;
@@ -128,27 +144,32 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
   }
   MKCCL_CHECK(seqBumpOp(ctx));  // the kernel reads the call's number from the device (peekCallSeq)
-  if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
+  if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceLaunchFp8<dev::Bf16>(f, *fp8, ctx.stream));
+  else if (fp8 != nullptr) MKCCL_CHECK(reduceLaunchFp8<dev::F16>(f, *fp8, ctx.stream));
+  else if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
   else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
   return ce ? ceCopies(*ce, p, sp.ch.ceStreams, ctx.stream) : mkcclSuccess;
 }
 
 mkcclResult_t runSequential(OpCtx& ctx, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
-                            mkcclDataType_t t, int mode, GemmVariant v, int64_t lda, int64_t ldw) {
+                            mkcclDataType_t t, int mode, GemmVariant v, int64_t lda, int64_t ldw,
+                            const Fp8Call* fp8 = nullptr) {
   mkcclComm* comm = ctx.comm;
   const size_t es = typeSize(t);
   GemmExtras x;
   x.lda = size_t(lda);
   x.ldw = size_t(ldw);
   if (mode == kModeAllReduce) {
-    MKCCL_CHECK(gemmRunEx(A, W, C, M, N, K, t, t, x, v, ctx.stream));
+    if (fp8 != nullptr) MKCCL_CHECK(fp8Gemm(comm->cudaDev, A, W, C, M, N, K, *fp8, t, v, ctx.stream));
+    else MKCCL_CHECK(gemmRunEx(A, W, C, M, N, K, t, t, x, v, ctx.stream));
     return allReduceOp(ctx, C, C, size_t(M) * N, t, mkcclSum);
   }
   // The full partial product needs a buffer of its own: the symmetric scratch, used locally.
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, size_t(M) * N * es, &region));
   void* partial = region->peer[comm->localRank];
-  MKCCL_CHECK(gemmRunEx(A, W, partial, M, N, K, t, t, x, v, ctx.stream));
+  if (fp8 != nullptr) MKCCL_CHECK(fp8Gemm(comm->cudaDev, A, W, partial, M, N, K, *fp8, t, v, ctx.stream));
+  else MKCCL_CHECK(gemmRunEx(A, W, partial, M, N, K, t, t, x, v, ctx.stream));
   return reduceScatterOp(ctx, partial, C, size_t(M / comm->nranks) * N, t, mkcclSum);
 }
 
@@ -185,22 +206,24 @@ mkcclResult_t runExact(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v) 
 // rank's rows of C, then our AllGather of those rows into C, in place. The AllGather is a kernel
 // with a protocol of its own: it takes the next sequence number.
 mkcclResult_t runRsThenAg(OpCtx& ctx, const ShapePlan& plan, const void* A, const void* W, void* C, int64_t M,
-                          int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw) {
+                          int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw, const Fp8Call* fp8) {
   const int ws = ctx.comm->nranks;
   const size_t rows = size_t(M / ws), es = typeSize(t);
   char* mine = static_cast<char*>(C) + size_t(ctx.comm->rank) * rows * size_t(N) * es;
-  MKCCL_CHECK(launchFused(ctx, plan, A, W, mine, M, N, K, t, lda, ldw));
+  MKCCL_CHECK(launchFused(ctx, plan, A, W, mine, M, N, K, t, lda, ldw, fp8));
   opNextKernel(ctx);
   return allGatherOp(ctx, mine, C, rows * size_t(N), t);
 }
 
 // The plan of a shape: the tuner's route or the rule's, the fused configuration and its push.
 mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataType_t t, const Tuning::Reduce& over,
-                       ShapePlan* out) {
+                       ShapePlan* out, const Fp8Call* fp8) {
   const int mode = in.mode;
-  const char* name = opName(mode);
+  const char* name = opName(mode, fp8);
   Occupancy occ;
-  if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &occ));
+  if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancyFp8<dev::Bf16>(comm->cudaDev, comm->smCount, &occ));
+  else if (fp8 != nullptr) MKCCL_CHECK(reduceOccupancyFp8<dev::F16>(comm->cudaDev, comm->smCount, &occ));
+  else if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &occ));
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &occ));
   PlanInputs pin = in;
   pin.occ = occ;
@@ -249,14 +272,14 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
   if (sp.route != Route::Sequential)
     MKCCL_INFO("%s %lldx%lldx%lld, %d ranks: %s, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk, partials by "
                "%s, %s order%s (%s; model: fused %s%.0f us, rs+ag %s%.0f us, sequential %.0f us)",
-               name, (long long)in.M, (long long)in.N, (long long)in.K, in.ws, routeName(sp.route), sp.plan.bn,
+               name, (long long)in.M, (long long)in.N, (long long)(fp8 ? 2 * in.K : in.K), in.ws, routeName(sp.route), sp.plan.bn,
                sp.plan.cs, sp.plan.ctas, sp.plan.L.tiles, pushName(sp.ch.push),
                sp.plan.L.order == kOrderInterleaved ? "interleaved" : "phase", sp.plan.L.ring ? ", ring reduction" : "",
                how, rule.plan.ok ? "" : "n/a ", rule.plan.estUs, rule.rsPlan.ok ? "" : "n/a ", rule.rsAgUs, rule.seqUs);
   else
     MKCCL_INFO("%s %lldx%lldx%lld, %d ranks: sequential (GEMM, then %s) (%s; model: fused %s%.0f us, rs+ag %s%.0f us, "
                "sequential %.0f us)",
-               name, (long long)in.M, (long long)in.N, (long long)in.K, in.ws,
+               name, (long long)in.M, (long long)in.N, (long long)(fp8 ? 2 * in.K : in.K), in.ws,
                mode == kModeAllReduce ? "AllReduce" : "ReduceScatter", how, rule.plan.ok ? "" : "n/a ",
                rule.plan.estUs, rule.rsPlan.ok ? "" : "n/a ", rule.rsAgUs, rule.seqUs);
   *out = sp;
@@ -327,7 +350,10 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
 
 }  // namespace
 
-mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
+mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) { return gemmReduceOp(ctx, a, mode, nullptr); }
+
+// fp8 != nullptr: `a` describes the bytes (fp8.h; mkcclGemmReduceScatterFp8 / AllReduceFp8).
+mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode, const Fp8Call* fp8) {
   mkcclComm* comm = ctx.comm;
   const void* A = a.A;
   const void* W = a.w[0].W;
@@ -335,12 +361,17 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
   const size_t M = a.M, N = a.w[0].N, K = a.K;
   const mkcclDataType_t t = a.inType;
   const int64_t lda = int64_t(a.lda), ldw = int64_t(a.w[0].ldw);
-  const char* name = opName(mode);
+  const char* name = opName(mode, fp8);
   if (comm->ccMajor != 9)
     return setError(mkcclInvalidUsage, "%s: needs Hopper (sm_90) GPUs; device %d is sm_%d%d", name, comm->cudaDev,
                     comm->ccMajor, comm->ccMinor);
   const Tuning& tune = tuningOf(comm);
   const Tuning::Reduce& over = mode == kModeAllReduce ? tune.gemmAr : tune.gemmRs;
+  if (comm->nranks == 1 && fp8 != nullptr)
+    return fp8Gemm(comm->cudaDev, A, W, C, int64_t(M), int64_t(N), int64_t(K), *fp8, a.outType, tune.gemm.variant,
+                   ctx.stream);
+  if (fp8 != nullptr && comm->nNodes > 1)  // the API refuses it first; kept for the op's own callers
+    return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (%d nodes)", name, comm->nNodes);
   if (comm->nranks == 1) {
     GemmExtras x;
     x.lda = a.lda;
@@ -377,7 +408,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
   ShapeKey key;
   key.mode = mode;
   key.ws = in.ws;
-  key.type = int(t);
+  key.type = fp8 != nullptr ? 100 + int(t) : int(t);  // fp8: another kernel, another rule input (K halved)
   key.budget = in.ctaBudget;
   key.variant = int(in.variant);
   key.M = in.M;
@@ -386,16 +417,16 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode) {
   const ShapePlan* found = cache.find(key);
   if (found == nullptr) {
     ShapePlan made;
-    MKCCL_CHECK(makePlan(comm, in, t, over, &made));
+    MKCCL_CHECK(makePlan(comm, in, t, over, &made, fp8));
     found = cache.insert(key, made);
   }
   const ShapePlan sp = *found;
   lock.unlock();
   MKCCL_TRACE("%s call #%llu: %s", name, (unsigned long long)ctx.dev.seq, routeName(sp.route));
   switch (sp.route) {
-    case Route::Fused: return launchFused(ctx, sp, A, W, C, in.M, in.N, in.K, t, lda, ldw);
-    case Route::RsThenAg: return runRsThenAg(ctx, sp, A, W, C, in.M, in.N, in.K, t, lda, ldw);
-    default: return runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode, in.variant, lda, ldw);
+    case Route::Fused: return launchFused(ctx, sp, A, W, C, in.M, in.N, in.K, t, lda, ldw, fp8);
+    case Route::RsThenAg: return runRsThenAg(ctx, sp, A, W, C, in.M, in.N, in.K, t, lda, ldw, fp8);
+    default: return runSequential(ctx, A, W, C, in.M, in.N, in.K, t, mode, in.variant, lda, ldw, fp8);
   }
 }
 
