@@ -1,0 +1,144 @@
+// CPU: mkcclGemmReduceScatterFp8 / mkcclGemmAllReduceFp8's argument checks that need no GPU
+// (runtime/rs_fp8_args.cc compiled in: libmkccl hides it). Each mistake is refused with a message
+// naming the call and the argument; block scales and a communicator spanning nodes are
+// mkcclInvalidUsage (valid, not built); valid calls of both ops pass.
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <string>
+#include "base/log.h"
+#include "runtime/rs_fp8_args.h"
+
+using namespace mkccl;
+
+namespace {
+
+// Fake, 16-byte aligned and far apart device addresses (nothing is dereferenced here).
+char* at(uintptr_t mib) { return reinterpret_cast<char*>(mib << 20); }
+
+struct Call {
+  bool ar = false;
+  int ws = 2, nodes = 1;
+  const void* A = at(1);
+  const void* W = at(100);
+  void* C = at(200);
+  size_t M = 256, N = 384, K = 512;
+  mkcclFp8Scales_t scales = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, reinterpret_cast<const float*>(at(300)),
+                                                  reinterpret_cast<const float*>(at(301)));
+  bool noScales = false;
+  mkcclDataType_t out = mkcclBfloat16;
+  const char* op() const { return ar ? "mkcclGemmAllReduceFp8" : "mkcclGemmReduceScatterFp8"; }
+  mkcclResult_t run() const {
+    return gemmReduceFp8ArgsCheck(op(), ar, ws, nodes, A, W, C, M, N, K, noScales ? nullptr : &scales, out);
+  }
+};
+
+void refused(const Call& c, const char* needle, mkcclResult_t want = mkcclInvalidArgument) {
+  SCOPED_TRACE(needle);
+  EXPECT_EQ(want, c.run());
+  const std::string msg = lastError();
+  EXPECT_NE(msg.find(c.op()), std::string::npos) << msg;
+  EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+}
+
+TEST(GemmReduceFp8Args, Accepted) {
+  for (bool ar : {false, true}) {
+    SCOPED_TRACE(ar ? "AllReduce" : "ReduceScatter");
+    Call c;
+    c.ar = ar;
+    EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+    c.out = mkcclFloat16;
+    c.N = 8;
+    c.K = 16;
+    c.ws = 4;
+    c.M = 4;
+    EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+    c = Call();
+    c.ar = ar;
+    c.ws = 1;
+    c.M = 1;
+    EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  }
+  // AllReduce: M need not divide by the ranks.
+  Call c;
+  c.ar = true;
+  c.ws = 3;
+  c.M = 7;
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  // ReduceScatter: C holds M / ws rows, so a C ending where A starts does not overlap it.
+  c = Call();
+  c.C = at(1);
+  c.A = at(1) + 128 * 384 * 2;
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+}
+
+TEST(GemmReduceFp8Args, Refused) {
+  Call c;
+  c.M = 0;
+  refused(c, "M=0");
+  c = Call();
+  c.M = 255;
+  refused(c, "divisible");
+  c = Call();
+  c.K = 24;
+  refused(c, "K=24");
+  c = Call();
+  c.N = 1ull << 31;
+  refused(c, "2^31");
+  c = Call();
+  c.N = 12;
+  refused(c, "N=12");
+  c = Call();
+  c.out = mkcclFloat32;
+  refused(c, "outType");
+  c = Call();
+  c.out = mkcclFloat8e4m3;
+  refused(c, "outType");
+  c = Call();
+  c.A = nullptr;
+  refused(c, "NULL");
+  c = Call();
+  c.W = at(100) + 8;
+  refused(c, "16-byte aligned");
+  c = Call();
+  c.noScales = true;
+  refused(c, "scales must not be NULL");
+  c = Call();
+  c.scales.size = 8;
+  refused(c, "scales->size");
+  c = Call();
+  c.scales.kind = static_cast<mkcclFp8ScaleKind_t>(5);
+  refused(c, "scales->kind=5");
+  c = Call();
+  c.scales.kind = mkcclFp8ScaleBlock;
+  refused(c, "block scales", mkcclInvalidUsage);
+  c = Call();
+  c.scales.scaleW = nullptr;
+  refused(c, "scaleA and scales->scaleW must not be NULL");
+  c = Call();
+  c.scales.scaleA = reinterpret_cast<const float*>(at(300) + 2);
+  refused(c, "4-byte aligned");
+  c = Call();
+  c.C = at(1);  // C over A
+  c.A = at(1) + 128 * 384 * 2 - 4096;
+  refused(c, "C overlaps A or W");
+  c = Call();
+  c.ar = true;  // AllReduce: C holds all M rows, so it reaches A here
+  c.C = at(1);
+  c.A = at(1) + 128 * 384 * 2;
+  refused(c, "C overlaps A or W");
+  c = Call();
+  c.W = at(200) + 1024;  // inside C
+  refused(c, "C overlaps A or W");
+  c = Call();
+  c.scales.scaleW = reinterpret_cast<const float*>(at(200) + 64);  // inside C
+  refused(c, "C overlaps a scale");
+  for (bool ar : {false, true}) {
+    c = Call();
+    c.ar = ar;
+    c.nodes = 2;
+    c.ws = 4;
+    refused(c, "across nodes", mkcclInvalidUsage);
+  }
+}
+
+}  // namespace
