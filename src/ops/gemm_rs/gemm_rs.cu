@@ -367,9 +367,12 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode, const Fp8Ca
                     comm->ccMajor, comm->ccMinor);
   const Tuning& tune = tuningOf(comm);
   const Tuning::Reduce& over = mode == kModeAllReduce ? tune.gemmAr : tune.gemmRs;
-  if (comm->nranks == 1 && fp8 != nullptr)
+  if (comm->nranks == 1 && fp8 != nullptr) {  // mkcclGemmFp8
+    MKCCL_CHECK(cuDriverLoad());
+    MKCCL_CHECK(gemmCheckFault());
     return fp8Gemm(comm->cudaDev, A, W, C, int64_t(M), int64_t(N), int64_t(K), *fp8, a.outType, tune.gemm.variant,
                    ctx.stream);
+  }
   if (fp8 != nullptr && comm->nNodes > 1)  // the API refuses it first; kept for the op's own callers
     return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (%d nodes)", name, comm->nNodes);
   if (comm->nranks == 1) {
