@@ -204,7 +204,8 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   add(&v[4], Candidate(std::string(name) + " sequential", ours, env.comm, forced("sequential", nullptr)));
   add(&v[5], Candidate(std::string(name) + " fused", ours, env.comm, forced("fused", nullptr)));
   add(&v[6], Candidate(std::string(name) + " fused, other push", ours, env.comm, forced("fused", otherPush)));
-  if (allReduce && M % ws == 0) add(&v[7], Candidate(std::string(name) + " rs_ag", ours, env.comm, forced("rs_ag", nullptr)));
+  if (allReduce && M % ws == 0)
+    add(&v[7], Candidate(std::string(name) + " rs_ag", ours, env.comm, forced("rs_ag", nullptr)));
   if (haveLt) {
     add(&v[2], Candidate("cuBLASLt fp8 alone", lt8));
     add(&v[3], Candidate(nccl ? "NCCL alone" : "our collective alone", [&](int) { coll(); }));

@@ -34,6 +34,7 @@ const char* opName(int mode, const Fp8Call* fp8) {
   if (fp8 == nullptr) return opName(mode);
   return mode == kModeAllReduce ? "mkcclGemmAllReduceFp8" : "mkcclGemmReduceScatterFp8";
 }
+const char* tuningPrefix(int mode) { return mode == kModeAllReduce ? "gemm_ar" : "gemm_rs"; }
 
 // fp8 (fp8.h): mkcclGemmFp8 with per-tensor scales at the communicator's gemm.variant; K in
 // 16-bit columns (the bytes), C of outType with rows of N.
@@ -44,7 +45,6 @@ mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M,
   const Fp8Problem p{A, W, C, M, N, 2 * K, mkcclFp8ScaleTensor, s.scaleA, s.scaleW, outType};
   return gemmFp8TensorLaunch(p, v, dev, info, stream);
 }
-const char* tuningPrefix(int mode) { return mode == kModeAllReduce ? "gemm_ar" : "gemm_rs"; }
 
 const char* routeName(Route r) {
   switch (r) {
@@ -221,8 +221,9 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
   const int mode = in.mode;
   const char* name = opName(mode, fp8);
   Occupancy occ;
-  if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancyFp8<dev::Bf16>(comm->cudaDev, comm->smCount, &occ));
-  else if (fp8 != nullptr) MKCCL_CHECK(reduceOccupancyFp8<dev::F16>(comm->cudaDev, comm->smCount, &occ));
+  const int cudaDev = comm->cudaDev, sms = comm->smCount;
+  if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancyFp8<dev::Bf16>(cudaDev, sms, &occ));
+  else if (fp8 != nullptr) MKCCL_CHECK(reduceOccupancyFp8<dev::F16>(cudaDev, sms, &occ));
   else if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &occ));
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &occ));
   PlanInputs pin = in;
@@ -272,8 +273,8 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
   if (sp.route != Route::Sequential)
     MKCCL_INFO("%s %lldx%lldx%lld, %d ranks: %s, tile 128x%d, cluster %d, %d CTAs, %d tiles per chunk, partials by "
                "%s, %s order%s (%s; model: fused %s%.0f us, rs+ag %s%.0f us, sequential %.0f us)",
-               name, (long long)in.M, (long long)in.N, (long long)(fp8 ? 2 * in.K : in.K), in.ws, routeName(sp.route), sp.plan.bn,
-               sp.plan.cs, sp.plan.ctas, sp.plan.L.tiles, pushName(sp.ch.push),
+               name, (long long)in.M, (long long)in.N, (long long)(fp8 ? 2 * in.K : in.K), in.ws, routeName(sp.route),
+               sp.plan.bn, sp.plan.cs, sp.plan.ctas, sp.plan.L.tiles, pushName(sp.ch.push),
                sp.plan.L.order == kOrderInterleaved ? "interleaved" : "phase", sp.plan.L.ring ? ", ring reduction" : "",
                how, rule.plan.ok ? "" : "n/a ", rule.plan.estUs, rule.rsPlan.ok ? "" : "n/a ", rule.rsAgUs, rule.seqUs);
   else
