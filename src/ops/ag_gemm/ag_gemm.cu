@@ -45,6 +45,8 @@ const char* opName(const ag::FusedCall& c) { return c.fp8 ? kOpFp8 : kOp; }
 mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
                       const float* scaleA, const float* scaleW, mkcclDataType_t outType, GemmVariant v,
                       cudaStream_t stream) {
+  MKCCL_CHECK(cuDriverLoad());     // the tensor maps' encoder (the world of one reaches here first)
+  MKCCL_CHECK(gemmCheckFault());
   GemmDeviceInfo info;
   MKCCL_CHECK(gemmDeviceInfo(dev, &info));
   const Fp8Problem p{A, W, C, M, N, K, mkcclFp8ScaleTensor, scaleA, scaleW, outType};
