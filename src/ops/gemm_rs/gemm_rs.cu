@@ -12,6 +12,7 @@
 #include "ops/coll/coll_direct.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm_rs/net_route.h"
+#include "ops/gemm_rs/net_fused.h"
 #include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "runtime/comm.h"
@@ -290,6 +291,11 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
   if (nr.exact) {
     MKCCL_TRACE("%s call #%llu: across %d nodes, exact route", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
     return runExact(ctx, a, mode, v);
+  }
+  if (over.net == 1 && mode == kModeReduceScatter) {  // gemm_rs.net=fused (net_fused.h)
+    bool ran = false;
+    MKCCL_CHECK(runNetFused(ctx, a, v, over, &ran));
+    if (ran) return mkcclSuccess;
   }
   {
     // Logged once per shape, like the one-node plans (the cache holds a sequential plan).
