@@ -8,6 +8,10 @@
 //   - 20 calls queued back to back, ReduceScatter and AllReduce alternating, each with its own
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
+// GemmRsNetFused* force gemm_rs.net=fused (GEMM+ReduceScatter with the network inside the persistent
+// kernel; off by default): the same references, odd shapes, 20 calls back to back (AllReduce calls,
+// which run the sequential route, in between) and the absent counterpart. THESE HAVE NOT YET RUN ON A
+// GPU: they were written with the fused route, which is built but untested on hardware.
 // The overlap benchmark (*Overlap*, disabled by default) times the call against the GEMM alone and
 // the transfer alone.
 #include <gtest/gtest.h>
@@ -185,8 +189,9 @@ void runShapes(NetWorld& w, uint64_t seed) {
 
 // 20 calls queued without a host sync, ReduceScatter and AllReduce alternating, each with its own
 // fresh inputs and poisoned outputs.
-void runBackToBack(NetWorld& w, uint64_t seed) {
+void runBackToBack(NetWorld& w, uint64_t seed, const char* tuning = "") {
   const int ws = w.size(), n = 20;
+  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
   std::vector<std::vector<Call>> cs(n, std::vector<Call>(ws));
   w.onEveryRank([&](int r) {
     for (int i = 0; i < n; ++i) {
@@ -212,6 +217,27 @@ void runBackToBack(NetWorld& w, uint64_t seed) {
     EXPECT_EQ("", sameBits(ptrs)) << "call " << i;
     for (Call& c : cs[i]) c.release();
   }
+  w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
+}
+
+// gemm_rs.net=fused (not yet run on a GPU): ReduceScatter shapes whose rows per rank straddle tiles
+// and nodes (200, 72, 8, 130 rows), N and K tails, both tile widths and both publications.
+void runFusedShapes(NetWorld& w, uint64_t seed) {
+  const Shape shapes[] = {{false, 200, 392, 520}, {false, 72, 136, 264}, {false, 8, 64, 136},
+                          {false, 130, 264, 64},  {false, 256, 256, 512}};
+  const char* tunings[] = {"gemm_rs.net=fused", "gemm_rs.net=fused;gemm.variant=128x1",
+                           "gemm_rs.net=fused;gemm_rs.publish=early"};
+  int i = 100;
+  for (const char* tuning : tunings) {
+    w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
+    for (const Shape& s : shapes) {
+      ++i;
+      runOne(w, s, false, describe(s, tuning, false, seed + i), seed + i);
+      if (testing::Test::HasFailure()) break;
+    }
+    if (testing::Test::HasFailure()) break;
+  }
+  w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
 }
 
 uint64_t seedOf() {
@@ -237,11 +263,31 @@ INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNet, testing::Values(Split{2, 1}, Split{2
                            return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
                          });
 
+// The fused route across nodes (gemm_rs.net=fused). Not yet run on a GPU.
+class GemmRsNetFused : public testing::TestWithParam<Split> {};
+
+TEST_P(GemmRsNetFused, Shapes) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  runFusedShapes(w, seedOf());
+}
+
+TEST_P(GemmRsNetFused, TwentyCallsBackToBack) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  runBackToBack(w, seedOf(), "gemm_rs.net=fused");
+}
+
+INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}),
+                         [](const testing::TestParamInfo<Split>& i) {
+                           return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
+                         });
+
 // Rank 1 (the other node) never makes the call: rank 0's waits end in an error within the
 // timeout, and its kernels leave.
-TEST(GemmRsNetErrors, CounterpartNeverJoins) {
+// tuning: "" (the sequential route) or gemm_rs.net=fused (the fused route: not yet run on a GPU).
+void counterpartNeverJoins(const char* tuning) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}), 0, 3000);
   std::vector<Call> calls(2);
+  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
   w.onEveryRank([&](int r) {  // a first call on both: sizes the regions
     calls[r].alloc(false, false, 2, 512, 256, 512, 4, r, w.streams[r]);
     ASSERT_TRUE(calls[r].ok);
@@ -267,6 +313,12 @@ TEST(GemmRsNetErrors, CounterpartNeverJoins) {
     calls[r].release();
   }
 }
+
+TEST(GemmRsNetErrors, CounterpartNeverJoins) { counterpartNeverJoins(""); }
+
+// The fused route's waits (the counterpart's window, its node sums) end in an error too. Not yet
+// run on a GPU.
+TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins("gemm_rs.net=fused"); }
 
 // Overlap on emulated nodes (2 x 1, both ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape and op, the median over
