@@ -276,23 +276,37 @@ class ScheduleT {
  private:
   // Position p of the order -> (phase, cluster tile of the chunk). 32-bit: a 64-bit division is a
   // subroutine call, which the consumers' register budget cannot afford around their accumulators.
-  // Across nodes the order is two such orders: every phase's tiles of the other nodes' sub-chunks
-  // (cluster tiles [0, Vc - Vc/subs) of each chunk), then every phase's tiles of this node's.
   MKCCL_HD void locate(int p, int* step, int* v) const {
+    if (kNet) {
+      locateNet(p, step, v);
+      return;
+    }
+    const Layout& L = *L_;
+    const int sends = L.ws - 1;  // >= 1: the one-node kernel runs on 2 ranks or more
+    if (L.order == kOrderInterleaved && p < sends * L.clusterTiles) {
+      *step = p % sends;
+      *v = p / sends;
+    } else {
+      *step = p / L.clusterTiles;
+      *v = p - *step * L.clusterTiles;
+    }
+  }
+  // Across nodes the order is two such orders: every phase's tiles of the other nodes' sub-chunks
+  // (cluster tiles [0, Vc - Vc/subs) of each chunk), then every phase's tiles of this node's. (A
+  // function of its own: folded into locate, the one-node kernel's consumers spilled 4 bytes more.)
+  MKCCL_HD void locateNet(int p, int* step, int* v) const {
     const Layout& L = *L_;
     int vc = L.clusterTiles, v0 = 0;
-    if (kNet) {
-      const int foreign = L.clusterTiles - L.clusterTiles / L.subs;
-      if (p < L.ws * foreign) {
-        vc = foreign;
-      } else {
-        p -= L.ws * foreign;
-        vc -= foreign;
-        v0 = foreign;
-      }
+    const int foreign = L.clusterTiles - L.clusterTiles / L.subs;
+    if (p < L.ws * foreign) {
+      vc = foreign;
+    } else {
+      p -= L.ws * foreign;
+      vc -= foreign;
+      v0 = foreign;
     }
     const int sends = L.ws - 1;  // 0 across nodes of one rank each: every tile is final
-    if (L.order == kOrderInterleaved && (!kNet || sends > 0) && p < sends * vc) {
+    if (L.order == kOrderInterleaved && sends > 0 && p < sends * vc) {
       *step = p % sends;
       *v = v0 + p / sends;
     } else {
