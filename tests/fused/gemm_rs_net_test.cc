@@ -8,10 +8,11 @@
 //   - 20 calls queued back to back, ReduceScatter and AllReduce alternating, each with its own
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
-// GemmRsNetFused* force gemm_rs.net=fused (GEMM+ReduceScatter with the network inside the persistent
-// kernel; off by default): the same references, odd shapes, 20 calls back to back (AllReduce calls,
-// which run the sequential route, in between) and the absent counterpart. THESE HAVE NOT YET RUN ON A
-// GPU: they were written with the fused route, which is built but untested on hardware.
+// GemmRsNetFused* force gemm_rs.net=fused and gemm_ar.net=fused (GEMM+ReduceScatter with the network
+// inside the persistent kernel, the AllReduce as that ReduceScatter then the hierarchical
+// AllGather; off by default): the same references, odd shapes, 20 calls back to back alternating
+// the two, and the absent counterpart. THESE HAVE NOT YET RUN ON A GPU: they were written with the
+// fused route, which is built but untested on hardware.
 // The overlap benchmark (*Overlap*, disabled by default) times the call against the GEMM alone and
 // the transfer alone.
 #include <gtest/gtest.h>
@@ -220,13 +221,17 @@ void runBackToBack(NetWorld& w, uint64_t seed, const char* tuning = "") {
   w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
 }
 
-// gemm_rs.net=fused (not yet run on a GPU): ReduceScatter shapes whose rows per rank straddle tiles
-// and nodes (200, 72, 8, 130 rows), N and K tails, both tile widths and both publications.
+// gemm_rs.net=fused / gemm_ar.net=fused (not yet run on a GPU): ReduceScatter shapes whose rows per
+// rank straddle tiles and nodes (200, 72, 8, 130 rows), N and K tails; AllReduce shapes (M = 392,
+// 136: divisible by the ranks; M = 333 is not, and falls back to the sequential route); both tile
+// widths and both publications. AllReduce results must be bit-identical on every rank.
 void runFusedShapes(NetWorld& w, uint64_t seed) {
   const Shape shapes[] = {{false, 200, 392, 520}, {false, 72, 136, 264}, {false, 8, 64, 136},
-                          {false, 130, 264, 64},  {false, 256, 256, 512}};
-  const char* tunings[] = {"gemm_rs.net=fused", "gemm_rs.net=fused;gemm.variant=128x1",
-                           "gemm_rs.net=fused;gemm_rs.publish=early"};
+                          {false, 130, 264, 64},  {false, 256, 256, 512}, {true, 392, 392, 520},
+                          {true, 136, 136, 264},  {true, 333, 392, 520}};
+  const char* tunings[] = {"gemm_rs.net=fused;gemm_ar.net=fused",
+                           "gemm_rs.net=fused;gemm_ar.net=fused;gemm.variant=128x1",
+                           "gemm_rs.net=fused;gemm_ar.net=fused;gemm_rs.publish=early"};
   int i = 100;
   for (const char* tuning : tunings) {
     w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
@@ -273,7 +278,7 @@ TEST_P(GemmRsNetFused, Shapes) {
 
 TEST_P(GemmRsNetFused, TwentyCallsBackToBack) {
   NET_WORLD_OR_SKIP(w, GetParam());
-  runBackToBack(w, seedOf(), "gemm_rs.net=fused");
+  runBackToBack(w, seedOf(), "gemm_rs.net=fused;gemm_ar.net=fused");
 }
 
 INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}),

@@ -64,14 +64,16 @@ mkcclResult_t netFusedLaunch(OpCtx& ctx, const NetFusedPlan& plan, const void* A
   return netReduceLaunch<dev::F16>(f, comm->cudaDev, comm->smCount, ctx.stream);
 }
 
-mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, GemmVariant v, const Tuning::Reduce& over, bool* ran) {
+mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, const Tuning::Reduce& over,
+                          bool* ran) {
   *ran = false;
   mkcclComm* comm = ctx.comm;
+  const char* name = mode == kModeAllReduce ? "mkcclGemmAllReduce" : "mkcclGemmReduceScatter";
   NetCollInfo* info = netCollInfo(comm);
   const mkcclFusedWeight_t& w = a.w[0];
   if (info == nullptr || (a.inType != mkcclBfloat16 && a.inType != mkcclFloat16)) return mkcclSuccess;
   NetFusedInputs in;
-  in.mode = kModeReduceScatter;
+  in.mode = kModeReduceScatter;  // AllReduce: the ReduceScatter's plan (then an AllGather)
   in.nodes = info->nNodes;
   in.perNode = info->localRanks;
   in.node = info->node;
@@ -95,20 +97,28 @@ mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, GemmVariant v, const T
   in.windowBytes = info->windowBytes;
   const NetFusedPlan plan = netFusedPlan(in);
   if (!plan.ok) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true))
-      MKCCL_WARN("mkcclGemmReduceScatter: gemm_rs.net=fused cannot run %zux%zux%zu on %d nodes of %d ranks (%s): "
-                 "the sequential route runs",
-                 a.M, w.N, a.K, in.nodes, in.perNode, plan.why);
+    static std::atomic<bool> warned[2] = {{false}, {false}};
+    if (!warned[mode == kModeAllReduce ? 1 : 0].exchange(true))
+      MKCCL_WARN("%s: %s.net=fused cannot run %zux%zux%zu on %d nodes of %d ranks (%s): the sequential route runs",
+                 name, mode == kModeAllReduce ? "gemm_ar" : "gemm_rs", a.M, w.N, a.K, in.nodes, in.perNode, plan.why);
     return mkcclSuccess;
   }
-  MKCCL_TRACE("mkcclGemmReduceScatter call #%llu: across %d nodes, fused (tile 128x%d, cluster %d, %d CTAs, %d tiles "
-              "per sub-chunk, %lld bytes per put)",
-              (unsigned long long)ctx.dev.seq, in.nodes, plan.L.bn, plan.L.cs, plan.ctas, int(netSubTiles(plan.L)),
-              (long long)netPutBytes(plan.L, in.es));
+  MKCCL_TRACE("%s call #%llu: across %d nodes, fused ReduceScatter%s (tile 128x%d, cluster %d, %d CTAs, %d tiles per "
+              "sub-chunk, %lld bytes per put)",
+              name, (unsigned long long)ctx.dev.seq, in.nodes, mode == kModeAllReduce ? ", then AllGather" : "",
+              plan.L.bn, plan.L.cs, plan.ctas, int(netSubTiles(plan.L)), (long long)netPutBytes(plan.L, in.es));
   *ran = true;
-  return netFusedLaunch(ctx, plan, a.A, w.W, w.C, int64_t(a.M), int64_t(w.N), int64_t(a.K), a.inType,
-                        int64_t(a.lda), int64_t(w.ldw), over.publish > 0);
+  if (mode != kModeAllReduce)
+    return netFusedLaunch(ctx, plan, a.A, w.W, w.C, int64_t(a.M), int64_t(w.N), int64_t(a.K), a.inType,
+                          int64_t(a.lda), int64_t(w.ldw), over.publish > 0);
+  // AllReduce: the fused ReduceScatter into this rank's rows of C, then the hierarchical AllGather of
+  // those rows into C, in place (a kernel with a protocol of its own: the next sequence number).
+  const size_t rows = a.M / size_t(comm->nranks), es = typeSize(a.inType);
+  char* mine = static_cast<char*>(w.C) + size_t(comm->rank) * rows * w.N * es;
+  MKCCL_CHECK(netFusedLaunch(ctx, plan, a.A, w.W, mine, int64_t(a.M), int64_t(w.N), int64_t(a.K), a.inType,
+                             int64_t(a.lda), int64_t(w.ldw), over.publish > 0));
+  opNextKernel(ctx);
+  return allGatherOp(ctx, mine, w.C, rows * w.N, a.inType);
 }
 
 }  // namespace rs

@@ -17,9 +17,12 @@ mkcclResult_t netFusedLaunch(OpCtx& ctx, const NetFusedPlan& plan, const void* A
                              int64_t M, int64_t N, int64_t K, mkcclDataType_t t, int64_t lda, int64_t ldw,
                              bool earlyPublish);
 
-// gemm_rs.net=fused: plans this call and, where the fused kernel can run it, enqueues it (*ran);
-// else leaves *ran false (the caller runs the sequential route; warned once per process).
-mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, GemmVariant v, const Tuning::Reduce& over, bool* ran);
+// gemm_rs.net=fused / gemm_ar.net=fused: plans this call and, where the fused kernel can run it,
+// enqueues it (*ran); else leaves *ran false (the caller runs the sequential route; warned once per
+// process and op). AllReduce (mode kModeAllReduce): the fused ReduceScatter into this rank's rows
+// of C, then the hierarchical AllGather of the rows, in place.
+mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, const Tuning::Reduce& over,
+                          bool* ran);
 
 }  // namespace rs
 }  // namespace mkccl
