@@ -329,9 +329,11 @@ TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins("gemm_
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape and op, the median over
 // iterations of the call, of the GEMM alone (mkcclGemm, this rank's M x N x K) and of the transfer
 // alone (mkcclReduceScatter / mkcclAllReduce of an M x N partial across the same nodes), every rank
-// running at once; ratio = call / max(GEMM, transfer). The route across nodes is sequential (GEMM,
-// then the collective), so the ratio shows what the missing overlap costs. One JSON line per case
-// ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this setup's, not a node's.
+// running at once; ratio = call / max(GEMM, transfer). The default route across nodes is sequential
+// (GEMM, then the collective), so its ratio shows what the missing overlap costs. One JSON line per case
+// ("BENCH {...}"), with the fused route (gemm_rs.net / gemm_ar.net = fused; not yet run on a GPU)
+// timed in the same run: fused_call_us, its overlap ratio, and fused / sequential. Ranks sharing one
+// GPU compete for it: the numbers are this setup's, not a node's.
 TEST(GemmRsNetBench, DISABLED_Overlap) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}));
   const int ws = w.size(), warm = 3, iters = 11;
@@ -344,7 +346,7 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
                      {true, 2048, 4096, 8192},  {true, 1024, 2048, 65536}};
   HostBarrier bar(ws);
   for (const B& b : cases) {
-    std::vector<double> call(ws), gemm(ws), xfer(ws);
+    std::vector<double> call(ws), fused(ws), gemm(ws), xfer(ws);
     w.onEveryRank([&](int r) {
       cudaStream_t st = w.streams[r];
       Call c;
@@ -371,6 +373,10 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
         return medianOf(ms) * 1e3;
       };
       call[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      // The fused route across nodes (not yet run on a GPU), timed in the same run.
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "gemm_rs.net=fused;gemm_ar.net=fused"));
+      fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(c.A, c.W, P, b.M, b.N, b.K, mkcclBfloat16, mkcclBfloat16, st); });
       xfer[r] = timeIt([&] {
         return b.ar ? mkcclAllReduce(P, P, b.M * b.N, mkcclBfloat16, mkcclSum, w.comms[r], st)
@@ -382,13 +388,15 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
       c.release();
     });
     const double f = *std::max_element(call.begin(), call.end());
+    const double ff = *std::max_element(fused.begin(), fused.end());
     const double g = *std::max_element(gemm.begin(), gemm.end());
     const double x = *std::max_element(xfer.begin(), xfer.end());
     std::printf("BENCH {\"op\":\"%s\",\"split\":\"2x1\",\"route\":\"sequential\",\"M\":%zu,\"N\":%zu,\"K\":%zu,"
                 "\"partial_bytes\":%zu,\"call_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,"
-                "\"floor_us\":%.1f,\"overlap_ratio\":%.3f,\"iters\":%d}\n",
+                "\"floor_us\":%.1f,\"overlap_ratio\":%.3f,\"fused_call_us\":%.1f,\"fused_overlap_ratio\":%.3f,"
+                "\"fused_vs_sequential\":%.3f,\"iters\":%d}\n",
                 b.ar ? "gemm_ar_net" : "gemm_rs_net", b.M, b.N, b.K, b.M * b.N * kEs, f, g, x, std::max(g, x),
-                f / std::max(g, x), iters);
+                f / std::max(g, x), ff, ff / std::max(g, x), ff / f, iters);
     std::fflush(stdout);
   }
 }
