@@ -8,6 +8,11 @@
 //   - 20 calls queued back to back, ReduceScatter and AllReduce alternating, each with its own
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
+// GemmRsNetFused* force gemm_rs.net=fused and gemm_ar.net=fused (GEMM+ReduceScatter with the network
+// inside the persistent kernel, the AllReduce as that ReduceScatter then the hierarchical
+// AllGather; off by default): the same references, odd shapes, 20 calls back to back alternating
+// the two, and the absent counterpart. THESE HAVE NOT YET RUN ON A GPU: they were written with the
+// fused route, which is built but untested on hardware.
 // The overlap benchmark (*Overlap*, disabled by default) times the call against the GEMM alone and
 // the transfer alone.
 #include <gtest/gtest.h>
@@ -185,8 +190,9 @@ void runShapes(NetWorld& w, uint64_t seed) {
 
 // 20 calls queued without a host sync, ReduceScatter and AllReduce alternating, each with its own
 // fresh inputs and poisoned outputs.
-void runBackToBack(NetWorld& w, uint64_t seed) {
+void runBackToBack(NetWorld& w, uint64_t seed, const char* tuning = "") {
   const int ws = w.size(), n = 20;
+  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
   std::vector<std::vector<Call>> cs(n, std::vector<Call>(ws));
   w.onEveryRank([&](int r) {
     for (int i = 0; i < n; ++i) {
@@ -212,6 +218,31 @@ void runBackToBack(NetWorld& w, uint64_t seed) {
     EXPECT_EQ("", sameBits(ptrs)) << "call " << i;
     for (Call& c : cs[i]) c.release();
   }
+  w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
+}
+
+// gemm_rs.net=fused / gemm_ar.net=fused (not yet run on a GPU): ReduceScatter shapes whose rows per
+// rank straddle tiles and nodes (200, 72, 8, 130 rows), N and K tails; AllReduce shapes (M = 392,
+// 136: divisible by the ranks; M = 333 is not, and falls back to the sequential route); both tile
+// widths and both publications. AllReduce results must be bit-identical on every rank.
+void runFusedShapes(NetWorld& w, uint64_t seed) {
+  const Shape shapes[] = {{false, 200, 392, 520}, {false, 72, 136, 264}, {false, 8, 64, 136},
+                          {false, 130, 264, 64},  {false, 256, 256, 512}, {true, 392, 392, 520},
+                          {true, 136, 136, 264},  {true, 333, 392, 520}};
+  const char* tunings[] = {"gemm_rs.net=fused;gemm_ar.net=fused",
+                           "gemm_rs.net=fused;gemm_ar.net=fused;gemm.variant=128x1",
+                           "gemm_rs.net=fused;gemm_ar.net=fused;gemm_rs.publish=early"};
+  int i = 100;
+  for (const char* tuning : tunings) {
+    w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
+    for (const Shape& s : shapes) {
+      ++i;
+      runOne(w, s, false, describe(s, tuning, false, seed + i), seed + i);
+      if (testing::Test::HasFailure()) break;
+    }
+    if (testing::Test::HasFailure()) break;
+  }
+  w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
 }
 
 uint64_t seedOf() {
@@ -237,11 +268,31 @@ INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNet, testing::Values(Split{2, 1}, Split{2
                            return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
                          });
 
+// The fused route across nodes (gemm_rs.net=fused). Not yet run on a GPU.
+class GemmRsNetFused : public testing::TestWithParam<Split> {};
+
+TEST_P(GemmRsNetFused, Shapes) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  runFusedShapes(w, seedOf());
+}
+
+TEST_P(GemmRsNetFused, TwentyCallsBackToBack) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  runBackToBack(w, seedOf(), "gemm_rs.net=fused;gemm_ar.net=fused");
+}
+
+INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}),
+                         [](const testing::TestParamInfo<Split>& i) {
+                           return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
+                         });
+
 // Rank 1 (the other node) never makes the call: rank 0's waits end in an error within the
 // timeout, and its kernels leave.
-TEST(GemmRsNetErrors, CounterpartNeverJoins) {
+// tuning: "" (the sequential route) or gemm_rs.net=fused (the fused route: not yet run on a GPU).
+void counterpartNeverJoins(const char* tuning) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}), 0, 3000);
   std::vector<Call> calls(2);
+  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
   w.onEveryRank([&](int r) {  // a first call on both: sizes the regions
     calls[r].alloc(false, false, 2, 512, 256, 512, 4, r, w.streams[r]);
     ASSERT_TRUE(calls[r].ok);
@@ -268,13 +319,21 @@ TEST(GemmRsNetErrors, CounterpartNeverJoins) {
   }
 }
 
+TEST(GemmRsNetErrors, CounterpartNeverJoins) { counterpartNeverJoins(""); }
+
+// The fused route's waits (the counterpart's window, its node sums) end in an error too. Not yet
+// run on a GPU.
+TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins("gemm_rs.net=fused"); }
+
 // Overlap on emulated nodes (2 x 1, both ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape and op, the median over
 // iterations of the call, of the GEMM alone (mkcclGemm, this rank's M x N x K) and of the transfer
 // alone (mkcclReduceScatter / mkcclAllReduce of an M x N partial across the same nodes), every rank
-// running at once; ratio = call / max(GEMM, transfer). The route across nodes is sequential (GEMM,
-// then the collective), so the ratio shows what the missing overlap costs. One JSON line per case
-// ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this setup's, not a node's.
+// running at once; ratio = call / max(GEMM, transfer). The default route across nodes is sequential
+// (GEMM, then the collective), so its ratio shows what the missing overlap costs. One JSON line per case
+// ("BENCH {...}"), with the fused route (gemm_rs.net / gemm_ar.net = fused; not yet run on a GPU)
+// timed in the same run: fused_call_us, its overlap ratio, and fused / sequential. Ranks sharing one
+// GPU compete for it: the numbers are this setup's, not a node's.
 TEST(GemmRsNetBench, DISABLED_Overlap) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}));
   const int ws = w.size(), warm = 3, iters = 11;
@@ -287,7 +346,7 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
                      {true, 2048, 4096, 8192},  {true, 1024, 2048, 65536}};
   HostBarrier bar(ws);
   for (const B& b : cases) {
-    std::vector<double> call(ws), gemm(ws), xfer(ws);
+    std::vector<double> call(ws), fused(ws), gemm(ws), xfer(ws);
     w.onEveryRank([&](int r) {
       cudaStream_t st = w.streams[r];
       Call c;
@@ -314,6 +373,10 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
         return medianOf(ms) * 1e3;
       };
       call[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      // The fused route across nodes (not yet run on a GPU), timed in the same run.
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "gemm_rs.net=fused;gemm_ar.net=fused"));
+      fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(c.A, c.W, P, b.M, b.N, b.K, mkcclBfloat16, mkcclBfloat16, st); });
       xfer[r] = timeIt([&] {
         return b.ar ? mkcclAllReduce(P, P, b.M * b.N, mkcclBfloat16, mkcclSum, w.comms[r], st)
@@ -325,13 +388,15 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
       c.release();
     });
     const double f = *std::max_element(call.begin(), call.end());
+    const double ff = *std::max_element(fused.begin(), fused.end());
     const double g = *std::max_element(gemm.begin(), gemm.end());
     const double x = *std::max_element(xfer.begin(), xfer.end());
     std::printf("BENCH {\"op\":\"%s\",\"split\":\"2x1\",\"route\":\"sequential\",\"M\":%zu,\"N\":%zu,\"K\":%zu,"
                 "\"partial_bytes\":%zu,\"call_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,"
-                "\"floor_us\":%.1f,\"overlap_ratio\":%.3f,\"iters\":%d}\n",
+                "\"floor_us\":%.1f,\"overlap_ratio\":%.3f,\"fused_call_us\":%.1f,\"fused_overlap_ratio\":%.3f,"
+                "\"fused_vs_sequential\":%.3f,\"iters\":%d}\n",
                 b.ar ? "gemm_ar_net" : "gemm_rs_net", b.M, b.N, b.K, b.M * b.N * kEs, f, g, x, std::max(g, x),
-                f / std::max(g, x), iters);
+                f / std::max(g, x), ff, ff / std::max(g, x), ff / f, iters);
     std::fflush(stdout);
   }
 }

@@ -153,4 +153,21 @@ TEST(Api, MoeCtaTuningKeys) {
   EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
 }
 
+// gemm_rs.net / gemm_ar.net (the route across nodes: sequential, the default, or the fused kernel,
+// which has not yet run on a GPU) parse without a device; anything else is mkcclInvalidUsage naming
+// the key. Process-wide; reset at the end.
+TEST(Api, GemmReduceNetTuningKeys) {
+  for (const char* key : {"gemm_rs.net", "gemm_ar.net"}) {
+    const std::string k = key;
+    for (const char* v : {"sequential", "fused"})
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, (k + "=" + v).c_str())) << k << "=" << v << ": " << lastErr();
+    for (const char* v : {"auto", "on", "1x", ""}) {
+      EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, (k + "=" + v).c_str())) << k << "=" << v;
+      EXPECT_NE(std::string::npos, lastErr().find(key)) << lastErr();
+    }
+  }
+  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, "gemm_rs.net=fused;gemm_ar.net=sequential"));
+  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
+}
+
 }  // namespace

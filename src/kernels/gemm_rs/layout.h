@@ -96,6 +96,13 @@ struct Layout {
                             // (push ce; the same on every rank); 0: not
   int ceNb = 0;             // batches per slot, ceil(U / B) (setCeBatch)
   int ring = 0;             // 1: ring reduction (above; gemm_rs.reduce=ring)
+  // Across nodes (gemm_rs.net=fused; net_layout.h): ws is the node's ranks, and local chunk c is
+  // `subs` sub-chunks, sub s being the rows of rank (node s, local c) of the call, mbs M-blocks
+  // each. 1 / 0 in one node.
+  int subs = 1;             // nodes
+  int node = 0;             // this rank's node (the order takes the other nodes' sub-chunks first)
+  int mbs = 0;              // M-blocks per sub-chunk (a multiple of cs)
+  int64_t subRows = 0;      // rows per sub-chunk: M / (nodes * ws)
 
   MKCCL_HD int64_t tileBytes() const { return int64_t(kTileRows) * bn * 2; }
   MKCCL_HD int64_t halfBytes() const { return tileBytes() / 2; }
@@ -104,6 +111,12 @@ struct Layout {
 
   MKCCL_HD int64_t chunkBegin(int c) const { return min64(int64_t(c) * chunkRows, M); }
   MKCCL_HD int64_t chunkEnd(int c) const { return min64(int64_t(c + 1) * chunkRows, M); }
+  // Across nodes, the first A row of M-block mb of chunk c: block mb % mbs of sub-chunk
+  // s = mb / mbs, the rows of the call's rank s * ws + c (ranks numbered node by node).
+  MKCCL_HD int64_t aRow(int c, int mb) const {
+    const int s = mb / mbs;
+    return (int64_t(s) * ws + c) * subRows + int64_t(mb - s * mbs) * kTileRows;
+  }
   // The chunk rank r computes at phase j; the rank r's partial (sum) of phase j goes to, into its
   // rx slot j; the rank whose partial lands in r's rx slot j.
   MKCCL_HD int chunkAt(int r, int j) const { return (r + j + 1) % ws; }
@@ -202,13 +215,33 @@ MKCCL_HD void rasterTile(const Layout& L, int v, int* clusterRow, int* nb) {
   *nb = inBand / bandRows;
 }
 
+// Across nodes (net_layout.h) each sub-chunk is rastered on its own, the subs in the order node + 1,
+// node + 2, ... (mod subs), this node's own last: the rows that must cross the network come first.
+MKCCL_HD void rasterTileNet(const Layout& L, int v, int* clusterRow, int* nb) {
+  const int rows = L.mbs / L.cs;
+  const int perSub = rows * L.nBlocks;
+  const int k = v / perSub;
+  v -= k * perSub;
+  int s = L.node + 1 + k;
+  if (s >= L.subs) s -= L.subs;
+  const int band = L.group * L.nBlocks;
+  const int firstRow = (v / band) * L.group;
+  const int inBand = v - (v / band) * band;
+  const int bandRows = L.group < rows - firstRow ? L.group : rows - firstRow;
+  *clusterRow = s * rows + firstRow + inBand % bandRows;
+  *nb = inBand / bandRows;
+}
+
 // The tiles of one CTA: cluster `cluster` of `numClusters` takes positions cluster,
 // cluster + numClusters, ...; both CTAs of a cluster see the same phases and N-blocks. Tiles are
 // numbered from 1 in the CTA's sequence (the consumers' and copy warps' counters count them).
-class Schedule {
+// kNet: the across-nodes order (net_layout.h; its own kernel instantiation, so that the one-node
+// kernel's registers are not spent on it).
+template <bool kNet>
+class ScheduleT {
  public:
   // L must outlive the schedule (on the device: the kernel's parameter, read in place).
-  MKCCL_HD Schedule(const Layout& L, int rank, int cluster, int numClusters, int ctaRank)
+  MKCCL_HD ScheduleT(const Layout& L, int rank, int cluster, int numClusters, int ctaRank)
       : L_(&L), rank_(rank), cluster_(cluster), stride_(numClusters), ctaRank_(ctaRank), n_(0) {}
 
   // Tiles of this CTA.
@@ -227,7 +260,8 @@ class Schedule {
     int v;
     locate(cluster_ + n * stride_, &t.step, &v);
     int cr = 0;
-    rasterTile(L, v, &cr, &t.nb);
+    if (kNet) rasterTileNet(L, v, &cr, &t.nb);
+    else rasterTile(L, v, &cr, &t.nb);
     t.mb = cr * L.cs + ctaRank_;
     t.chunk = L.chunkAt(rank_, t.step);
     t.u = v * L.cs + ctaRank_;
@@ -243,8 +277,12 @@ class Schedule {
   // Position p of the order -> (phase, cluster tile of the chunk). 32-bit: a 64-bit division is a
   // subroutine call, which the consumers' register budget cannot afford around their accumulators.
   MKCCL_HD void locate(int p, int* step, int* v) const {
+    if (kNet) {
+      locateNet(p, step, v);
+      return;
+    }
     const Layout& L = *L_;
-    const int sends = L.ws - 1;  // >= 1: the fused kernel runs on 2 ranks or more
+    const int sends = L.ws - 1;  // >= 1: the one-node kernel runs on 2 ranks or more
     if (L.order == kOrderInterleaved && p < sends * L.clusterTiles) {
       *step = p % sends;
       *v = p / sends;
@@ -253,11 +291,36 @@ class Schedule {
       *v = p - *step * L.clusterTiles;
     }
   }
+  // Across nodes the order is two such orders: every phase's tiles of the other nodes' sub-chunks
+  // (cluster tiles [0, Vc - Vc/subs) of each chunk), then every phase's tiles of this node's. (A
+  // function of its own: folded into locate, the one-node kernel's consumers spilled 4 bytes more.)
+  MKCCL_HD void locateNet(int p, int* step, int* v) const {
+    const Layout& L = *L_;
+    int vc = L.clusterTiles, v0 = 0;
+    const int foreign = L.clusterTiles - L.clusterTiles / L.subs;
+    if (p < L.ws * foreign) {
+      vc = foreign;
+    } else {
+      p -= L.ws * foreign;
+      vc -= foreign;
+      v0 = foreign;
+    }
+    const int sends = L.ws - 1;  // 0 across nodes of one rank each: every tile is final
+    if (L.order == kOrderInterleaved && sends > 0 && p < sends * vc) {
+      *step = p % sends;
+      *v = v0 + p / sends;
+    } else {
+      *step = p / vc;
+      *v = v0 + p - *step * vc;
+    }
+  }
   MKCCL_HD int countBelow(int p) const { return p > cluster_ ? (p - cluster_ + stride_ - 1) / stride_ : 0; }
 
   const Layout* L_;
   int rank_, cluster_, stride_, ctaRank_, n_;
 };
+using Schedule = ScheduleT<false>;
+using NetSchedule = ScheduleT<true>;
 
 }  // namespace rs
 }  // namespace mkccl

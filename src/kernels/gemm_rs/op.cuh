@@ -30,6 +30,7 @@
 #include "kernels/gemm_rs/epilogue.cuh"
 #include "kernels/gemm_rs/layout.h"
 #include "kernels/gemm_rs/push.cuh"
+#include "kernels/gemm_rs/net.cuh"
 
 namespace mkccl {
 namespace rs {
@@ -40,17 +41,19 @@ constexpr int kPendingNone = 0, kPendingLocal = 1, kPendingRemote = 2;
 // earlyPublish: local stores are published once this k-block of the next tile is issued.
 constexpr int kPublishKBlock = 3;
 
-// Schedule, built as the engine builds schedulers.
-struct ReduceScheduler : Schedule {
+// Schedule, built as the engine builds schedulers (kNet: across nodes, net_layout.h).
+template <bool kNet>
+struct ReduceSchedulerT : ScheduleT<kNet> {
   using Tile = rs::Tile;
-  __device__ __forceinline__ ReduceScheduler(const GemmArgs&, const ReduceParams& p, int cluster, int numClusters,
-                                             int ctaRank)
-      : Schedule(p.L, p.rank, cluster, numClusters, ctaRank) {}
+  __device__ __forceinline__ ReduceSchedulerT(const GemmArgs&, const ReduceParams& p, int cluster, int numClusters,
+                                              int ctaRank)
+      : ScheduleT<kNet>(p.L, p.rank, cluster, numClusters, ctaRank) {}
 };
+using ReduceScheduler = ReduceSchedulerT<false>;
 
 // The producer side: rows from the tile's chunk (padding M-blocks past the chunk load the next
 // chunk's rows or TMA's zero fill), and the k-blocks issued (all tiles; ~0 once done).
-template <class Cfg>
+template <class Cfg, bool kNet = false>
 struct ReduceLoads {
   const ReduceParams& p;
   const CUtensorMap* mapA;
@@ -62,7 +65,8 @@ struct ReduceLoads {
       : p(p_), mapA(mapA_), loaded(wordPtr(words, CtaWords::kLoaded)) {}
   __device__ __forceinline__ void prefetch() const { dev::tmaPrefetchMap(mapA); }
   __device__ __forceinline__ TileA a(const Tile& t) const {
-    return {mapA, static_cast<int32_t>(p.L.chunkBegin(t.chunk) + int64_t(t.mb) * kTileRows)};
+    const int64_t row = kNet ? p.L.aRow(t.chunk, t.mb) : p.L.chunkBegin(t.chunk) + int64_t(t.mb) * kTileRows;
+    return {mapA, static_cast<int32_t>(row)};
   }
   __device__ __forceinline__ int32_t bRow(const Tile& t) const { return t.nb * Cfg::BN; }
   __device__ __forceinline__ bool wait(const Tile&, int) const { return true; }
@@ -100,7 +104,7 @@ __device__ __forceinline__ int awaitInputs(const ReduceParams& p, uint32_t words
 // staged for the push team; AR: a final tile's TMA stores to C) are published once k-block
 // kPublishKBlock of the next tile is issued instead (the push team then paces by that tile); a
 // bulk send to a peer always waits for the whole next mainloop.
-template <class Cfg>
+template <class Cfg, bool kNet = false>
 struct ReduceEpilogue {
   const ReduceParams& p;
   const uint32_t words;
@@ -188,7 +192,9 @@ struct ReduceEpilogue {
     const int32_t row0 = static_cast<int32_t>(base + int64_t(t.mb) * kTileRows + half * 64);
     const int32_t col0 = t.nb * Cfg::BN;
     storeFinal<Cfg>(acc, in0, nIn, L.slotStride(), fc, row0, col0);
-    if (L.allReduce()) {
+    // AR, and across nodes (the node sum, which the push team copies on: net.cuh): published once
+    // the stores completed.
+    if (L.allReduce() || kNet) {
       pending = kPendingLocal;
     } else {
       if (fc.tid == 0) stReleaseCtaShared(doneAddr, done + 1);
@@ -202,13 +208,15 @@ struct ReduceEpilogue {
   }
 };
 
-struct GemmReduceOp : GemmOpDefaults {
+// kNet: GEMM+ReduceScatter across nodes (net_layout.h, net.cuh), an instantiation of its own.
+template <bool kNet>
+struct GemmReduceOpT : GemmOpDefaults {
   using Params = ReduceParams;
-  using Scheduler = ReduceScheduler;
+  using Scheduler = ReduceSchedulerT<kNet>;
   template <class Cfg, class Op>
-  using Loads = ReduceLoads<Cfg>;
+  using Loads = ReduceLoads<Cfg, kNet>;
   template <class Cfg, class Op>
-  using Epilogue = ReduceEpilogue<Cfg>;
+  using Epilogue = ReduceEpilogue<Cfg, kNet>;
 
   // The copy warps of the producer warpgroup need more than the engine's 56 registers, the
   // consumers fewer than its 224 (no call in their tile path). 128 x 72 + 256 x 216 = 64512.
@@ -234,6 +242,7 @@ struct GemmReduceOp : GemmOpDefaults {
     }
     for (int q = 0; q < p.L.ws; ++q)
       if (q != p.rank) dev::storeRelease(p.entrySlotAt(q), p.entryValue());
+    if constexpr (kNet) netStart(p);  // across nodes: our window's in slots are free
   }
 
   static constexpr bool kSideWarps = true;
@@ -241,8 +250,9 @@ struct GemmReduceOp : GemmOpDefaults {
   __device__ static void sideWarps(const GemmArgs& g, const Params& p, const SmemLayout<Cfg>& sm,
                                    const Scheduler& sched, uint32_t q, int) {
     if (!p.L.allReduce()) {
-      pushTeam<Cfg::BN>(p, Team{q, 96u, kPushBarrier}, sm.flags(), sched, g.kBlocks, g.waitTimeoutNs);
-    } else {
+      pushTeam<Cfg::BN, kNet>(p, Team{q, 96u, kPushBarrier}, sm.flags(), sched, g.kBlocks, g.waitTimeoutNs);
+      if constexpr (kNet) netAddWorker<typename Cfg::In>(p, q & 31u, sm.flags());
+    } else if constexpr (!kNet) {
       if (q < 64) pushTeam<Cfg::BN>(p, Team{q, 64u, kPushBarrier}, sm.flags(), sched, g.kBlocks, g.waitTimeoutNs);
       arWorker<Cfg::BN, 4>(p, q & 31u, sm.flags(), sched, g.waitTimeoutNs);
     }
@@ -252,7 +262,8 @@ struct GemmReduceOp : GemmOpDefaults {
   template <class Cfg>
   __device__ static void consumerTail(const GemmArgs& g, const Params& p, const SmemLayout<Cfg>& sm,
                                       const Scheduler& sched, uint32_t tid) {
-    if (p.L.allReduce()) arWorker<Cfg::BN, 8>(p, tid & 31u, sm.flags(), sched, g.waitTimeoutNs);
+    if constexpr (kNet) netAddWorker<typename Cfg::In>(p, tid & 31u, sm.flags());
+    else if (p.L.allReduce()) arWorker<Cfg::BN, 8>(p, tid & 31u, sm.flags(), sched, g.waitTimeoutNs);
   }
 
   static constexpr bool kEnd = true;
@@ -260,6 +271,7 @@ struct GemmReduceOp : GemmOpDefaults {
     if (p.pushCe) ceEndOfKernel(p);
   }
 };
+using GemmReduceOp = GemmReduceOpT<false>;
 
 }  // namespace rs
 }  // namespace mkccl

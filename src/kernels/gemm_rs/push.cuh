@@ -73,6 +73,11 @@ struct ReduceParams {
   int regIndex;                     // the registration's index (the same on every rank)
   uint64_t regOff;                  // C's byte offset in it
   char* regBase[kMaxLocalRanks];    // rank q's registration, mapped here
+  // Across nodes (L.subs > 1; gemm_rs.net=fused, net_layout.h): ranks above are the node's, by
+  // local index; the final tiles' TMA stores go to netArea (our scratch's net area, also C's map),
+  // and netOut is the user's C, which the node sums' sum fills (net.cuh).
+  char* netArea;
+  char* netOut;
 
   // This call's entry value (in place: flagValue(s, kDirectEntry)).
   __device__ __forceinline__ uint64_t entryValue() const {
@@ -213,8 +218,15 @@ __device__ __forceinline__ bool teamVerdict(const Team& t, uint32_t words, uint3
   return *wordPtr(words, slot) != 0;
 }
 
+// Across nodes (net.cuh, included after this file by op.cuh).
 template <int kBN>
-__device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, Schedule sched, int kBlocks,
+__device__ __forceinline__ uint64_t netFinalTile(const ReduceParams& p, Team t, uint32_t words, int mb, int nb,
+                                                 uint32_t index, uint64_t timeoutNs);
+template <int kBN>
+__device__ __forceinline__ void netDrain(const ReduceParams& p, uint64_t ticket);
+
+template <int kBN, bool kNet = false>
+__device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, ScheduleT<kNet> sched, int kBlocks,
                          uint64_t timeoutNs) {
   const Layout& L = p.L;
   // Read where needed, not held in a register across the loop (these warps have 72).
@@ -224,6 +236,7 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
   if ((bulk || ce) && t.tid != 0) return;
   Tile tile;
   uint32_t index = 0, entered = 0;  // entered: ranks whose entry thread 0 has seen
+  uint64_t netTicket = 0;           // across nodes: 1 + thread 0's last put's ticket (netFinalTile)
   while (sched.next(tile)) {
     ++index;
     // Tiles are taken in order, so every flag of an earlier tile is raised before this thread
@@ -247,7 +260,13 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
         setDrain(words);
       }
     }
-    if (tile.step == L.ws - 1) continue;  // our own chunk: nothing to send
+    if (tile.step == L.ws - 1) {  // our own chunk: nothing to send in the node
+      if constexpr (kNet) {
+        const uint64_t put = netFinalTile<kBN>(p, t, words, tile.mb, tile.nb, index, timeoutNs);
+        if (put != 0) netTicket = put;
+      }
+      continue;
+    }
     const int dst = L.sendTo(p.rank, tile.step);
     if (bulk) {
       // The consumers waited for dst's entry and sent both halves; their counter says the bulk
@@ -306,6 +325,9 @@ __device__ void pushTeam(const ReduceParams& p, const Team& t, uint32_t words, S
     }
     t.sync();
     if (go && t.tid == 0) dev::storeRelease(p.opFlags(dst) + L.rxSlot(tile.step, tile.u), want());
+  }
+  if constexpr (kNet) {
+    if (netTicket != 0) netDrain<kBN>(p, netTicket - 1);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "ops/gemm_rs/fp8.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm_rs/net_route.h"
+#include "ops/gemm_rs/net_fused.h"
 #include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "runtime/comm.h"
@@ -314,6 +315,11 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
   if (nr.exact) {
     MKCCL_TRACE("%s call #%llu: across %d nodes, exact route", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
     return runExact(ctx, a, mode, v);
+  }
+  if (over.net == 1) {  // gemm_rs.net / gemm_ar.net = fused (net_fused.h)
+    bool ran = false;
+    MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran));
+    if (ran) return mkcclSuccess;
   }
   {
     // Logged once per shape, like the one-node plans (the cache holds a sequential plan).

@@ -2,8 +2,10 @@
 // what every rank knows alike (the tuner's plan, the call's epilogue arguments, the node map, the
 // stream's capture state), so every rank takes the same route without talking.
 //
-// Across nodes the fused kernel does not run (it is one node's: its partials and finished tiles
-// travel by NVLink stores into the peers' scratch). What runs is the sequential route over the
+// Across nodes the one-node fused kernel does not run (its partials and finished tiles travel by
+// NVLink stores into the peers' scratch); gemm_rs.net=fused runs the ReduceScatter in a kernel of
+// its own design instead (net_plan.h; built, not yet run on a GPU). What runs by default is the
+// sequential route over the
 // hierarchical collectives (src/ops/coll/coll_net.cc): the GEMM engine writes this rank's partial
 // product, then the inter-node ReduceScatter (an NVLink ReduceScatter inside the node into the
 // share of each counterpart, one put per node pair and round between counterparts, the nodes'

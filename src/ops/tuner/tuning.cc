@@ -67,7 +67,11 @@ const std::vector<Key>& keys() {
     v.push_back({"ag_gemm.ce", {"direct", "ring"}, 0, 0, [](Tuning& t, long long x) { t.agGemm.ceRing = int(x); },
                  [](const Tuning& t) { return (long long)t.agGemm.ceRing; }});
     addReduceKeys(v, "gemm_rs.", &Tuning::gemmRs, false);
+    v.push_back({"gemm_rs.net", {"sequential", "fused"}, 0, 0, [](Tuning& t, long long x) { t.gemmRs.net = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemmRs.net; }});
     addReduceKeys(v, "gemm_ar.", &Tuning::gemmAr, true);
+    v.push_back({"gemm_ar.net", {"sequential", "fused"}, 0, 0, [](Tuning& t, long long x) { t.gemmAr.net = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemmAr.net; }});
     v.push_back({"coll.proto", {"auto", "ll", "simple"}, 0, 0, [](Tuning& t, long long x) { t.coll.proto = int(x); },
                  [](const Tuning& t) { return (long long)t.coll.proto; }});
     v.push_back({"coll.ll_bytes", {}, 0, 1ll << 40, [](Tuning& t, long long x) { t.coll.llMaxBytes = size_t(x); },

@@ -1,0 +1,304 @@
+// CPU checks of the fused GEMM+ReduceScatter across nodes (gemm_rs.net=fused; the kernel is built
+// but has NOT yet run on a GPU): its layout (kernels/gemm_rs/net_layout.h), its order
+// (layout.h: NetSchedule) and its plan (ops/gemm_rs/net_plan.h).
+//   - every rank computes every (phase, tile) once; the other nodes' sub-chunks come before its
+//     own in every CTA's sequence; a final tile comes after every local sender's partial of it,
+//     and the node's ranks agree on the rows a tile index names;
+//   - the whole data flow emulated with the layout's own offsets (node sums in the scratch's net
+//     area at the rows the TMA map writes, copied into window out slots, put into the
+//     counterpart's in slot, added in node order) gives every rank exactly the sum of its rows
+//     over all ranks (integer-valued doubles: no rounding);
+//   - window slots, net area, count and claim slots do not overlap and fit what the plan checks;
+//   - the plan's refusals (the sequential route then runs) at their exact boundaries.
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <string.h>
+#include <random>
+#include <set>
+#include <tuple>
+#include <vector>
+#include "kernels/gemm_rs/layout.h"
+#include "kernels/gemm_rs/net_layout.h"
+#include "ops/gemm_rs/net_plan.h"
+
+using namespace mkccl::rs;
+
+namespace {
+
+struct NetCase {
+  int nodes, perNode;
+  int64_t mPerRank, N;
+  int bn, cs, clusters;
+};
+
+const NetCase kCases[] = {
+    {2, 1, 200, 392, 256, 1, 5},  {2, 2, 200, 392, 256, 1, 7},  {4, 1, 72, 136, 128, 1, 3},
+    {2, 2, 72, 136, 128, 2, 2},   {3, 2, 130, 264, 256, 1, 4},  {2, 4, 8, 64, 128, 1, 6},
+    {4, 2, 256, 256, 256, 2, 3},  {2, 3, 1000, 520, 256, 1, 11},
+};
+
+NetFusedInputs inputsOf(const NetCase& c, int node) {
+  NetFusedInputs in;
+  in.nodes = c.nodes;
+  in.perNode = c.perNode;
+  in.node = node;
+  in.nodeMajor = true;
+  in.M = c.mPerRank * c.nodes * c.perNode;
+  in.N = c.N;
+  in.es = 2;
+  in.ctaBudget = c.clusters * c.cs;
+  in.clusters256 = in.clusters128 = c.clusters;
+  in.bn = c.bn;
+  in.cs = c.cs;
+  in.flagSlots = 1 << 20;
+  in.flagsPerPeer = 4096;
+  in.windowBytes = uint64_t(1) << 40;
+  return in;
+}
+
+Layout layoutOf(const NetCase& c, int node) {
+  const NetFusedPlan p = netFusedPlan(inputsOf(c, node));
+  EXPECT_TRUE(p.ok) << (p.why ? p.why : "");
+  return p.L;
+}
+
+std::string name(const NetCase& c) {
+  return std::to_string(c.nodes) + "x" + std::to_string(c.perNode) + " m=" + std::to_string(c.mPerRank) +
+         " N=" + std::to_string(c.N) + " tile 128x" + std::to_string(c.bn) + " cs " + std::to_string(c.cs);
+}
+
+// (position in the order, step, u, mb) of every tile of a rank, over all its CTAs.
+struct Placed {
+  int pos, step, u, mb, nb;
+};
+std::vector<Placed> placedTiles(const Layout& L, int rank, int clusters) {
+  std::vector<Placed> out;
+  for (int cl = 0; cl < clusters; ++cl)
+    for (int cr = 0; cr < L.cs; ++cr) {
+      const NetSchedule s(L, rank, cl, clusters, cr);
+      for (int n = 0; n < s.count(); ++n) {
+        Tile t;
+        s.at(n, t);
+        EXPECT_EQ(t.step, s.stepAt(n));
+        out.push_back({cl + n * clusters, t.step, t.u, t.mb, t.nb});
+      }
+    }
+  return out;
+}
+
+TEST(GemmRsNetFused, LayoutOfSubChunks) {
+  for (const NetCase& c : kCases) {
+    const Layout L = layoutOf(c, 0);
+    EXPECT_EQ(c.mPerRank, L.subRows) << name(c);
+    EXPECT_EQ(c.nodes, L.subs);
+    EXPECT_EQ(0, L.mbs % L.cs);
+    EXPECT_GE(int64_t(L.mbs) * kTileRows, L.subRows);
+    EXPECT_LT(int64_t(L.mbs - L.cs) * kTileRows, std::max<int64_t>(L.subRows, 1)) << "no whole padding cluster row";
+    EXPECT_EQ(L.subs * L.mbs * L.nBlocks, L.tiles);
+    EXPECT_EQ(0, L.clusterTiles % L.subs);
+    // A rows: M-block mb of chunk c lies in the rows of rank (mb / mbs) * ws + c.
+    for (int ch = 0; ch < L.ws; ++ch)
+      for (int mb = 0; mb < L.mbc; ++mb) {
+        const int s = mb / L.mbs;
+        const int64_t g = int64_t(s) * L.ws + ch;
+        const int64_t r = L.aRow(ch, mb);
+        EXPECT_EQ((mb % L.mbs) * int64_t(kTileRows), r - g * L.subRows);
+      }
+  }
+}
+
+TEST(GemmRsNetFused, OrderCoversEveryTileForeignFirstAndSendsBeforeWaits) {
+  for (const NetCase& c : kCases)
+    for (int node = 0; node < c.nodes; ++node) {
+      const Layout L = layoutOf(c, node);
+      const int grid = c.clusters;
+      std::vector<std::vector<Placed>> all(L.ws);
+      for (int r = 0; r < L.ws; ++r) all[r] = placedTiles(L, r, grid);
+      for (int r = 0; r < L.ws; ++r) {
+        std::set<std::pair<int, int>> seen;
+        int lastForeign = -1, firstOwn = 1 << 30;
+        for (const Placed& p : all[r]) {
+          EXPECT_TRUE(seen.insert({p.step, p.u}).second) << name(c) << ": tile twice";
+          const int s = netSubOf(L, p.mb);
+          if (s == node) firstOwn = std::min(firstOwn, p.pos);
+          else lastForeign = std::max(lastForeign, p.pos);
+        }
+        EXPECT_EQ(size_t(L.ws) * L.tiles, seen.size()) << name(c);
+        EXPECT_LT(lastForeign, firstOwn) << name(c) << ": the other nodes' rows come first";
+      }
+      // A tile index names the same rows on every rank of the node; every sender's partial of a
+      // final tile comes at an earlier position than the final tile itself.
+      std::vector<std::vector<int>> posOf(L.ws, std::vector<int>(size_t(L.ws) * L.tiles, -1));
+      std::vector<int> mbOfU(L.tiles, -1);
+      for (int r = 0; r < L.ws; ++r)
+        for (const Placed& p : all[r]) {
+          posOf[r][size_t(p.step) * L.tiles + p.u] = p.pos;
+          if (mbOfU[p.u] < 0) mbOfU[p.u] = p.mb;
+          EXPECT_EQ(mbOfU[p.u], p.mb) << name(c) << ": tile " << p.u;
+        }
+      for (int r = 0; r < L.ws; ++r)
+        for (const Placed& p : all[r]) {
+          if (p.step != L.ws - 1) continue;
+          for (int q = 0; q < L.ws; ++q) {
+            if (q == r) continue;
+            int j = 0;
+            while (L.chunkAt(q, j) != r) ++j;
+            EXPECT_LT(posOf[q][size_t(j) * L.tiles + p.u], p.pos) << name(c);
+          }
+        }
+    }
+}
+
+TEST(GemmRsNetFused, SlotsAndAreasDoNotOverlap) {
+  for (const NetCase& c : kCases) {
+    const Layout L = layoutOf(c, c.nodes - 1);
+    const int64_t es = 2;
+    EXPECT_GE(netAreaOffset(L), L.scratchBytes());
+    EXPECT_EQ(0, netAreaOffset(L) % 256);
+    EXPECT_EQ(netAreaOffset(L) + netAreaRows(L) * L.N * es, netScratchBytes(L, es));
+    for (int s = 0; s + 1 < L.subs; ++s)
+      EXPECT_EQ(netSubOffset(L, s, es) + int64_t(L.mbs) * kTileRows * L.N * es, netSubOffset(L, s + 1, es));
+    EXPECT_GE(netSlotBytes(L, es), netPutBytes(L, es));
+    EXPECT_EQ(0, netSlotBytes(L, es) % kRsNetSlotAlign);
+    for (int s = 0; s < L.subs; ++s) {
+      EXPECT_LE(netOutOffset(L, s, es) + netSlotBytes(L, es), netInOffset(L, 0, es));
+      EXPECT_LE(netInOffset(L, s, es) + netSlotBytes(L, es), netWindowBytes(L, es));
+    }
+    std::set<int64_t> slots;
+    for (int s = 0; s < L.subs; ++s) slots.insert(netCountSlot(L, s));
+    slots.insert(netClaimSlot(L));
+    EXPECT_EQ(size_t(L.subs + 1), slots.size());
+    EXPECT_GE(*slots.begin(), L.flagSlots());
+    EXPECT_LT(*slots.rbegin(), netFlagSlots(L));
+    EXPECT_EQ(netAddItems(L) * kNetAddRows >= L.subRows, true);
+    EXPECT_GT(kRsNetDataFlag, kRsNetReadyFlag);
+    EXPECT_GT(kRsNetReadyFlag, 128u) << "past AllGather+GEMM's flags";
+    EXPECT_LT(kRsNetDataFlag, kRsNetFlagsNeeded);
+  }
+}
+
+// The kernel's data flow, element by element, with the layout's offsets (es = 8: doubles).
+TEST(GemmRsNetFused, EmulatedDataFlowSumsEveryRow) {
+  constexpr int64_t es = 8;
+  std::mt19937 rng(12345);
+  for (const NetCase& c : kCases) {
+    const int nodes = c.nodes, Lr = c.perNode, ws = nodes * Lr;
+    const int64_t M = c.mPerRank * ws, N = c.N;
+    // Partials P_g [M, N] of every rank, small integers.
+    std::vector<std::vector<double>> P(ws, std::vector<double>(M * N));
+    for (auto& p : P)
+      for (double& x : p) x = double(int(rng() % 7) - 3);
+    std::vector<Layout> Ls;
+    for (int m = 0; m < nodes; ++m) Ls.push_back(layoutOf(c, m));
+    const Layout& L0 = Ls[0];
+    std::vector<std::vector<char>> area(ws, std::vector<char>(netAreaRows(L0) * N * es, 0));
+    std::vector<std::vector<char>> window(ws, std::vector<char>(netWindowBytes(L0, es), 0));
+    auto at = [&](std::vector<char>& b, int64_t off) { return reinterpret_cast<double*>(b.data() + off); };
+    // 1. Node level: final tiles of rank (m, i) hold the node sum (its own partial plus the others'
+    //    of the node, which the one-node protocol brings) of M-block mb, at area row mb*128 + r.
+    for (int m = 0; m < nodes; ++m)
+      for (int i = 0; i < Lr; ++i) {
+        const Layout& L = Ls[m];
+        const int g = m * Lr + i;
+        for (const Placed& p : placedTiles(L, i, c.clusters)) {
+          if (p.step != L.ws - 1) continue;
+          for (int r = 0; r < kTileRows; ++r) {
+            const int64_t arow = L.aRow(i, p.mb) + r;
+            for (int64_t col = int64_t(p.nb) * L.bn; col < std::min<int64_t>(N, int64_t(p.nb + 1) * L.bn); ++col) {
+              double sum = 0;
+              if (arow < M)
+                for (int q = 0; q < Lr; ++q) sum += P[m * Lr + q][arow * N + col];
+              *at(area[g], ((int64_t(p.mb) * kTileRows + r) * N + col) * es) = sum;
+            }
+          }
+          // 2. Foreign sub-chunks: the tile's rows (clipped to subRows) into window out slot s.
+          const int s = netSubOf(L, p.mb);
+          if (s == m) continue;
+          const int64_t r0 = int64_t(p.mb - s * L.mbs) * kTileRows;
+          for (int64_t r = r0; r < std::min<int64_t>(r0 + kTileRows, L.subRows); ++r)
+            for (int64_t col = int64_t(p.nb) * L.bn; col < std::min<int64_t>(N, int64_t(p.nb + 1) * L.bn); ++col)
+              *at(window[g], netOutOffset(L, s, es) + (r * N + col) * es) =
+                  *at(area[g], netSubOffset(L, s, es) + (r * N + col) * es);
+        }
+      }
+    // 3. Puts: out slot s of (m, i) to in slot m of (s, i), netPutBytes bytes.
+    for (int m = 0; m < nodes; ++m)
+      for (int i = 0; i < Lr; ++i)
+        for (int s = 0; s < nodes; ++s) {
+          if (s == m) continue;
+          const Layout& L = Ls[m];
+          memcpy(window[s * Lr + i].data() + netInOffset(Ls[s], m, es), window[m * Lr + i].data() + netOutOffset(L, s, es),
+                 size_t(netPutBytes(L, es)));
+        }
+    // 4. Node order sum of the items, against the sum over all ranks.
+    for (int m = 0; m < nodes; ++m)
+      for (int i = 0; i < Lr; ++i) {
+        const Layout& L = Ls[m];
+        const int g = m * Lr + i;
+        int64_t wrong = 0;
+        for (int64_t item = 0; item < netAddItems(L); ++item)
+          for (int64_t r = item * kNetAddRows; r < std::min<int64_t>((item + 1) * kNetAddRows, L.subRows); ++r)
+            for (int64_t col = 0; col < N; ++col) {
+              double sum = 0;
+              for (int n = 0; n < nodes; ++n)
+                sum += n == m ? *at(area[g], netSubOffset(L, m, es) + (r * N + col) * es)
+                              : *at(window[g], netInOffset(L, n, es) + (r * N + col) * es);
+              double ref = 0;
+              for (int q = 0; q < ws; ++q) ref += P[q][(int64_t(g) * L.subRows + r) * N + col];
+              wrong += sum != ref;
+            }
+        EXPECT_EQ(0, wrong) << name(c) << ", rank " << g;
+      }
+  }
+}
+
+TEST(GemmRsNetFused, PlanRefusesAtItsBoundaries) {
+  const NetCase c{2, 2, 200, 392, 256, 1, 8};
+  NetFusedInputs in = inputsOf(c, 1);
+  const NetFusedPlan ok = netFusedPlan(in);
+  ASSERT_TRUE(ok.ok);
+  EXPECT_EQ(8, ok.ctas);
+  const auto refused = [](NetFusedInputs x) { return !netFusedPlan(x).ok; };
+  NetFusedInputs x = in;
+  x.windowBytes = uint64_t(netWindowBytes(ok.L, 2));
+  EXPECT_FALSE(refused(x)) << "a window of exactly the slots";
+  x.windowBytes -= 1;
+  EXPECT_TRUE(refused(x));
+  x = in;
+  x.flagSlots = netFlagSlots(ok.L);
+  EXPECT_FALSE(refused(x));
+  x.flagSlots -= 1;
+  EXPECT_TRUE(refused(x));
+  x = in;
+  x.nodeMajor = false;
+  EXPECT_TRUE(refused(x));
+  x = in;
+  x.N = 396;
+  EXPECT_TRUE(refused(x)) << "N % 8";
+  x = in;
+  x.M += 1;
+  EXPECT_TRUE(refused(x)) << "M % ranks";
+  x = in;
+  x.mode = kModeAllReduce;
+  EXPECT_TRUE(refused(x)) << "AllReduce is not fused across nodes";
+  x = in;
+  x.nodes = 1;
+  EXPECT_TRUE(refused(x));
+  x = in;
+  x.flagsPerPeer = int(kRsNetFlagsNeeded) - 1;
+  EXPECT_TRUE(refused(x));
+  x = in;
+  x.ctaBudget = 0;
+  EXPECT_TRUE(refused(x));
+  // Every rank of every node plans the same tiles and grid (only `node` differs).
+  for (int node = 0; node < c.nodes; ++node) {
+    const NetFusedPlan p = netFusedPlan(inputsOf(c, node));
+    ASSERT_TRUE(p.ok);
+    EXPECT_EQ(ok.ctas, p.ctas);
+    EXPECT_EQ(ok.L.tiles, p.L.tiles);
+    EXPECT_EQ(ok.L.order, p.L.order);
+    EXPECT_EQ(node, p.L.node);
+  }
+}
+
+}  // namespace
