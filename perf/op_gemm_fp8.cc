@@ -18,6 +18,7 @@
 #include <vector>
 #include "coll_data.h"
 #include "op_util.h"
+#include "lt_fp8.h"
 #include "perf.h"
 
 namespace mkccl {
@@ -26,59 +27,6 @@ namespace {
 
 constexpr const char* kOp = "gemm_fp8";
 constexpr double kPeakTflops = 1979;  // H100/H200 SXM dense fp8
-
-// One cuBLASLt fp8 matmul, planned once per shape: D^T[N, M] = W^T(op T) . A(op N) in column-major
-// terms, which is row-major C[M, N] = A . W^T.
-struct LtGemm {
-  cublasLtHandle_t h = nullptr;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulAlgo_t algo;
-  void* ws = nullptr;
-  size_t wsBytes = 64ull << 20;
-  bool ok = false;
-
-  bool init(cublasLtHandle_t handle, size_t M, size_t N, size_t K, const float* sA, const float* sW, bool fastAccum) {
-    h = handle;
-    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-    const int8_t fast = fastAccum ? 1 : 0;
-    if (cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
-    // cuBLASLt's A is our W, its B our A.
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sW, sizeof(sW));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sA, sizeof(sA));
-    if (cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, N, K) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, K, M, K) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, N, M, N) != CUBLAS_STATUS_SUCCESS)
-      return false;
-    if (cudaMalloc(&ws, wsBytes) != cudaSuccess) return false;
-    cublasLtMatmulPreference_t pref = nullptr;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof(wsBytes));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;
-    algo = res.algo;
-    ok = true;
-    return true;
-  }
-  bool run(const void* A, const void* W, void* C, cudaStream_t s) const {
-    const float one = 1.f, zero = 0.f;
-    return cublasLtMatmul(h, desc, &one, W, la, A, lb, &zero, C, lc, C, lc, &algo, ws, wsBytes, s) ==
-           CUBLAS_STATUS_SUCCESS;
-  }
-  ~LtGemm() {
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    cudaFree(ws);
-  }
-};
 
 // Elements of `ours` that differ from `ref` by more than 2e-2 of max |ref| (NaN counts).
 long long countWrong(const std::vector<uint16_t>& ours, const std::vector<uint16_t>& ref, double* maxRelErr) {
@@ -140,7 +88,7 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
     const double flop = 2.0 * M * N * K;
     bool failed = false;
 
-    LtGemm ltFast, ltPromoted;
+    LtFp8Gemm ltFast, ltPromoted;
     const bool haveLt = args.baseline &&
                         ltFast.init(lt, M, N, K, static_cast<float*>(sA.p), static_cast<float*>(sW.p), true) &&
                         ltPromoted.init(lt, M, N, K, static_cast<float*>(sA.p), static_cast<float*>(sW.p), false);
@@ -194,7 +142,7 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
         if (mkcclGemmFp8(A[k].p, W[k].p, C.p, M, N, K, sc, mkcclBfloat16, env.stream) != mkcclSuccess) failed = true;
       };
     };
-    auto ltRun = [&](const LtGemm* g) {
+    auto ltRun = [&](const LtFp8Gemm* g) {
       return [&, g](int i) {
         if (!g->run(A[i % nsets].p, W[i % nsets].p, R.p, env.stream)) failed = true;
       };

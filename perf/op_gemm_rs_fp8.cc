@@ -25,61 +25,12 @@
 #include "coll_data.h"
 #include "nccl_loader.h"
 #include "op_util.h"
+#include "lt_fp8.h"
 #include "perf.h"
 
 namespace mkccl {
 namespace perf {
 namespace {
-
-// cuBLASLt's fp8 GEMM with per-tensor scales (fast accumulation), planned once per shape:
-// D^T[N, M] = W^T(op T) . A(op N) column-major, i.e. row-major C[M, N] = A . W^T.
-struct LtFp8 {
-  cublasLtHandle_t h = nullptr;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulAlgo_t algo;
-  void* ws = nullptr;
-  size_t wsBytes = 64ull << 20;
-  bool init(cublasLtHandle_t handle, size_t M, size_t N, size_t K, const float* sA, const float* sW,
-            cudaDataType_t out) {
-    h = handle;
-    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-    const int8_t fast = 1;
-    if (cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sW, sizeof(sW));  // its A: our W
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sA, sizeof(sA));
-    if (cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, N, K) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, K, M, K) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lc, out, N, M, N) != CUBLAS_STATUS_SUCCESS)
-      return false;
-    if (cudaMalloc(&ws, wsBytes) != cudaSuccess) return false;
-    cublasLtMatmulPreference_t pref = nullptr;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof(wsBytes));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;
-    algo = res.algo;
-    return true;
-  }
-  bool run(const void* A, const void* W, void* C, cudaStream_t s) const {
-    const float one = 1.f, zero = 0.f;
-    return cublasLtMatmul(h, desc, &one, W, la, A, lb, &zero, C, lc, C, lc, &algo, ws, wsBytes, s) ==
-           CUBLAS_STATUS_SUCCESS;
-  }
-  ~LtFp8() {
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    cudaFree(ws);
-  }
-};
 
 int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint64_t seed, bool allReduce) {
   const char* name = allReduce ? "gemm_ar_fp8" : "gemm_rs_fp8";
@@ -116,9 +67,9 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   const mkcclFp8Scales_t scales =
       MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<float*>(sA.p), static_cast<float*>(sW.p));
 
-  LtFp8 gemm;
+  LtFp8Gemm gemm;
   const bool haveLt = a.baseline && lt &&
-                      gemm.init(lt, M, N, Kr, static_cast<float*>(sA.p), static_cast<float*>(sW.p),
+                      gemm.init(lt, M, N, Kr, static_cast<float*>(sA.p), static_cast<float*>(sW.p), /*fastAccum=*/true,
                                 t == mkcclFloat16 ? CUDA_R_16F : CUDA_R_16BF);
   if (a.baseline && !haveLt) fprintf(stderr, "%s: no cuBLASLt fp8 algorithm for %zux%zux%zu\n", name, M, N, Kr);
   const bool nccl = haveLt && env.nccl != nullptr && env.ncclComm != nullptr;
