@@ -1,6 +1,7 @@
 // Public collective entry points: argument checks, then the op (src/runtime/ops.h).
 #include "mkccl.h"
 #include "base/check.h"
+#include "runtime/arg_checks.h"
 #include "runtime/ops.h"
 #include <algorithm>
 #include <vector>
@@ -30,13 +31,6 @@ mkcclResult_t checkRedOp(mkcclDataType_t t, mkcclRedOp_t op, const char* name) {
   return mkcclSuccess;
 }
 
-// a and b: [pa, pa+na) and [pb, pb+nb) overlap?
-bool overlaps(const void* pa, size_t na, const void* pb, size_t nb) {
-  const char* a = (const char*)pa;
-  const char* b = (const char*)pb;
-  return na && nb && a < b + nb && b < a + na;
-}
-
 // Both buffers on the comm's device, as large as the call reads / writes, and element-aligned.
 mkcclResult_t checkBuffers(mkcclComm_t comm, const char* name, mkcclDataType_t t, const void* send, size_t sendBytes,
                            const void* recv, size_t recvBytes) {
@@ -61,7 +55,7 @@ mkcclResult_t mkcclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
   if (sendcount == 0) return mkcclSuccess;
   MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, bytes, recvbuff, total));
   const bool inPlace = (const char*)sendbuff == (const char*)recvbuff + comm->rank * bytes;
-  ARG_CHECK(inPlace || !overlaps(sendbuff, bytes, recvbuff, total),
+  ARG_CHECK(inPlace || !rangesOverlap(sendbuff, bytes, recvbuff, total),
             "%s: sendbuff overlaps recvbuff without being in place (in place: sendbuff = recvbuff + rank*sendcount)",
             name);
   return opEnqueue(comm, stream, name,
@@ -82,7 +76,7 @@ mkcclResult_t mkcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
   if (recvcount == 0) return mkcclSuccess;
   MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, total, recvbuff, bytes));
   const bool inPlace = (const char*)recvbuff == (const char*)sendbuff + comm->rank * bytes;
-  ARG_CHECK(inPlace || !overlaps(sendbuff, total, recvbuff, bytes),
+  ARG_CHECK(inPlace || !rangesOverlap(sendbuff, total, recvbuff, bytes),
             "%s: recvbuff overlaps sendbuff without being in place (in place: recvbuff = sendbuff + rank*recvcount)",
             name);
   return opEnqueue(comm, stream, name,
@@ -101,7 +95,7 @@ mkcclResult_t mkcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, name));
   if (count == 0) return mkcclSuccess;
   MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, bytes, recvbuff, bytes));
-  ARG_CHECK(sendbuff == recvbuff || !overlaps(sendbuff, bytes, recvbuff, bytes),
+  ARG_CHECK(sendbuff == recvbuff || !rangesOverlap(sendbuff, bytes, recvbuff, bytes),
             "%s: sendbuff and recvbuff overlap without being equal (in place: sendbuff == recvbuff)", name);
   return opEnqueue(comm, stream, name,
                  [&](OpCtx& ctx) { return allReduceOp(ctx, sendbuff, recvbuff, count, datatype, op); });
@@ -119,7 +113,8 @@ mkcclResult_t mkcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
   MKCCL_CHECK(checkStream(stream, comm->cudaDev, name));
   if (count == 0) return mkcclSuccess;
   MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, total, recvbuff, total));
-  ARG_CHECK(!overlaps(sendbuff, total, recvbuff, total), "%s: sendbuff and recvbuff overlap (not supported)", name);
+  ARG_CHECK(!rangesOverlap(sendbuff, total, recvbuff, total), "%s: sendbuff and recvbuff overlap (not supported)",
+            name);
   std::vector<size_t> counts(comm->nranks, count), displs(comm->nranks);
   for (int p = 0; p < comm->nranks; ++p) displs[p] = (size_t)p * count;
   return opEnqueue(comm, stream, name, [&](OpCtx& ctx) {
@@ -148,7 +143,7 @@ mkcclResult_t mkcclAllToAllv(const void* sendbuff, const size_t sendcounts[], co
     if (recvcounts[p]) recvEnd = std::max(recvEnd, e2);
   }
   MKCCL_CHECK(checkBuffers(comm, name, datatype, sendbuff, sendEnd, recvbuff, recvEnd));
-  ARG_CHECK(!overlaps(sendbuff, sendEnd, recvbuff, recvEnd), "%s: sendbuff and recvbuff overlap (not supported)",
+  ARG_CHECK(!rangesOverlap(sendbuff, sendEnd, recvbuff, recvEnd), "%s: sendbuff and recvbuff overlap (not supported)",
             name);
   // Even when nothing moves on this rank, every rank takes part (its peers synchronise with it).
   return opEnqueue(comm, stream, name, [&](OpCtx& ctx) {

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include "mkccl.h"
 #include "base/check.h"
+#include "runtime/arg_checks.h"
 #include "runtime/enqueue.h"
 #include "runtime/ops_fp8.h"
 
@@ -10,16 +11,8 @@ using namespace mkccl;
 
 namespace {
 
-constexpr size_t kMaxDim = (1ull << 31) - 1;  // TMA dimensions are 32-bit
-
 size_t outSize(mkcclDataType_t t) {
   return t == mkcclFloat32 ? 4 : (t == mkcclBfloat16 || t == mkcclFloat16) ? 2 : 0;
-}
-
-bool overlaps(const void* pa, size_t na, const void* pb, size_t nb) {
-  const char* a = static_cast<const char*>(pa);
-  const char* b = static_cast<const char*>(pb);
-  return na && nb && a < b + nb && b < a + na;
 }
 
 }  // namespace
@@ -28,8 +21,8 @@ mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size
                            const mkcclFp8Scales_t* scales, mkcclDataType_t outType, cudaStream_t stream) {
   const char* op = "mkcclGemmFp8";
   ARG_CHECK(M >= 1 && N >= 1 && K >= 1, "%s: M=%zu N=%zu K=%zu: every dimension must be >= 1", op, M, N, K);
-  ARG_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, "%s: M=%zu N=%zu K=%zu: dimensions must be < 2^31", op, M,
-            N, K);
+  ARG_CHECK(M <= kMaxTmaDim && N <= kMaxTmaDim && K <= kMaxTmaDim, "%s: M=%zu N=%zu K=%zu: dimensions must be < 2^31",
+            op, M, N, K);
   const size_t oes = outSize(outType);
   ARG_CHECK(oes != 0, "%s: outType %d must be mkcclBfloat16, mkcclFloat16 or mkcclFloat32", op,
             static_cast<int>(outType));
@@ -40,22 +33,14 @@ mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size
   ARG_CHECK(A && W && C, "%s: A, W and C must not be NULL", op);
   ARG_CHECK(((uintptr_t)A & 15) == 0 && ((uintptr_t)W & 15) == 0 && ((uintptr_t)C & 15) == 0,
             "%s: A=%p W=%p C=%p must be 16-byte aligned (TMA)", op, A, W, C);
-  ARG_CHECK(scales != nullptr, "%s: scales must not be NULL", op);
-  ARG_CHECK(scales->size >= sizeof(mkcclFp8Scales_t),
-            "%s: scales->size=%zu: set it to sizeof(mkcclFp8Scales_t) (%zu) or use MKCCL_FP8_SCALES_INIT", op,
-            scales->size, sizeof(mkcclFp8Scales_t));
+  MKCCL_CHECK(fp8ScalesCheck(op, scales, /*blockFor=*/nullptr, nullptr));
   const mkcclFp8ScaleKind_t kind = scales->kind;
-  ARG_CHECK(kind == mkcclFp8ScaleTensor || kind == mkcclFp8ScaleBlock,
-            "%s: scales->kind=%d must be mkcclFp8ScaleTensor or mkcclFp8ScaleBlock", op, static_cast<int>(kind));
-  ARG_CHECK(scales->scaleA && scales->scaleW, "%s: scales->scaleA and scales->scaleW must not be NULL", op);
-  ARG_CHECK(((uintptr_t)scales->scaleA & 3) == 0 && ((uintptr_t)scales->scaleW & 3) == 0,
-            "%s: the scales must be 4-byte aligned floats", op);
   const size_t kBlocks = (K + 127) / 128;
   const size_t scaleABytes = (kind == mkcclFp8ScaleBlock ? M * kBlocks : 1) * sizeof(float);
   const size_t scaleWBytes = (kind == mkcclFp8ScaleBlock ? (N + 127) / 128 * kBlocks : 1) * sizeof(float);
-  ARG_CHECK(!overlaps(C, M * N * oes, A, M * K) && !overlaps(C, M * N * oes, W, N * K) &&
-                !overlaps(C, M * N * oes, scales->scaleA, scaleABytes) &&
-                !overlaps(C, M * N * oes, scales->scaleW, scaleWBytes),
+  ARG_CHECK(!rangesOverlap(C, M * N * oes, A, M * K) && !rangesOverlap(C, M * N * oes, W, N * K) &&
+                !rangesOverlap(C, M * N * oes, scales->scaleA, scaleABytes) &&
+                !rangesOverlap(C, M * N * oes, scales->scaleW, scaleWBytes),
             "%s: C overlaps an input or a scale", op);
   int dev = -1;
   CUDA_CHECK(cudaGetDevice(&dev));

@@ -1,6 +1,7 @@
 // Public entry points of the GEMM engine and the fused ops: argument checks, then the op.
 #include "mkccl.h"
 #include "base/check.h"
+#include "runtime/arg_checks.h"
 #include "runtime/fused_args.h"
 #include "runtime/ops.h"
 
@@ -8,21 +9,13 @@ using namespace mkccl;
 
 namespace {
 
-constexpr size_t kMaxDim = (1ull << 31) - 1;  // TMA dimensions are 32-bit
-
 bool isGemmInType(mkcclDataType_t t) { return t == mkcclBfloat16 || t == mkcclFloat16; }
 bool isGemmOutType(mkcclDataType_t t) { return t == mkcclBfloat16 || t == mkcclFloat16 || t == mkcclFloat32; }
 
-bool overlaps(const void* pa, size_t na, const void* pb, size_t nb) {
-  const char* a = (const char*)pa;
-  const char* b = (const char*)pb;
-  return na && nb && a < b + nb && b < a + na;
-}
-
 mkcclResult_t checkDims(const char* op, size_t M, size_t N, size_t K) {
   ARG_CHECK(M >= 1 && N >= 1 && K >= 1, "%s: M=%zu N=%zu K=%zu: every dimension must be >= 1", op, M, N, K);
-  ARG_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, "%s: M=%zu N=%zu K=%zu: dimensions must be < 2^31", op, M,
-            N, K);
+  ARG_CHECK(M <= kMaxTmaDim && N <= kMaxTmaDim && K <= kMaxTmaDim, "%s: M=%zu N=%zu K=%zu: dimensions must be < 2^31",
+            op, M, N, K);
   return mkcclSuccess;
 }
 
@@ -74,7 +67,7 @@ mkcclResult_t mkcclGemm(const void* A, const void* W, void* C, size_t M, size_t 
   MKCCL_CHECK(checkMatrix(op, "A", A, M, K, 2, dev));
   MKCCL_CHECK(checkMatrix(op, "W", W, N, K, 2, dev));
   MKCCL_CHECK(checkMatrix(op, "C", C, M, N, oes, dev));
-  ARG_CHECK(!overlaps(C, M * N * oes, A, M * K * 2) && !overlaps(C, M * N * oes, W, N * K * 2),
+  ARG_CHECK(!rangesOverlap(C, M * N * oes, A, M * K * 2) && !rangesOverlap(C, M * N * oes, W, N * K * 2),
             "%s: C overlaps an input", op);
   cudaGetLastError();
   MKCCL_CHECK(gemmOp(A, W, C, M, N, K, inType, outType, stream));
@@ -109,9 +102,9 @@ mkcclResult_t mkcclGroupedGemm(const void* A, const void* W, void* C, const int*
   MKCCL_CHECK(checkMatrix(op, "W", W, size_t(groups) * N, K, 2, dev));
   MKCCL_CHECK(checkMatrix(op, "C", C, maxRows, N, oes, dev));
   MKCCL_CHECK(checkDevicePtr(rowOffsets, (size_t(groups) + 1) * sizeof(int), dev, op, "rowOffsets"));
-  ARG_CHECK(!overlaps(C, maxRows * N * oes, A, maxRows * K * 2) &&
-                !overlaps(C, maxRows * N * oes, W, size_t(groups) * N * K * 2) &&
-                !overlaps(C, maxRows * N * oes, rowOffsets, (size_t(groups) + 1) * sizeof(int)),
+  ARG_CHECK(!rangesOverlap(C, maxRows * N * oes, A, maxRows * K * 2) &&
+                !rangesOverlap(C, maxRows * N * oes, W, size_t(groups) * N * K * 2) &&
+                !rangesOverlap(C, maxRows * N * oes, rowOffsets, (size_t(groups) + 1) * sizeof(int)),
             "%s: C overlaps an input", op);
   cudaGetLastError();
   MKCCL_CHECK(groupedGemmOp(A, W, C, rowOffsets, groups, maxRows, N, K, inType, outType, stream));

@@ -3,21 +3,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "base/check.h"
+#include "runtime/arg_checks.h"
 
 namespace mkccl {
 namespace {
 
-constexpr size_t kMaxDim = (1ull << 31) - 1;  // TMA dimensions are 32-bit
-
 bool isIn(mkcclDataType_t t) { return t == mkcclBfloat16 || t == mkcclFloat16; }
 bool isOut(mkcclDataType_t t) { return isIn(t) || t == mkcclFloat32; }
 size_t bytesOf(mkcclDataType_t t) { return t == mkcclFloat32 ? 4 : 2; }
-
-bool overlaps(const void* pa, size_t na, const void* pb, size_t nb) {
-  const char* a = static_cast<const char*>(pa);
-  const char* b = static_cast<const char*>(pb);
-  return a && b && na && nb && a < b + nb && b < a + na;
-}
 
 // A pitch: 0 takes `width`; else at least the width, and a multiple of 16 bytes (TMA).
 mkcclResult_t pitch(const char* op, const char* what, size_t given, size_t width, size_t es, size_t* out) {
@@ -31,7 +24,7 @@ mkcclResult_t pitch(const char* op, const char* what, size_t given, size_t width
   return mkcclSuccess;
 }
 
-mkcclResult_t aligned(const char* op, const char* what, const void* p, size_t align) {
+mkcclResult_t checkAligned(const char* op, const char* what, const void* p, size_t align) {
   ARG_CHECK((reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0, "%s: %s = %p must be %zu-byte aligned", op, what, p,
             align);
   return mkcclSuccess;
@@ -64,8 +57,8 @@ mkcclResult_t fusedArgsResolve(const char* op, FusedKind kind, int nranks, int r
             op);
   ARG_CHECK(isOut(r.biasType),
             "%s: biasType must be mkcclBfloat16, mkcclFloat16 or mkcclFloat32 (mkcclNumTypes: inType)", op);
-  ARG_CHECK(r.M >= 1 && r.K >= 1 && r.M <= kMaxDim && r.K <= kMaxDim, "%s: M=%zu K=%zu: each must be in [1, 2^31)",
-            op, r.M, r.K);
+  ARG_CHECK(r.M >= 1 && r.K >= 1 && r.M <= kMaxTmaDim && r.K <= kMaxTmaDim,
+            "%s: M=%zu K=%zu: each must be in [1, 2^31)", op, r.M, r.K);
   ARG_CHECK(kind == FusedKind::GemmAllReduce || r.M % size_t(nranks) == 0,
             "%s: M=%zu must be divisible by the number of ranks (%d)", op, r.M, nranks);
   ARG_CHECK(r.K % 8 == 0, "%s: K=%zu must be a multiple of 8 (the %s operand's rows are 16-byte multiples)", op, r.K,
@@ -76,7 +69,7 @@ mkcclResult_t fusedArgsResolve(const char* op, FusedKind kind, int nranks, int r
   ARG_CHECK(ag || r.gatheredA == nullptr, "%s: gatheredA is for AllGather+GEMM only: pass NULL", op);
   ARG_CHECK(r.A != nullptr, "%s: A is NULL", op);
   MKCCL_CHECK(pitch(op, "lda", in->lda, r.K, 2, &r.lda));
-  MKCCL_CHECK(aligned(op, "A", r.A, 16));
+  MKCCL_CHECK(checkAligned(op, "A", r.A, 16));
   r.aRows = ag ? r.M / size_t(nranks) : r.M;
   r.cRows = kind == FusedKind::GemmReduceScatter ? r.M / size_t(nranks) : r.M;
   const size_t oes = bytesOf(r.outType), bes = bytesOf(r.biasType);
@@ -85,7 +78,7 @@ mkcclResult_t fusedArgsResolve(const char* op, FusedKind kind, int nranks, int r
     mkcclFusedWeight_t w = in->weights[i];
     char name[32];
     ARG_CHECK(w.W != nullptr && w.C != nullptr, "%s: weights[%d]: W and C must not be NULL", op, i);
-    ARG_CHECK(w.N >= 1 && w.N <= kMaxDim, "%s: weights[%d].N=%zu: must be in [1, 2^31)", op, i, w.N);
+    ARG_CHECK(w.N >= 1 && w.N <= kMaxTmaDim, "%s: weights[%d].N=%zu: must be in [1, 2^31)", op, i, w.N);
     ARG_CHECK(ag || w.N % 8 == 0,
               "%s: N=%zu must be a multiple of 8 (the partial sums travel in 16-byte vectors)", op, w.N);
     // TMA stores a row's last 16-byte piece whole: a row of C that ends inside one would have its
@@ -99,12 +92,12 @@ mkcclResult_t fusedArgsResolve(const char* op, FusedKind kind, int nranks, int r
     snprintf(name, sizeof(name), "weights[%d].ldc", i);
     MKCCL_CHECK(pitch(op, name, w.ldc, w.N, oes, &w.ldc));
     snprintf(name, sizeof(name), "weights[%d].W", i);
-    MKCCL_CHECK(aligned(op, name, w.W, 16));
+    MKCCL_CHECK(checkAligned(op, name, w.W, 16));
     snprintf(name, sizeof(name), "weights[%d].C", i);
-    MKCCL_CHECK(aligned(op, name, w.C, 16));
+    MKCCL_CHECK(checkAligned(op, name, w.C, 16));
     if (w.bias) {
       snprintf(name, sizeof(name), "weights[%d].bias", i);
-      MKCCL_CHECK(aligned(op, name, w.bias, bes));
+      MKCCL_CHECK(checkAligned(op, name, w.bias, bes));
     }
     r.w[i] = w;
   }
@@ -113,28 +106,28 @@ mkcclResult_t fusedArgsResolve(const char* op, FusedKind kind, int nranks, int r
   for (int i = 0; i < r.numWeights; ++i) {
     const mkcclFusedWeight_t& w = r.w[i];
     const size_t cSpan = matrixSpan(r.cRows, w.N, w.ldc, oes);
-    ARG_CHECK(!overlaps(w.C, cSpan, r.A, aSpan), "%s: weights[%d].C overlaps A", op, i);
-    ARG_CHECK(!overlaps(w.C, cSpan, r.gatheredA, r.M * r.K * 2), "%s: weights[%d].C overlaps gatheredA", op, i);
+    ARG_CHECK(!rangesOverlap(w.C, cSpan, r.A, aSpan), "%s: weights[%d].C overlaps A", op, i);
+    ARG_CHECK(!rangesOverlap(w.C, cSpan, r.gatheredA, r.M * r.K * 2), "%s: weights[%d].C overlaps gatheredA", op, i);
     for (int j = 0; j < r.numWeights; ++j) {
       const mkcclFusedWeight_t& v = r.w[j];
-      ARG_CHECK(!overlaps(w.C, cSpan, v.W, matrixSpan(v.N, r.K, v.ldw, 2)), "%s: weights[%d].C overlaps weights[%d].W",
-                op, i, j);
-      ARG_CHECK(!overlaps(w.C, cSpan, v.bias, v.N * bes), "%s: weights[%d].C overlaps weights[%d].bias", op, i, j);
+      ARG_CHECK(!rangesOverlap(w.C, cSpan, v.W, matrixSpan(v.N, r.K, v.ldw, 2)),
+                "%s: weights[%d].C overlaps weights[%d].W", op, i, j);
+      ARG_CHECK(!rangesOverlap(w.C, cSpan, v.bias, v.N * bes), "%s: weights[%d].C overlaps weights[%d].bias", op, i, j);
       if (j != i)
-        ARG_CHECK(!overlaps(w.C, cSpan, v.C, matrixSpan(r.cRows, v.N, v.ldc, oes)),
+        ARG_CHECK(!rangesOverlap(w.C, cSpan, v.C, matrixSpan(r.cRows, v.N, v.ldc, oes)),
                   "%s: weights[%d].C overlaps weights[%d].C", op, i, j);
     }
-    ARG_CHECK(!overlaps(r.gatheredA, r.M * r.K * 2, w.W, matrixSpan(w.N, r.K, w.ldw, 2)),
+    ARG_CHECK(!rangesOverlap(r.gatheredA, r.M * r.K * 2, w.W, matrixSpan(w.N, r.K, w.ldw, 2)),
               "%s: gatheredA overlaps weights[%d].W", op, i);
-    ARG_CHECK(!overlaps(r.gatheredA, r.M * r.K * 2, w.bias, w.N * bes), "%s: gatheredA overlaps weights[%d].bias", op,
-              i);
+    ARG_CHECK(!rangesOverlap(r.gatheredA, r.M * r.K * 2, w.bias, w.N * bes), "%s: gatheredA overlaps weights[%d].bias",
+              op, i);
   }
   if (r.gatheredA) {
-    MKCCL_CHECK(aligned(op, "gatheredA", r.gatheredA, 16));
+    MKCCL_CHECK(checkAligned(op, "gatheredA", r.gatheredA, 16));
     // In place: A is this rank's block of gatheredA (then lda must be K).
     const bool inPlace = r.lda == r.K && static_cast<const char*>(r.A) ==
                                              static_cast<const char*>(r.gatheredA) + size_t(rank) * r.aRows * r.K * 2;
-    ARG_CHECK(inPlace || !overlaps(r.gatheredA, r.M * r.K * 2, r.A, aSpan),
+    ARG_CHECK(inPlace || !rangesOverlap(r.gatheredA, r.M * r.K * 2, r.A, aSpan),
               "%s: gatheredA overlaps A without A being this rank's block of it (lda = K)", op);
   }
   *out = r;

@@ -1,0 +1,28 @@
+// Argument checks shared by the API entry points; each message names the call (`op`) and the
+// argument, and a mistake is mkcclInvalidArgument (mkcclInvalidUsage where the call exists but not
+// for those arguments yet).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "mkccl.h"
+
+namespace mkccl {
+
+constexpr size_t kMaxTmaDim = (1ull << 31) - 1;  // TMA dimensions are 32-bit
+
+// [pa, pa + na) and [pb, pb + nb) share a byte (a null pointer or an empty range shares none).
+inline bool rangesOverlap(const void* pa, size_t na, const void* pb, size_t nb) {
+  const char* a = static_cast<const char*>(pa);
+  const char* b = static_cast<const char*>(pb);
+  return a && b && na && nb && a < b + nb && b < a + na;
+}
+
+inline bool isAligned(const void* p, uintptr_t to) { return (reinterpret_cast<uintptr_t>(p) & (to - 1)) == 0; }
+
+// An fp8 call's mkcclFp8Scales_t: present, sized, a known kind, both pointers set and 4-byte
+// aligned. blockFor: null where block scales are supported; else the op's name in the message that
+// refuses them (mkcclInvalidUsage), with `blockInstead` as the way to get the same result.
+mkcclResult_t fp8ScalesCheck(const char* op, const mkcclFp8Scales_t* scales, const char* blockFor,
+                             const char* blockInstead);
+
+}  // namespace mkccl
