@@ -28,10 +28,16 @@ mkcclResult_t reduceOccupancy(int dev, int smCount, Occupancy* out) {
   return mkcclSuccess;
 }
 
-template <class In>
-mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream) {
-  const Layout& L = f.params.L;
+// What every launch of the fused GEMM+RS/AR kernel passes: the engine's arguments and the tensor
+// maps of A, W (of `inType`: the 16-bit type whose columns hold the bytes of fp8 rows) and C.
+struct ReduceLaunchArgs {
   GemmArgs g;
+  alignas(64) CUtensorMap mapA, mapB, mapC;
+};
+
+inline mkcclResult_t reduceLaunchArgs(const FusedLaunch& f, mkcclDataType_t inType, ReduceLaunchArgs* a) {
+  const Layout& L = f.params.L;
+  GemmArgs& g = a->g;
   memset(&g, 0, sizeof(g));
   g.M = f.M;
   g.N = f.N;
@@ -44,11 +50,19 @@ mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream) {
   g.ldc = f.N;
   g.waitTimeoutNs = f.waitTimeoutNs;
   MKCCL_CHECK(gemmFaultWord(&g.fault));
+  MKCCL_CHECK(encodeTileMap(&a->mapA, f.A, inType, f.M, f.K, f.lda, kTileRows));
+  MKCCL_CHECK(encodeTileMap(&a->mapB, f.W, inType, f.N, f.K, f.ldw, static_cast<uint32_t>(L.bn / L.cs)));
+  MKCCL_CHECK(encodeTileMap(&a->mapC, f.params.C, f.type, f.cRows, f.N, f.N, 64));
+  return mkcclSuccess;
+}
 
-  alignas(64) CUtensorMap mapA, mapB, mapC;
-  MKCCL_CHECK(encodeTileMap(&mapA, f.A, f.type, f.M, f.K, f.lda, kTileRows));
-  MKCCL_CHECK(encodeTileMap(&mapB, f.W, f.type, f.N, f.K, f.ldw, static_cast<uint32_t>(L.bn / L.cs)));
-  MKCCL_CHECK(encodeTileMap(&mapC, f.params.C, f.type, f.cRows, f.N, f.N, 64));
+template <class In>
+mkcclResult_t reduceLaunch(const FusedLaunch& f, cudaStream_t stream) {
+  const Layout& L = f.params.L;
+  ReduceLaunchArgs a;
+  MKCCL_CHECK(reduceLaunchArgs(f, f.type, &a));
+  const GemmArgs& g = a.g;
+  const CUtensorMap &mapA = a.mapA, &mapB = a.mapB, &mapC = a.mapC;
   if (L.bn == 256) return ReduceLauncher<In, 256>::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
   if (L.bn == 128) return ReduceLauncher<In, 128>::launch(mapA, mapB, mapC, g, f.params, f.ctas, stream);
   return setError(mkcclInternalError, "gemm+reduce: no kernel for tile width %d", L.bn);

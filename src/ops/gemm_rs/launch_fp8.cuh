@@ -23,24 +23,11 @@ mkcclResult_t reduceOccupancyFp8(int dev, int smCount, Occupancy* out) {
 template <class Out>
 mkcclResult_t reduceLaunchFp8(const FusedLaunch& f, const Fp8Call& s, cudaStream_t stream) {
   const Layout& L = f.params.L;
-  GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  g.M = f.M;
-  g.N = f.N;
-  g.K = f.K;  // 16-bit columns: one 64-column k-block is a 128-wide e4m3 one
-  g.kBlocks = static_cast<int>(ceilDiv(f.K, 64));
-  g.clusterSize = L.cs;
-  g.nCommCtas = 0;
-  g.outType = f.type;
-  g.C = f.params.C;
-  g.ldc = f.N;
-  g.waitTimeoutNs = f.waitTimeoutNs;
-  MKCCL_CHECK(gemmFaultWord(&g.fault));
-
-  alignas(64) CUtensorMap mapA, mapB, mapC;
-  MKCCL_CHECK(encodeTileMap(&mapA, f.A, mkcclBfloat16, f.M, f.K, f.lda, kTileRows));
-  MKCCL_CHECK(encodeTileMap(&mapB, f.W, mkcclBfloat16, f.N, f.K, f.ldw, static_cast<uint32_t>(L.bn / L.cs)));
-  MKCCL_CHECK(encodeTileMap(&mapC, f.params.C, f.type, f.cRows, f.N, f.N, 64));
+  // K in 16-bit columns: one 64-column k-block is a 128-wide e4m3 one.
+  ReduceLaunchArgs a;
+  MKCCL_CHECK(reduceLaunchArgs(f, mkcclBfloat16, &a));
+  const GemmArgs& g = a.g;
+  const CUtensorMap &mapA = a.mapA, &mapB = a.mapB, &mapC = a.mapC;
   ReduceFp8Params p;
   memset(&p, 0, sizeof(p));
   static_cast<ReduceParams&>(p) = f.params;

@@ -14,24 +14,10 @@ using NetReduceLauncher = GemmLauncher<ReduceCfg<In, kBN>, GemmReduceOpT<true>>;
 template <class In>
 mkcclResult_t netReduceLaunch(const FusedLaunch& f, int dev, int smCount, cudaStream_t stream) {
   const Layout& L = f.params.L;
-  GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  g.M = f.M;
-  g.N = f.N;
-  g.K = f.K;
-  g.kBlocks = static_cast<int>(ceilDiv(f.K, 64));
-  g.clusterSize = L.cs;
-  g.nCommCtas = 0;
-  g.outType = f.type;
-  g.C = f.params.C;
-  g.ldc = f.N;
-  g.waitTimeoutNs = f.waitTimeoutNs;
-  MKCCL_CHECK(gemmFaultWord(&g.fault));
-
-  alignas(64) CUtensorMap mapA, mapB, mapC;
-  MKCCL_CHECK(encodeTileMap(&mapA, f.A, f.type, f.M, f.K, f.lda, kTileRows));
-  MKCCL_CHECK(encodeTileMap(&mapB, f.W, f.type, f.N, f.K, f.ldw, static_cast<uint32_t>(L.bn / L.cs)));
-  MKCCL_CHECK(encodeTileMap(&mapC, f.params.C, f.type, f.cRows, f.N, f.N, 64));
+  ReduceLaunchArgs a;
+  MKCCL_CHECK(reduceLaunchArgs(f, f.type, &a));
+  const GemmArgs& g = a.g;
+  const CUtensorMap &mapA = a.mapA, &mapB = a.mapB, &mapC = a.mapC;
   // The kernel's attributes (shared memory) are set on every call: this route is opt-in and its
   // calls cross the network, so a few microseconds of host time do not show.
   int clusters = 0;
