@@ -230,12 +230,7 @@ int runShape(const Shape& s, const Args& a, Env& env, uint64_t seed) {
     r.baselineTimeUs = v[3];
     r.extra["speedup"] = v[3] / v[0];
   }
-  if (v[4] > 0 && v[5] > 0) {
-    r.extra["gemm_alone_us"] = v[4];
-    r.extra["comm_alone_us"] = v[5];
-    r.extra["floor_us"] = std::max(v[4], v[5]);
-    r.extra["floor_ratio"] = v[0] / std::max(v[4], v[5]);
-  }
+  setFloor(&r, v[0], v[4], v[5]);
   // The overrides in force, so that a result says what ran.
   const std::string tuning = userTuning();
   r.note = "tuning " + (tuning.empty() ? std::string("(none)") : tuning) +

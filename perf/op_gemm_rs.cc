@@ -266,12 +266,7 @@ int runGemmReduce(const Args& a, Env& env, std::vector<Result>* results, bool al
     r.extra["fused_other_push_us"] = v[6];
     if (v[7] > 0) r.extra["rs_ag_us"] = v[7];
     r.extra["tflops"] = 2.0 * M * N * K / (v[0] * 1e-6) / 1e12;
-    if (v[3] > 0) {
-      const double floorUs = std::max(v[2], v[3]);
-      r.extra["comm_alone_us"] = v[3];
-      r.extra["floor_us"] = floorUs;
-      r.extra["floor_ratio"] = v[0] / floorUs;
-    }
+    setFloor(&r, v[0], v[2], v[3]);
     if (v[1] > 0) r.extra["speedup"] = v[1] / v[0];
     // The overrides in force, so that a result says what ran.
     const std::string tuning = userTuning();

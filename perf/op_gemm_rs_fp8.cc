@@ -185,12 +185,7 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
     r.baselineTimeUs = v[1];
     r.extra["speedup"] = v[1] / v[0];
   }
-  if (v[2] > 0 && v[3] > 0) {
-    r.extra["gemm_alone_us"] = v[2];
-    r.extra["comm_alone_us"] = v[3];
-    r.extra["floor_us"] = std::max(v[2], v[3]);
-    r.extra["floor_ratio"] = v[0] / std::max(v[2], v[3]);
-  }
+  setFloor(&r, v[0], v[2], v[3]);
   const std::string tuning = userTuning();
   r.note = "tuning " + (tuning.empty() ? std::string("(none)") : tuning) +
            (nccl ? "" : ", comm_alone by our collective (no NCCL), no baseline") + ", " + std::to_string(sets) +

@@ -84,5 +84,14 @@ bool combineOverRanks(const char* op, double* v, size_t n, bool sum) {
 
 bool maxOverRanks(const char* op, double* v, size_t n) { return combineOverRanks(op, v, n, false); }
 
+void setFloor(Result* r, double oursUs, double gemmUs, double commUs) {
+  if (gemmUs <= 0 || commUs <= 0) return;
+  const double floorUs = gemmUs > commUs ? gemmUs : commUs;
+  r->extra["gemm_alone_us"] = gemmUs;
+  r->extra["comm_alone_us"] = commUs;
+  r->extra["floor_us"] = floorUs;
+  r->extra["floor_ratio"] = oursUs / floorUs;
+}
+
 }  // namespace perf
 }  // namespace mkccl

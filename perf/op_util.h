@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mkccl.h"
+#include "perf.h"
 
 namespace mkccl {
 namespace perf {
@@ -45,6 +46,10 @@ double halfToDouble(uint16_t v, mkcclDataType_t t);
 bool maxOverRanks(const char* op, double* v, size_t n);
 // Each value summed over the ranks (sum) or its maximum; false (and a message naming op) on failure.
 bool combineOverRanks(const char* op, double* v, size_t n, bool sum);
+
+// A fused op's floor (docs/PERFORMANCE.md): gemm_alone_us, comm_alone_us, floor_us = their max and
+// floor_ratio = ours / floor, when both parts were timed (> 0).
+void setFloor(Result* r, double oursUs, double gemmUs, double commUs);
 
 }  // namespace perf
 }  // namespace mkccl
