@@ -13,6 +13,11 @@ namespace {
 // test program that uses these helpers, set before any CUDA call (a static initialiser of this
 // file, which such a program links); a value the user set stands.
 const int kHardwareQueues = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+// Kernels loaded when the context starts, not at their first launch: a lazy load may wait for the
+// context's running kernels, and where ranks share a context one of those can be a peer's
+// persistent kernel waiting for the very launch the load holds up (seen on 1xH200: Python's fused
+// MoE test hung at 2 and 3 ranks with lazy loading, passed with eager). A value the user set stands.
+const int kEagerLoading = setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 }  // namespace
 
 SharedGpus::SharedGpus(const std::vector<int>& devs) {

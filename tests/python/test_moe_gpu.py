@@ -274,6 +274,26 @@ def routed_rows(offs, counts):
     return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64)
 
 
+def row_keys(info, rows):
+    """One int64 per received row: (token, srcRank | slot << 16), which names it whatever its place."""
+    i = info[rows].long()
+    return (i[:, 0] << 32) | (i[:, 1] & 0xFFFFFFFF)
+
+
+def fused_rows(o, rr):
+    """For each routed row of the plain dispatch's layout (rr), the row of the same (token, source,
+    slot) in the fused dispatch's layout, or None where the two hold different rows. The fused
+    dispatch runs fewer CTAs than the plain one, and the order of a source's rows inside an expert's
+    segment follows the CTAs' token ranges (docs/MOE.md), so rows may sit at other places."""
+    kc, kf = row_keys(o["info_c"], rr), row_keys(o["info_f"], rr)
+    oc, of = torch.argsort(kc), torch.argsort(kf)
+    if not torch.equal(kc[oc], kf[of]):
+        return None
+    f = torch.empty_like(rr)
+    f[oc] = rr[of]
+    return f
+
+
 def run_fused(devices, E, k, H, I, N, Ts):
     """On every rank, in one stream, with poisoned (NaN) outputs: (a) the composed layer (dispatch,
     grouped_gemm_swiglu, mkccl.ops.grouped_gemm, combine), (b) dispatch_gemm + grouped GEMM +
@@ -363,11 +383,18 @@ def run_fused(devices, E, k, H, I, N, Ts):
         for r in range(n):
             o = res[r]
             where = "rank %d/%d (T %d)" % (r, n, Ts[r])
-            for name in ("offs", "cnt", "info"):
+            for name in ("offs", "cnt"):
                 if not torch.equal(o[name + "_f"], o[name + "_c"]):
                     fails.append("%s: the fused dispatch's %s differs from the plain one's" % (where, name))
             rr = routed_rows(o["offs_c"], o["cnt_c"])
-            checks = [("act (dispatch_gemm)", o["act_f"][rr], o["act_c"][rr], 1e-2),
+            fr = fused_rows(o, rr) if torch.equal(o["offs_f"], o["offs_c"]) else None
+            if fr is None:
+                fails.append("%s: the fused dispatch's segments hold other rows than the plain one's" % where)
+                fr = rr
+            # where each plain-layout row sits in the fused layout (act_f, act_p are in the latter)
+            to_f = torch.full((o["info_c"].shape[0],), -1, dtype=torch.int64)
+            to_f[rr] = fr
+            checks = [("act (dispatch_gemm)", o["act_f"][fr], o["act_c"][rr], 1e-2),
                       ("act (composed, again)", o["act_s"][rr], o["act_c"][rr], 1e-2),
                       ("y (gemm_combine)", o["y_s"][rr], o["y_c"][rr], 1e-2),
                       ("out (dispatch_gemm + grouped GEMM + combine)", o["out_f"], o["out_c"], 1e-2),
@@ -375,13 +402,13 @@ def run_fused(devices, E, k, H, I, N, Ts):
                       ("out (layer fused='both')", o["out_b"], o["out_c"], 1e-2),
                       ("out (composed) vs fp32", o["out_c"], refs[r], 3e-2),
                       ("out (both fused) vs fp32", o["out_b"], refs[r], 3e-2),
-                      ("act (dispatch_gemm swiglu=False) vs grouped_gemm", o["act_p"][rr], o["pl_ref"][rr], 1e-2)]
+                      ("act (dispatch_gemm swiglu=False) vs grouped_gemm", o["act_p"][fr], o["pl_ref"][rr], 1e-2)]
             # The plain GEMM against fp32, expert by expert on the received rows.
             offs, cnt = o["offs_c"].tolist(), o["cnt_c"].tolist()
             for e in range(El):
                 rows_e = torch.arange(offs[e], offs[e] + cnt[e])
                 ref = o["rx_c"][rows_e].float() @ W["w1p"][r][e].cpu().float().t()
-                checks.append(("act (swiglu=False) expert %d vs fp32" % e, o["act_p"][rows_e], ref, 2e-2))
+                checks.append(("act (swiglu=False) expert %d vs fp32" % e, o["act_p"][to_f[rows_e]], ref, 2e-2))
             if Ts[r] > 4:  # token 4 has no expert: zeros
                 checks.append(("out of a token with no expert", o["out_b"][4], torch.zeros(H), 0.0))
             if sum(cnt) != int((idxs[r] >= 0).sum()) and n == 1:
