@@ -2,6 +2,7 @@
 against a float32 torch reference at 1 rank and at 2 ranks in threads (sharing the GPU where there
 is one); dispatch + combine alone (y = recv_x: out = x * sum_j w_j); T = 0, 1, odd H and I; bad
 arguments raise before any call. Fresh random inputs every run (the seed is printed)."""
+import ctypes
 import os
 import threading
 import time
@@ -294,6 +295,32 @@ def fused_rows(o, rr):
     return f
 
 
+def rank_streams(devices):
+    """A new stream per rank, made one after another before the handles. Ranks sharing a GPU share
+    its context, whose streams run over a few hardware queues; a rank's persistent kernel that
+    waits for a peer must not sit in the queue ahead of that peer's work. Streams made in a row get
+    queues of their own (what tests/common/rank_threads.cc does for the C++ tests); torch's pool
+    streams, handed out as the threads ask, are not made so (a 3-rank run on GPUs [0, 1, 0] hung
+    with them). Returns (torch streams, raw handles to destroy)."""
+    cudart = torch.cuda.cudart()
+    if not hasattr(cudart, "cudaStreamCreate"):
+        return [torch.cuda.Stream(d) for d in devices], []
+    out, raw = [], []
+    for d in devices:
+        with torch.cuda.device(d):
+            h = ctypes.c_uint64(0)
+            err = cudart.cudaStreamCreate(ctypes.addressof(h))
+            assert int(err) == 0 and h.value, "cudaStreamCreate on GPU %d: error %s" % (d, err)
+            raw.append(h.value)
+            out.append(torch.cuda.ExternalStream(h.value, device=torch.device("cuda", d)))
+    return out, raw
+
+
+def destroy_streams(raw):
+    for h in raw:
+        torch.cuda.cudart().cudaStreamDestroy(h)
+
+
 def run_fused(devices, E, k, H, I, N, Ts):
     """On every rank, in one stream, with poisoned (NaN) outputs: (a) the composed layer (dispatch,
     grouped_gemm_swiglu, mkccl.ops.grouped_gemm, combine), (b) dispatch_gemm + grouped GEMM +
@@ -308,6 +335,7 @@ def run_fused(devices, E, k, H, I, N, Ts):
     with shared_gpus(devices):
         comms = mkccl.init_all(devices)
     shared = len(set(devices)) < n
+    streams, raw_streams = rank_streams(devices)
     try:
         xs, idxs, wts = [], [], []
         for r in range(n):
@@ -346,7 +374,7 @@ def run_fused(devices, E, k, H, I, N, Ts):
                 b["rx_c"].fill_(float("nan"))
                 torch.cuda.synchronize(dev)
                 wait()  # nothing but libmkccl kernels from here while a peer may wait (rank_checks.py)
-                s = torch.cuda.Stream(dev)
+                s = streams[r]
                 with torch.cuda.stream(s):
                     m.dispatch(x, idx, w)  # (a) composed
                     b["rx_c"].copy_(m.recv_x)
@@ -426,6 +454,7 @@ def run_fused(devices, E, k, H, I, N, Ts):
     finally:
         for c in comms:
             c.close()
+        destroy_streams(raw_streams)
 
 
 def test_fused_halves_one_rank():
