@@ -6,6 +6,9 @@ CUDA device is visible; otherwise pytest's own exit code (5, no test collected, 
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cuda_env  # noqa: E402,F401  (before torch.cuda.is_available() below starts CUDA)
+
 
 def skip(why):
     print("skipped: " + why)

@@ -8,9 +8,7 @@ import threading
 import time
 import traceback
 
-# Before CUDA starts in this process: ranks of one process sharing a GPU need more hardware queues
-# than the default 8 (their copy streams wait on memory; tests/common/rank_threads.cc says more).
-os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+import cuda_env  # noqa: E402,F401  (before CUDA starts: cuda_env.py says why)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

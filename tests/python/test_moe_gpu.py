@@ -3,11 +3,10 @@ against a float32 torch reference at 1 rank and at 2 ranks in threads (sharing t
 is one); dispatch + combine alone (y = recv_x: out = x * sum_j w_j); T = 0, 1, odd H and I; bad
 arguments raise before any call. Fresh random inputs every run (the seed is printed)."""
 import ctypes
-import os
 import threading
 import time
 
-os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+import cuda_env  # noqa: E402,F401  (before CUDA starts: cuda_env.py says why)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
