@@ -1,5 +1,5 @@
-// CPU checks of the fused GEMM+ReduceScatter across nodes (gemm_rs.net=fused; the kernel is built
-// but has NOT yet run on a GPU): its layout (kernels/gemm_rs/net_layout.h), its order
+// CPU checks of the fused GEMM+ReduceScatter across nodes (gemm_rs.net=fused; the kernel's
+// GPU tests are in gemm_rs_net_test): its layout (kernels/gemm_rs/net_layout.h), its order
 // (layout.h: NetSchedule) and its plan (ops/gemm_rs/net_plan.h).
 //   - every rank computes every (phase, tile) once; the other nodes' sub-chunks come before its
 //     own in every CTA's sequence; a final tile comes after every local sender's partial of it,

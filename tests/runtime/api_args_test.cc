@@ -153,8 +153,7 @@ TEST(Api, MoeCtaTuningKeys) {
   EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
 }
 
-// gemm_rs.net / gemm_ar.net (the route across nodes: sequential, the default, or the fused kernel,
-// which has not yet run on a GPU) parse without a device; anything else is mkcclInvalidUsage naming
+// gemm_rs.net / gemm_ar.net (the route across nodes: sequential, the default, or the fused kernel) parse without a device; anything else is mkcclInvalidUsage naming
 // the key. Process-wide; reset at the end.
 TEST(Api, GemmReduceNetTuningKeys) {
   for (const char* key : {"gemm_rs.net", "gemm_ar.net"}) {

@@ -1,5 +1,5 @@
 // GEMM+ReduceScatter across nodes, fused into the persistent kernel (gemm_rs.net=fused; off by
-// default; built, not yet run on a GPU): where rows go, where node sums wait, the network window's
+// default; run on one H200 on emulated nodes): where rows go, where node sums wait, the network window's
 // slots and the flags. Host- and device-callable; every rank computes the same from the call's
 // global arguments, the node count, the ranks per node and its node (tests/fused/gemm_rs_layout_test.cc).
 //

@@ -1,5 +1,5 @@
 // GEMM+ReduceScatter across nodes as one persistent kernel (gemm_rs.net=fused; off by default):
-// the plan (kernels/gemm_rs/net_layout.h) and the launch. Built, not yet run on a GPU.
+// the plan (kernels/gemm_rs/net_layout.h) and the launch. Run on one H200 on emulated nodes (gemm_rs_net_test).
 // The node level is the one-node fused kernel over this node's ranks (by local index), with the
 // push team (the copy engines and bulk stores are one node's designs), its final tiles' node sums
 // in our scratch's net area; net.cuh puts them to the counterparts and adds the nodes' sums.

@@ -1,5 +1,5 @@
 // GEMM+ReduceScatter across nodes, fused: the launch (net_fused.cu) of a plan of net_plan.h.
-// Built, not yet run on a GPU.
+// Off by default; run on one H200 on emulated nodes (gemm_rs_net_test).
 #pragma once
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm_rs/net_plan.h"

@@ -4,7 +4,7 @@
 //
 // Across nodes the one-node fused kernel does not run (its partials and finished tiles travel by
 // NVLink stores into the peers' scratch); gemm_rs.net=fused runs the ReduceScatter in a kernel of
-// its own design instead (net_plan.h; built, not yet run on a GPU). What runs by default is the
+// its own design instead (net_plan.h; off by default, run on one H200 on emulated nodes only). What runs by default is the
 // sequential route over the
 // hierarchical collectives (src/ops/coll/coll_net.cc): the GEMM engine writes this rank's partial
 // product, then the inter-node ReduceScatter (an NVLink ReduceScatter inside the node into the

@@ -45,7 +45,7 @@ struct Tuning {
     int publish = -1;      // publish: late (0) | early (1); -1 the rule's
     int net = 0;           // net: across nodes, sequential (0) | fused (1): the fused ReduceScatter
                            // kernel with the network inside (AR: then the hierarchical AllGather);
-                           // built, not yet run on a GPU
+                           // off by default; run on emulated nodes only
   } gemmRs, gemmAr;
 
   coll::Tuning coll;  // coll.* and allreduce.*: the collectives' protocols and layout
