@@ -6,6 +6,7 @@
 #include <string>
 #include "base/log.h"
 #include "runtime/ag_fp8_args.h"
+#include "../common/fp8_scale_refusals.h"
 
 using namespace mkccl;
 
@@ -86,24 +87,7 @@ TEST(AgGemmFp8Args, Refused) {
   c = Call();
   c.G = at(400) + 4;
   refused(c, "16-byte aligned");
-  c = Call();
-  c.noScales = true;
-  refused(c, "scales must not be NULL");
-  c = Call();
-  c.scales.size = 8;
-  refused(c, "scales->size");
-  c = Call();
-  c.scales.kind = static_cast<mkcclFp8ScaleKind_t>(5);
-  refused(c, "scales->kind=5");
-  c = Call();
-  c.scales.kind = mkcclFp8ScaleBlock;
-  refused(c, "block scales", mkcclInvalidUsage);
-  c = Call();
-  c.scales.scaleA = nullptr;
-  refused(c, "scaleA and scales->scaleW must not be NULL");
-  c = Call();
-  c.scales.scaleW = reinterpret_cast<const float*>(at(301) + 2);
-  refused(c, "4-byte aligned");
+  test::fp8ScaleRefusals<Call>(refused, /*blockBuilt=*/false);
   c = Call();
   c.C = at(1);  // C over A
   c.A = at(1) + 256 * 384 * 2 - 4096;

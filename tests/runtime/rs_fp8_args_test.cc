@@ -7,6 +7,7 @@
 #include <string>
 #include "base/log.h"
 #include "runtime/rs_fp8_args.h"
+#include "../common/fp8_scale_refusals.h"
 
 using namespace mkccl;
 
@@ -99,24 +100,14 @@ TEST(GemmReduceFp8Args, Refused) {
   c = Call();
   c.W = at(100) + 8;
   refused(c, "16-byte aligned");
-  c = Call();
-  c.noScales = true;
-  refused(c, "scales must not be NULL");
-  c = Call();
-  c.scales.size = 8;
-  refused(c, "scales->size");
-  c = Call();
-  c.scales.kind = static_cast<mkcclFp8ScaleKind_t>(5);
-  refused(c, "scales->kind=5");
-  c = Call();
-  c.scales.kind = mkcclFp8ScaleBlock;
-  refused(c, "block scales", mkcclInvalidUsage);
-  c = Call();
-  c.scales.scaleW = nullptr;
-  refused(c, "scaleA and scales->scaleW must not be NULL");
-  c = Call();
-  c.scales.scaleA = reinterpret_cast<const float*>(at(300) + 2);
-  refused(c, "4-byte aligned");
+  for (bool ar : {false, true}) {
+    SCOPED_TRACE(ar ? "AllReduce" : "ReduceScatter");
+    auto refusedAs = [ar](Call c, const char* needle, mkcclResult_t want) {
+      c.ar = ar;
+      refused(c, needle, want);
+    };
+    test::fp8ScaleRefusals<Call>(refusedAs, /*blockBuilt=*/false);
+  }
   c = Call();
   c.C = at(1);  // C over A
   c.A = at(1) + 128 * 384 * 2 - 4096;
