@@ -27,47 +27,11 @@ inline double gemmFp8BlockEfficiency(int bn, int clusterSize) {
 }
 
 inline GemmPlan gemmFp8BlockPlanModel(int64_t M, int64_t N, GemmVariant v, int ctaBudget, int maxClusters2) {
-  struct Candidate {
-    int bn, cs;
-  };
-  static const Candidate kAuto[] = {{192, 2}, {192, 1}, {128, 2}, {128, 1}};
-  Candidate forced{128, 1};
-  const Candidate* cands = kAuto;
-  int nCands = 4;
-  if (v != GemmVariant::Auto) {
-    forced.bn = (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? 192 : 128;
-    forced.cs = (v == GemmVariant::F256C2 || v == GemmVariant::F128C2) ? 2 : 1;
-    cands = &forced;
-    nCands = 1;
-  }
-  const int64_t mBlocks = ceilDiv(M, 128);
-  ctaBudget = std::max(ctaBudget, 1);
-  GemmPlan plan;
-  double best = -1;
-  for (int i = 0; i < nCands; ++i) {
-    const Candidate& c = cands[i];
-    int ctas = ctaBudget;
-    if (c.cs == 2) {
-      if (v == GemmVariant::Auto && mBlocks < 2) continue;  // the second CTA would compute zeros
-      ctas = std::min(ctaBudget / 2, std::max(maxClusters2, 0)) * 2;
-      if (ctas < 2) {
-        if (v != GemmVariant::Auto) ctas = 2;  // forced: correctness over speed
-        else continue;
-      }
-    }
-    const int64_t units = ceilDiv(mBlocks, c.cs) * ceilDiv(N, c.bn);
-    const int64_t parallel = ctas / c.cs;
-    const double cost = static_cast<double>(ceilDiv(units, parallel)) * c.bn / gemmFp8BlockEfficiency(c.bn, c.cs);
-    const int used = static_cast<int>(std::min<int64_t>(ctas, units * c.cs));
-    const bool tie = best >= 0 && cost > best * 0.995 && cost < best * 1.005;
-    if (best < 0 || (tie ? used < plan.ctas : cost < best)) {
-      best = tie ? std::min(best, cost) : cost;
-      plan.bn = c.bn;
-      plan.clusterSize = c.cs;
-      plan.ctas = used;
-    }
-  }
-  return plan;
+  static const GemmTileCandidate kAuto[4] = {{192, 2}, {192, 1}, {128, 2}, {128, 1}};
+  GemmTileCandidate forced{128, 1};
+  const GemmTileCandidate* cands = nullptr;
+  const int n = gemmTileCandidates(v, 192, kAuto, &forced, &cands);
+  return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmFp8BlockEfficiency);
 }
 
 // The plan: block scales as above; per-tensor scales the engine's model on the problem's bytes

@@ -25,51 +25,38 @@ inline double gemmTileEfficiency(int bn, int clusterSize) {
   return clusterSize == 2 ? 0.70 : 0.72;
 }
 
+// A tile configuration the wave model weighs: 128 x bn tiles, clusters of cs CTAs along M.
+struct GemmTileCandidate {
+  int bn, cs;
+};
+
 // Wave-quantisation model: a persistent CTA (cluster) works through its share of the output tiles
 // one after the other, so the time is ~ (tiles per cluster, rounded up) x (time per tile), and a
-// tile's time is its width over its efficiency. Ties (within 0.5%) go to the plan that uses fewer
-// CTAs (fused ops can use the rest), then to the earlier candidate.
-inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2) {
-  (void)K;  // per-tile costs (epilogue, pipeline fill) scale with the tile width as the mainloop does
+// tile's time is its width over its efficiency (efficiency(bn, cs)). Ties (within 0.5%) go to the
+// plan that uses fewer CTAs (fused ops can use the rest), then to the earlier candidate. forced:
+// the one candidate the tuner named, taken even where a cluster cannot be filled.
+template <class Efficiency>
+inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cands, int nCands, bool forced,
+                             int ctaBudget, int maxClusters2, Efficiency efficiency) {
   GemmPlan plan;
   const int64_t mBlocks = ceilDiv(M, 128);
   ctaBudget = std::max(ctaBudget, 1);
-  if (v == GemmVariant::Simple) {
-    plan.simple = true;
-    plan.bn = 128;
-    plan.clusterSize = 1;
-    plan.ctas = static_cast<int>(std::min<int64_t>(ctaBudget, mBlocks * ceilDiv(N, 128)));
-    return plan;
-  }
-  struct Candidate {
-    int bn, cs;
-  };
-  static const Candidate kAuto[] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}};
-  Candidate forced{256, 2};
-  const Candidate* cands = kAuto;
-  int nCands = 4;
-  if (v != GemmVariant::Auto) {
-    forced.bn = (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? 256 : 128;
-    forced.cs = (v == GemmVariant::F256C2 || v == GemmVariant::F128C2) ? 2 : 1;
-    cands = &forced;
-    nCands = 1;
-  }
   double best = -1;
   for (int i = 0; i < nCands; ++i) {
-    const Candidate& c = cands[i];
+    const GemmTileCandidate& c = cands[i];
     int ctas = ctaBudget;
     if (c.cs == 2) {
       // A single M-block leaves the second CTA of every cluster with nothing but zero padding.
-      if (v == GemmVariant::Auto && mBlocks < 2) continue;
+      if (!forced && mBlocks < 2) continue;
       ctas = std::min(ctaBudget / 2, std::max(maxClusters2, 0)) * 2;
       if (ctas < 2) {
-        if (v != GemmVariant::Auto) ctas = 2;  // forced: correctness over speed
+        if (forced) ctas = 2;  // forced: correctness over speed
         else continue;
       }
     }
     const int64_t units = ceilDiv(mBlocks, c.cs) * ceilDiv(N, c.bn);  // cluster tiles
     const int64_t parallel = ctas / c.cs;
-    const double cost = static_cast<double>(ceilDiv(units, parallel)) * c.bn / gemmTileEfficiency(c.bn, c.cs);
+    const double cost = static_cast<double>(ceilDiv(units, parallel)) * c.bn / efficiency(c.bn, c.cs);
     const int used = static_cast<int>(std::min<int64_t>(ctas, units * c.cs));
     const bool tie = best >= 0 && cost > best * 0.995 && cost < best * 1.005;
     if (best < 0 || (tie ? used < plan.ctas : cost < best)) {
@@ -80,6 +67,37 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
     }
   }
   return plan;
+}
+
+// The candidates a gemm.variant names: every configuration for auto (in the order ties go), else
+// the one forced; `wide` is the wide tile's width (256 for 16-bit inputs).
+inline int gemmTileCandidates(GemmVariant v, int wide, const GemmTileCandidate (&autoOrder)[4],
+                              GemmTileCandidate* forced, const GemmTileCandidate** cands) {
+  if (v == GemmVariant::Auto) {
+    *cands = autoOrder;
+    return 4;
+  }
+  forced->bn = (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? wide : 128;
+  forced->cs = (v == GemmVariant::F256C2 || v == GemmVariant::F128C2) ? 2 : 1;
+  *cands = forced;
+  return 1;
+}
+
+inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2) {
+  (void)K;  // per-tile costs (epilogue, pipeline fill) scale with the tile width as the mainloop does
+  if (v == GemmVariant::Simple) {
+    GemmPlan plan;
+    plan.simple = true;
+    plan.bn = 128;
+    plan.clusterSize = 1;
+    plan.ctas = static_cast<int>(std::min<int64_t>(std::max(ctaBudget, 1), ceilDiv(M, 128) * ceilDiv(N, 128)));
+    return plan;
+  }
+  static const GemmTileCandidate kAuto[4] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}};
+  GemmTileCandidate forced{256, 2};
+  const GemmTileCandidate* cands = nullptr;
+  const int n = gemmTileCandidates(v, 256, kAuto, &forced, &cands);
+  return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmTileEfficiency);
 }
 
 // The plain GEMM's own preference (mkcclGemm and the fused ops' sequential plans; the fused
