@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On a GPU machine: build with every core, run every GPU test (single- and multi-process), run the
 # benchmarks on all local GPUs (and on subsets), and write the JSON results under perf/results/.
-#   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--bench-ops "op ..."] [--ring]
-#                      [--bench-args "ARGS"] [--coll-range "ARGS"]
+#   tools/gpu-check.sh [--no-tests] [--no-bench] [--tests-regex RE] [--test-jobs N] [--bench-ops "op ..."]
+#                      [--ring] [--bench-args "ARGS"] [--coll-range "ARGS"]
+# --test-jobs N: N test programs at once (default 1). Their kernels then share the GPUs: fine for
+# correctness (every GPU test ran with 3 at once on one H200 in ~4.5 min, against ~9 min one at a
+# time), but a test that times something is then not to be trusted.
 # --bench-args: more mkccl-perf options for every benchmark run (e.g. "-G 20 -R 1": graph replays
 # and registered buffers beside the eager, unregistered times); --coll-range: the collectives' size
 # sweep (default "-b 8 -e 1G").
@@ -19,13 +22,14 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-tests=1; bench=1; prebuilt=0; ring=0; tests_re=""; bench_args=""; coll_range="-b 8 -e 1G"; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
+tests=1; bench=1; prebuilt=0; ring=0; tests_re=""; test_jobs=1; bench_args=""; coll_range="-b 8 -e 1G"; bench_ops="${MKCCL_BENCH_OPS:-gemm allgather reducescatter allreduce alltoall ag_gemm gemm_rs gemm_ar}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) tests=0 ;;
     --no-bench) bench=0 ;;
     --prebuilt) prebuilt=1 ;;  # use $MKCCL_BUILD_DIR as it is (built elsewhere, same paths)
     --tests-regex) tests_re="$2"; shift ;;
+    --test-jobs) test_jobs="$2"; shift ;;
     --bench-ops) bench_ops="$2"; shift ;;
     --ring) ring=1 ;;
     --bench-args) bench_args="$2"; shift ;;
@@ -67,7 +71,7 @@ fi
 status=0
 if [ $tests = 1 ]; then
   t0=$(date +%s)
-  args=(-L gpu --output-on-failure --timeout "${MKCCL_TEST_TIMEOUT:-600}")
+  args=(-L gpu -j "$test_jobs" --output-on-failure --timeout "${MKCCL_TEST_TIMEOUT:-600}")
   [ -n "$tests_re" ] && args+=(-R "$tests_re")
   (cd "$build" && timeout "${MKCCL_TESTS_STAGE_TIMEOUT:-3600}" ctest "${args[@]}") > "$logs/ctest-gpu.log" 2>&1 || status=1
   grep -E "tests passed|Test +#|Failed|\*\*\*" "$logs/ctest-gpu.log" | tail -60
