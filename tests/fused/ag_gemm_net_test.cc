@@ -160,12 +160,6 @@ void runBackToBack(NetWorld& w, uint64_t seed) {
   }
 }
 
-uint64_t seedOf() {
-  const uint64_t s = freshSeed();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(s));
-  return s;
-}
-
 class AgGemmNet : public testing::TestWithParam<Split> {};
 
 TEST_P(AgGemmNet, ShapesPlansAndGatheredA) {
@@ -178,10 +172,7 @@ TEST_P(AgGemmNet, TwentyCallsBackToBack) {
   runBackToBack(w, seedOf());
 }
 
-INSTANTIATE_TEST_SUITE_P(Splits, AgGemmNet, testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}),
-                         [](const testing::TestParamInfo<Split>& i) {
-                           return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
-                         });
+INSTANTIATE_TEST_SUITE_P(Splits, AgGemmNet, MKCCL_NET_SPLITS);
 
 // A window (2 MiB: 1 MiB per node) too small for 2 MiB shards: a clear mkcclInvalidUsage on every
 // rank, nothing queued; a call that fits still works afterwards.

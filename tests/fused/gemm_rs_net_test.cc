@@ -245,12 +245,6 @@ void runFusedShapes(NetWorld& w, uint64_t seed) {
   w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
 }
 
-uint64_t seedOf() {
-  const uint64_t s = freshSeed();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(s));
-  return s;
-}
-
 class GemmRsNet : public testing::TestWithParam<Split> {};
 
 TEST_P(GemmRsNet, ShapesAndRoutes) {
@@ -263,10 +257,7 @@ TEST_P(GemmRsNet, TwentyCallsBackToBack) {
   runBackToBack(w, seedOf());
 }
 
-INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNet, testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}),
-                         [](const testing::TestParamInfo<Split>& i) {
-                           return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
-                         });
+INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNet, MKCCL_NET_SPLITS);
 
 // The fused route across nodes (gemm_rs.net=fused).
 class GemmRsNetFused : public testing::TestWithParam<Split> {};
@@ -281,10 +272,7 @@ TEST_P(GemmRsNetFused, TwentyCallsBackToBack) {
   runBackToBack(w, seedOf(), "gemm_rs.net=fused;gemm_ar.net=fused");
 }
 
-INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}),
-                         [](const testing::TestParamInfo<Split>& i) {
-                           return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
-                         });
+INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, MKCCL_NET_SPLITS);
 
 // Rank 1 (the other node) never makes the call: rank 0's waits end in an error within the
 // timeout, and its kernels leave.

@@ -3,6 +3,8 @@
 // there are, MKCCL_SHARE_GPUS) into nodes joined by libfabric tcp on loopback.
 #pragma once
 #include <gtest/gtest.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <algorithm>
 #include <string>
@@ -86,6 +88,19 @@ inline double medianOf(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
+
+// A fresh seed, printed so that a failure can be replayed.
+inline uint64_t seedOf() {
+  const uint64_t s = freshSeed();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(s));
+  return s;
+}
+
+// The node splits every emulated-node suite runs (nodes x ranks per node), named "2x1" and so on.
+inline std::string splitName(const testing::TestParamInfo<Split>& i) {
+  return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
+}
+#define MKCCL_NET_SPLITS testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}), splitName
 
 }  // namespace test
 }  // namespace mkccl
