@@ -6,7 +6,6 @@
 // shapes; every plan forced and auto; gatheredA absent, separate and in place (returned checked
 // byte for byte); bf16 and fp32 outputs; argument errors that need a GPU (host scales, block
 // scales, a K that is not a TMA pitch). The checks that need no GPU: ag_fp8_args_test (CPU).
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +13,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "fp8_ref.h"
 #include "rank_threads.h"
 #include "test_util.h"
 
@@ -21,31 +21,7 @@ namespace {
 
 using namespace mkccl::test;
 
-// R[m, n] = sum_k (A[m, k] sA) (W[n, k] sW), fp32, one thread per element.
-__global__ void refKernel(const __nv_fp8_e4m3* A, const __nv_fp8_e4m3* W, const float* sA, const float* sW, float* R,
-                          int M, int N, int K) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
-  if (n >= N || m >= M) return;
-  float acc = 0.f;
-  for (int k = 0; k < K; ++k)
-    acc = fmaf(static_cast<float>(A[size_t(m) * K + k]) * sA[0], static_cast<float>(W[size_t(n) * K + k]) * sW[0], acc);
-  R[size_t(m) * N + n] = acc;
-}
-
-std::vector<uint8_t> randomFp8(size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> u(-4.f, 4.f);
-  std::vector<uint8_t> v(n);
-  for (auto& x : v) {
-    const __nv_fp8_e4m3 f(u(rng));
-    memcpy(&x, &f, 1);
-  }
-  return v;
-}
-float randomScale(std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> e(-4.f, 3.f);
-  const float s = exp2f(e(rng));
-  return s == 1.f ? 1.5f : s;
-}
+float randomScale(std::mt19937_64& rng) { return randomFp8Scale(rng, -4.f, 3.f); }
 
 struct Shape {
   size_t m, N, K;  // rows per shard
@@ -56,13 +32,7 @@ const Shape kShapes[] = {{200, 136, 272}, {1, 8, 16}, {384, 776, 1040}, {512, 20
 
 enum class Gathered { None, Separate, InPlace };
 
-struct Buf {
-  void* p = nullptr;
-  void alloc(size_t n) {
-    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
-  }
-  ~Buf() { cudaFree(p); }
-};
+using Buf = DeviceBuf;
 
 // One rank's buffers of one call.
 struct RankCall {
@@ -122,10 +92,8 @@ void runCase(InProcessRanks& w, const Shape& s, Gathered g, mkcclDataType_t out,
     CUDA_OK(cudaMemcpy(c.sA.p, &sA, 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(c.sW.p, &sWs[r], 4, cudaMemcpyHostToDevice));
     poison(c.C.p, M * N * oes);
-    refKernel<<<dim3(unsigned((N + 127) / 128), unsigned(M)), 128>>>(
-        static_cast<const __nv_fp8_e4m3*>(c.full.p), static_cast<const __nv_fp8_e4m3*>(c.W.p),
-        static_cast<const float*>(c.sA.p), static_cast<const float*>(c.sW.p), static_cast<float*>(c.R.p), int(M),
-        int(N), int(K));
+    fp8TensorRef(c.full.p, c.W.p, static_cast<const float*>(c.sA.p), static_cast<const float*>(c.sW.p),
+                 static_cast<float*>(c.R.p), int(M), int(N), int(K));
     CUDA_OK(cudaDeviceSynchronize());
   }
   std::vector<mkcclResult_t> res(ws, mkcclInternalError);

@@ -8,8 +8,6 @@
 // stores, copy engines, the ring reduction; sequential; AllReduce: rs_ag) and auto; shapes and
 // routes in sequence; argument errors that need a GPU. The checks that need no GPU:
 // rs_fp8_args_test (CPU).
-// Written without a GPU: this test has not run yet.
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -17,6 +15,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "fp8_ref.h"
 #include "rank_threads.h"
 #include "test_util.h"
 
@@ -24,33 +23,9 @@ namespace {
 
 using namespace mkccl::test;
 
-// R[m, n] = sum_k (A[m, k] sA) (W[n, k] sW), fp32, one thread per element.
-__global__ void refKernel(const __nv_fp8_e4m3* A, const __nv_fp8_e4m3* W, const float* sA, const float* sW, float* R,
-                          int M, int N, int K) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
-  if (n >= N || m >= M) return;
-  float acc = 0.f;
-  for (int k = 0; k < K; ++k)
-    acc = fmaf(static_cast<float>(A[size_t(m) * K + k]) * sA[0], static_cast<float>(W[size_t(n) * K + k]) * sW[0], acc);
-  R[size_t(m) * N + n] = acc;
-}
-
-std::vector<uint8_t> randomFp8(size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> u(-4.f, 4.f);
-  std::vector<uint8_t> v(n);
-  for (auto& x : v) {
-    const __nv_fp8_e4m3 f(u(rng));
-    memcpy(&x, &f, 1);
-  }
-  return v;
-}
 // 2^-3 .. 2^1.5: sA sW <= 8, so that the sum of 4 ranks' partials stays far inside fp16's range
 // (|a w| <= 16 per product, sums of up to 2048 random products).
-float randomScale(std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> e(-3.f, 1.5f);
-  const float s = exp2f(e(rng));
-  return s == 1.f ? 1.5f : s;
-}
+float randomScale(std::mt19937_64& rng) { return randomFp8Scale(rng, -3.f, 1.5f); }
 
 struct Shape {
   size_t m, N, K;  // ReduceScatter: rows of C per rank (M = m ws); AllReduce: M = m ws - 1 (m ws > 1)
@@ -59,13 +34,7 @@ struct Shape {
 // 128), tiny (one row per rank, 8 columns, one 16-byte k step), several waves of 128 x 256 tiles.
 const Shape kShapes[] = {{200, 136, 272}, {1, 8, 16}, {384, 776, 1040}, {512, 2048, 2048}};
 
-struct Buf {
-  void* p = nullptr;
-  void alloc(size_t n) {
-    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
-  }
-  ~Buf() { cudaFree(p); }
-};
+using Buf = DeviceBuf;
 
 struct RankCall {
   Buf A, W, C, R, sA, sW;
@@ -131,10 +100,8 @@ void runCase(InProcessRanks& w, const Shape& s, bool ar, mkcclDataType_t out, st
     CUDA_OK(cudaMemcpy(c.sA.p, &sA, 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(c.sW.p, &sW, 4, cudaMemcpyHostToDevice));
     poison(c.C.p, cRows * N * 2);
-    refKernel<<<dim3(unsigned((N + 127) / 128), unsigned(M)), 128>>>(
-        static_cast<const __nv_fp8_e4m3*>(c.A.p), static_cast<const __nv_fp8_e4m3*>(c.W.p),
-        static_cast<const float*>(c.sA.p), static_cast<const float*>(c.sW.p), static_cast<float*>(c.R.p), int(M),
-        int(N), int(K));
+    fp8TensorRef(c.A.p, c.W.p, static_cast<const float*>(c.sA.p), static_cast<const float*>(c.sW.p),
+                 static_cast<float*>(c.R.p), int(M), int(N), int(K));
     CUDA_OK(cudaDeviceSynchronize());
     const std::vector<double> part = toHostDouble(c.R.p, M * N, mkcclFloat32);
     for (size_t i = 0; i < M * N; ++i) P[i] += part[i];
