@@ -453,6 +453,37 @@ TEST(AgGemmNetLayout, PiecesCoverTheShard) {
     }
 }
 
+// ag_gemm.net_piece_kib: a smaller least piece gives as many pieces or more (up to kMaxNetPieces),
+// a larger one as few or fewer; a piece spans whole chunks of at least that many bytes (the last
+// one may be cut short by the shard's end), the pieces end at the shard's last row, and the
+// default argument is kMinNetPieceBytes.
+TEST(AgGemmNetLayout, LeastPieceFromTheTuner) {
+  const int64_t sizes[] = {1, 16 << 10, 64 << 10, kMinNetPieceBytes, 4 << 20, int64_t{1} << 30};
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(testing::Message() << "M=" << c.M << " K=" << c.K << " ws=" << c.ws);
+    Layout L;
+    ASSERT_TRUE(layoutFor(c.M, c.K, 2, c.ws, 0, &L));
+    NetLayout dflt, same;
+    ASSERT_TRUE(netLayoutFor(L, 2, 0, uint64_t{1} << 40, &dflt));
+    ASSERT_TRUE(netLayoutFor(L, 2, 0, uint64_t{1} << 40, &same, kMinNetPieceBytes));
+    EXPECT_EQ(dflt.pieceLog2, same.pieceLog2);
+    int prev = kMaxNetPieces + 1;
+    for (int64_t least : sizes) {
+      SCOPED_TRACE(testing::Message() << "least piece " << least);
+      NetLayout n;
+      ASSERT_TRUE(netLayoutFor(L, 2, 0, uint64_t{1} << 40, &n, least));
+      EXPECT_GE(n.pieceLog2, L.chunkLog2);
+      EXPECT_GE(n.nPieces, 1);
+      EXPECT_LE(n.nPieces, kMaxNetPieces);
+      EXPECT_LE(n.nPieces, prev) << "a larger least piece gave more pieces";
+      prev = n.nPieces;
+      EXPECT_GE(static_cast<int64_t>(n.pieceRows()) * L.rowBytes, least);
+      EXPECT_EQ(L.m, n.pieceRowEnd(n.nPieces - 1, L));
+      EXPECT_LT(n.pieceRowBegin(n.nPieces - 1), L.m);
+    }
+  }
+}
+
 // Across nodes the tile order is a permutation with the own rows first, then every row of this
 // node's peers, then the other nodes' rows; chunk c of the counterparts comes before chunk c + 1.
 TEST(AgGemmSchedule, NodesOwnThenNodeThenRemote) {

@@ -169,4 +169,17 @@ TEST(Api, GemmReduceNetTuningKeys) {
   EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
 }
 
+// ag_gemm.net_piece_kib (across nodes, the least piece of a shard on the network, KiB; 0 the
+// default): whole numbers from 0; anything else is mkcclInvalidUsage naming the key.
+TEST(Api, AgGemmNetPieceTuningKey) {
+  for (const char* v : {"0", "64", "128", "4096"})
+    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, (std::string("ag_gemm.net_piece_kib=") + v).c_str()))
+        << v << ": " << lastErr();
+  for (const char* v : {"-1", "x", "", "auto"}) {
+    EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, (std::string("ag_gemm.net_piece_kib=") + v).c_str())) << v;
+    EXPECT_NE(std::string::npos, lastErr().find("ag_gemm.net_piece_kib")) << lastErr();
+  }
+  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
+}
+
 }  // namespace

@@ -44,13 +44,17 @@ struct NetLayout {
   MKCCL_HD int sliceEnd(int p, const Layout& L) const { return minI((p + 1) << (pieceLog2 - L.sliceLog2), L.nSlices); }
 };
 
-// The plan of a call on `nodes` nodes with a window of windowBytes. False when the window cannot
-// hold one shard per node (the caller says so: raise MKCCL_NET_BUFFER_BYTES).
-MKCCL_HD bool netLayoutFor(const Layout& L, int nodes, int node, uint64_t windowBytes, NetLayout* out) {
+// The plan of a call on `nodes` nodes with a window of windowBytes: pieces of whole chunks, at
+// least minPieceBytes each (the tuner's ag_gemm.net_piece_kib; kMinNetPieceBytes by default) and
+// at most kMaxNetPieces of them. False when the window cannot hold one shard per node (the caller
+// says so: raise MKCCL_NET_BUFFER_BYTES).
+MKCCL_HD bool netLayoutFor(const Layout& L, int nodes, int node, uint64_t windowBytes, NetLayout* out,
+                           int64_t minPieceBytes = kMinNetPieceBytes) {
   NetLayout n;
   n.nodes = nodes;
   n.node = node;
-  int p = maxI(L.chunkLog2, log2Ceil((kMinNetPieceBytes + L.rowBytes - 1) / L.rowBytes));
+  if (minPieceBytes < 1) minPieceBytes = 1;
+  int p = maxI(L.chunkLog2, log2Ceil((minPieceBytes + L.rowBytes - 1) / L.rowBytes));
   while ((static_cast<int64_t>(L.m) + (int64_t{1} << p) - 1) >> p > kMaxNetPieces) ++p;
   n.pieceLog2 = p;
   n.nPieces = static_cast<int>((static_cast<int64_t>(L.m) + (int64_t{1} << p) - 1) >> p);

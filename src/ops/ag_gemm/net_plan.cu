@@ -3,6 +3,7 @@
 #include "ops/ag_gemm/host.h"
 #include "base/check.h"
 #include "runtime/comm.h"
+#include "ops/tuner/op_state.h"
 #include "runtime/net_coll_info.h"
 
 namespace mkccl {
@@ -18,7 +19,8 @@ mkcclResult_t netPlanFor(mkcclComm* comm, const Layout& L, const char* op, NetLa
                     "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
                     "make the number of ranks a multiple of it",
                     op, info->nodeSizes.c_str());
-  if (!netLayoutFor(L, info->nNodes, info->node, info->windowBytes, out))
+  const int64_t piece = tuningOf(comm).agGemm.netPieceBytes;  // ag_gemm.net_piece_kib; 0: the default
+  if (!netLayoutFor(L, info->nNodes, info->node, info->windowBytes, out, piece > 0 ? piece : kMinNetPieceBytes))
     return setError(mkcclInvalidUsage,
                     "%s across %d nodes: each rank's network window (%llu bytes) must hold one shard per node "
                     "(%d x %lld bytes); raise MKCCL_NET_BUFFER_BYTES",

@@ -66,6 +66,10 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) { return (long long)(t.agGemm.ceGroupBytes >> 10); }});
     v.push_back({"ag_gemm.ce", {"direct", "ring"}, 0, 0, [](Tuning& t, long long x) { t.agGemm.ceRing = int(x); },
                  [](const Tuning& t) { return (long long)t.agGemm.ceRing; }});
+    // In KiB already, as ce_group_kib; 0: the default piece (kMinNetPieceBytes).
+    v.push_back({"ag_gemm.net_piece_kib", {}, 0, 1ll << 30,
+                 [](Tuning& t, long long x) { t.agGemm.netPieceBytes = int64_t(x) << 10; },
+                 [](const Tuning& t) { return (long long)(t.agGemm.netPieceBytes >> 10); }});
     addReduceKeys(v, "gemm_rs.", &Tuning::gemmRs, false);
     v.push_back({"gemm_rs.net", {"sequential", "fused"}, 0, 0, [](Tuning& t, long long x) { t.gemmRs.net = int(x); },
                  [](const Tuning& t) { return (long long)t.gemmRs.net; }});

@@ -30,6 +30,8 @@ struct Tuning {
     int commCtas = -1;         // ag_gemm.comm_ctas: the fused plan's comm CTAs (0: side teams); -1 model
     int64_t ceGroupBytes = 0;  // ag_gemm.ce_group_kib: the ce plan's bytes per copy; 0 its default
     int ceRing = 0;            // ag_gemm.ce: direct (0) | ring (1)
+    int64_t netPieceBytes = 0;  // ag_gemm.net_piece_kib: across nodes, the smallest piece a shard
+                                // crosses the network in; 0 the default (512 KiB)
   } agGemm;
 
   // GEMM+ReduceScatter (gemm_rs.*) and GEMM+AllReduce (gemm_ar.*) take the same keys.
