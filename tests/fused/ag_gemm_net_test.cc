@@ -228,8 +228,9 @@ TEST(AgGemmNetErrors, CounterpartNeverJoins) {
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape, the median over
 // iterations of the fused call, of the GEMM alone (mkcclGemm on the gathered shape) and of the
 // transfer alone (mkcclAllGather of the shards across the same nodes: window in, tcp, window out),
-// every rank running at once as in the fused call; ratio = fused / max(GEMM, transfer). Prints one
-// JSON line per shape ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this
+// every rank running at once as in the fused call; ratio = fused / max(GEMM, transfer); the fused
+// call again with pieces of 128 and 64 KiB (ag_gemm.net_piece_kib; not yet run). Prints one JSON
+// line per shape ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this
 // setup's, not a node's.
 TEST(AgGemmNetBench, DISABLED_Overlap) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}));
@@ -237,7 +238,7 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
   const Shape shapes[] = {{2048, 8192, 2048}, {2048, 32768, 2048}, {4096, 16384, 4096}, {1024, 65536, 4096}};
   HostBarrier bar(ws);
   for (const Shape& s : shapes) {
-    std::vector<double> fused(ws), gemm(ws), xfer(ws);
+    std::vector<double> fused(ws), fused128(ws), fused64(ws), gemm(ws), xfer(ws);
     w.onEveryRank([&](int r) {
       cudaStream_t st = w.streams[r];
       Call c;
@@ -264,6 +265,12 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
         return medianOf(ms) * 1e3;
       };
       fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      // Finer pieces on the network (ag_gemm.net_piece_kib; default 512 KiB), in the same run.
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net_piece_kib=128"));
+      fused128[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net_piece_kib=64"));
+      fused64[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(gA, c.W, c.C, c.M, c.N, c.K, c.t, c.t, st); });
       xfer[r] = timeIt([&] { return mkcclAllGather(c.A, gA, c.m * c.K, c.t, w.comms[r], st); });
       cudaEventDestroy(e0);
@@ -272,12 +279,16 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
       c.release();
     });
     const double f = *std::max_element(fused.begin(), fused.end());
+    const double f128 = *std::max_element(fused128.begin(), fused128.end());
+    const double f64 = *std::max_element(fused64.begin(), fused64.end());
     const double g = *std::max_element(gemm.begin(), gemm.end());
     const double x = *std::max_element(xfer.begin(), xfer.end());
     std::printf("BENCH {\"op\":\"ag_gemm_net\",\"split\":\"2x1\",\"M\":%zu,\"N\":%zu,\"K\":%zu,\"shard_bytes\":%zu,"
                 "\"fused_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,\"floor_us\":%.1f,"
-                "\"overlap_ratio\":%.3f,\"iters\":%d}\n",
-                s.m * ws, s.N, s.K, s.m * s.K * kEs, f, g, x, std::max(g, x), f / std::max(g, x), iters);
+                "\"overlap_ratio\":%.3f,\"fused_piece128_us\":%.1f,\"overlap_ratio_piece128\":%.3f,"
+                "\"fused_piece64_us\":%.1f,\"overlap_ratio_piece64\":%.3f,\"iters\":%d}\n",
+                s.m * ws, s.N, s.K, s.m * s.K * kEs, f, g, x, std::max(g, x), f / std::max(g, x), f128,
+                f128 / std::max(g, x), f64, f64 / std::max(g, x), iters);
     std::fflush(stdout);
   }
 }
