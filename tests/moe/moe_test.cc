@@ -1303,10 +1303,8 @@ TEST(MoeGpu, FullyFusedLayerReplayedInACudaGraph) {
 // The fused layer against the composed one and the fp32 reference, 1-4 ranks sharing the GPU:
 // H and I not multiples of 128, T = 0 (one rank, and every rank), 1, 3 and larger, uniform /
 // skewed / dropped / empty-expert routings.
-void runFusedLayers(bool both) {
-  const TestEnv env;
-  uint64_t seed = freshSeed();
-  const std::vector<LayerCase> cs = {
+std::vector<LayerCase> fusedLayerCases() {
+  return {
       {4, 4, 136, 200, RouteKind::Uniform, [](int r) { return 150 + 29 * r; }},
       {3, 2, 264, 128, RouteKind::Skewed, [](int r) { return r == 0 ? 0 : r == 1 ? 1 : 3 + 40 * r; }},
       {4, 3, 128, 72, RouteKind::Dropped, [](int r) { return 90; }},
@@ -1314,9 +1312,18 @@ void runFusedLayers(bool both) {
       {2, 2, 72, 136, RouteKind::Uniform, [](int) { return 0; }},
       {8, 8, 200, 144, RouteKind::Uniform, [](int r) { return 3 + 380 * (r % 2); }},
   };
-  for (int ws = 1; ws <= 4; ++ws) {
+}
+
+// tuning: set on every communicator first ("" leaves the defaults).
+void runFusedLayers(bool both, int maxRanks = 4, const char* tuning = "") {
+  const TestEnv env;
+  uint64_t seed = freshSeed();
+  const std::vector<LayerCase> cs = fusedLayerCases();
+  for (int ws = 1; ws <= maxRanks; ++ws) {
     InProcessRanks w(devicesFor(ws));
     ASSERT_TRUE(w.ok());
+    for (int r = 0; r < ws; ++r) ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)) << tuning;
+    SCOPED_TRACE(*tuning ? tuning : "default tuning");
     for (const LayerCase& c : cs) runLayer(w, c, ++seed, true, both);
   }
 }
@@ -1333,6 +1340,13 @@ TEST(MoeGpu, LayerFusedOneToFourRanks) {
 TEST(MoeGpu, LayerBothHalvesFusedOneToFourRanks) {
   MKCCL_REQUIRE_GPUS(1);
   runFusedLayers(true);
+}
+
+// The same with moe.combine_split=on (the combine returns rows beside the GEMM, then a second
+// launch reduces on every CTA), 1-3 ranks. Written without a GPU: not yet run.
+TEST(MoeGpu, LayerBothHalvesFusedSplitCombine) {
+  MKCCL_REQUIRE_GPUS(1);
+  runFusedLayers(true, 3, "moe.combine_split=on");
 }
 
 // swiglu = 0: act = recvX . W1_e^T per row, checked row by row against fp32 dot products of the

@@ -169,6 +169,19 @@ TEST(Api, GemmReduceNetTuningKeys) {
   EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
 }
 
+// moe.combine_split (mkcclMoeGemmCombine's split combine): off or on; anything else is
+// mkcclInvalidUsage naming the key.
+TEST(Api, MoeCombineSplitTuningKey) {
+  for (const char* v : {"off", "on"})
+    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, (std::string("moe.combine_split=") + v).c_str()))
+        << v << ": " << lastErr();
+  for (const char* v : {"auto", "1x", ""}) {
+    EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, (std::string("moe.combine_split=") + v).c_str())) << v;
+    EXPECT_NE(std::string::npos, lastErr().find("moe.combine_split")) << lastErr();
+  }
+  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
+}
+
 // ag_gemm.net_piece_kib (across nodes, the least piece of a shard on the network, KiB; 0 the
 // default): whole numbers from 0; anything else is mkcclInvalidUsage naming the key.
 TEST(Api, AgGemmNetPieceTuningKey) {

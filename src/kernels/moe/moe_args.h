@@ -49,7 +49,14 @@ struct Args {
   // block's word reaches yWant (2 x the GEMM's N-blocks). nullptr: Y is complete (mkcclMoeCombine).
   const uint64_t* yDone;
   uint64_t yWant;
+  // Which steps of the combine this launch runs: kCombineWhole (both, one grid that syncs), or the
+  // two halves of mkcclMoeGemmCombine's split form (moe.combine_split=on): kCombineReturn (step 1
+  // beside the GEMM, its grid syncs, then the combine flags) and kCombineReduce (step 2, launched
+  // after that kernel ends on the same call number, on a grid of any size: no grid sync).
+  int part;
 };
+
+constexpr int kCombineWhole = 0, kCombineReturn = 1, kCombineReduce = 2;
 
 // The error sites of these kernels (DevError::site; runtime/comm.cc words their messages).
 constexpr int kSiteDispatch = kSiteMoeDispatch;

@@ -9,6 +9,9 @@
 //   2. reduce  every CTA waits for every peer's combine flag; a warp per token sums, in slot order,
 //              w * Y(row) for slots on my experts, w * landing (a single row) or the landing sum
 //              (several) for a remote rank's first slot, and stores out[t] in dtype.
+// Args::part runs step 1 and the flags alone (kCombineReturn), or step 2 alone (kCombineReduce: a
+// second launch after the first has ended, which peeks the call's number instead of taking one),
+// so that the reduce can have more CTAs than the return had beside a GEMM.
 //
 // Fused with the second expert GEMM (mkcclMoeGemmCombine, Args::yDone): Y is being written by the
 // GEMM beside this kernel, so before a warp reads rows of Y (a pair's rows in step 1, a token's
@@ -39,7 +42,9 @@ template <class T>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
   __shared__ Route s_route[kWarps][kMaxTopk];
   DevComm c = a.dev;
-  c.seq = dev::beginCall(a.dev);  // the device's number, as in the dispatch (before any CTA leaves)
+  // The device's number, as in the dispatch (before any CTA leaves); a reduce-only launch follows
+  // the return kernel of its call on the stream and shares that kernel's number.
+  c.seq = a.part == kCombineReduce ? dev::peekCallSeq(a.dev) : dev::beginCall(a.dev);
   const Dims D = a.dims;
   const int E = D.experts, K = D.keys(), k = D.topk;
   const int n = c.localRanks, me = c.localRank, b = blockIdx.x, warp = warpId(), lane = laneId();
@@ -47,78 +52,82 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
   const size_t H = D.hidden, es = D.esize, rowBytes = D.rowBytes(), landPitch = D.landingPitch(), cap = D.cap;
   const int gw = b * kWarps + warp, nw = a.ctas * kWarps;
 
-  if (b == 0) postEntry(c);
-  if (!waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeCombine)) return;
+  if (a.part != kCombineReduce) {
+    if (b == 0) postEntry(c);
+    if (!waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeCombine)) return;
 
-  // ---- 1. return ----
-  {
-    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
-    const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.pairs);
-    const int4* info = reinterpret_cast<const int4*>(a.region[me] + a.reg.rowInfo);
-    const int stride = D.pairStride();
-    int pre[kMaxRanks + 1];
-    pre[0] = 0;
+    // ---- 1. return ----
+    {
+      const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
+      const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.pairs);
+      const int4* info = reinterpret_cast<const int4*>(a.region[me] + a.reg.rowInfo);
+      const int stride = D.pairStride();
+      int pre[kMaxRanks + 1];
+      pre[0] = 0;
 #pragma unroll
-    for (int s = 0; s < kMaxRanks; ++s)
-      pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
-    const int total = pre[kMaxRanks];
-    // Work items: a pair's row in pieces of G chunks of 256 elements (as in step 2).
-    const int chunks = (int)((H + 255) / 256);
-    const int G = (int)max(1ll, min((long long)chunks, (long long)total * chunks / (2ll * nw)));
-    const int pieces = (chunks + G - 1) / G;
-    bool failed = false;
-    for (long long it = gw; it < (long long)total * pieces; it += nw) {
-      const int item = (int)(it / pieces), p = (int)(it % pieces);
-      int s = 0;
+      for (int s = 0; s < kMaxRanks; ++s)
+        pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
+      const int total = pre[kMaxRanks];
+      // Work items: a pair's row in pieces of G chunks of 256 elements (as in step 2).
+      const int chunks = (int)((H + 255) / 256);
+      const int G = (int)max(1ll, min((long long)chunks, (long long)total * chunks / (2ll * nw)));
+      const int pieces = (chunks + G - 1) / G;
+      bool failed = false;
+      for (long long it = gw; it < (long long)total * pieces; it += nw) {
+        const int item = (int)(it / pieces), p = (int)(it % pieces);
+        int s = 0;
 #pragma unroll
-      for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
-      const int i = item - pre[s];
-      const int32_t* rec = pairs + ((size_t)s * cap + i) * stride;
-      const int m = __ldcg(rec);
-      char* dst = a.region[s] + a.reg.landing + ((size_t)peerIndex(s, me, n) * cap + i) * landPitch;
-      const size_t cBegin = (size_t)p * G * 256;
-      const int myRow = lane < m ? __ldcg(rec + 1 + lane) : 0;
-      if (failed || !waitYRows(a, c, lane < m ? myRow : -1)) {  // the warp is uniform here
-        failed = true;  // the error is recorded: skip the rest, the grid sync gives up
-        continue;
-      }
-      if (!landsAsSum(m)) {  // the row's columns [cBegin, cEnd) as they are (cEnd within the pitch)
-        const size_t cEnd = min(D.pitch(), (size_t)(p + 1) * G * 256);
-        const size_t row = (size_t)__shfl_sync(0xffffffffu, myRow, 0);
-        warpCopy16(dst + cBegin * es, a.y + row * rowBytes + cBegin * es, (cEnd - cBegin) * es / 16);
-        continue;
-      }
-      // Rows and weights of the pair (at most k <= 16), then 4 of its rows' loads in flight per lane.
-      const float myW = lane < m ? __int_as_float(__ldcg(&info[myRow].z)) : 0.f;
-      const size_t cEnd = min(H, (size_t)(p + 1) * G * 256);
-      for (size_t base = cBegin; base < cEnd; base += 256) {  // uniform over the warp (shuffles inside)
-        const size_t c0 = base + (size_t)lane * 8;
-        const bool on = c0 < cEnd;
-        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        for (int r0 = 0; r0 < m; r0 += 4) {
-          uint4 v[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int row = __shfl_sync(0xffffffffu, myRow, (r0 + u) & 31);
-            if (on && r0 + u < m) v[u] = __ldcg(reinterpret_cast<const uint4*>(a.y + (size_t)row * rowBytes + c0 * es));
-          }
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const float w = __shfl_sync(0xffffffffu, myW, (r0 + u) & 31);
-            if (on && r0 + u < m) fma8<T>(acc, v[u], w);
-          }
+        for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
+        const int i = item - pre[s];
+        const int32_t* rec = pairs + ((size_t)s * cap + i) * stride;
+        const int m = __ldcg(rec);
+        char* dst = a.region[s] + a.reg.landing + ((size_t)peerIndex(s, me, n) * cap + i) * landPitch;
+        const size_t cBegin = (size_t)p * G * 256;
+        const int myRow = lane < m ? __ldcg(rec + 1 + lane) : 0;
+        if (failed || !waitYRows(a, c, lane < m ? myRow : -1)) {  // the warp is uniform here
+          failed = true;  // the error is recorded: skip the rest, the grid sync gives up
+          continue;
         }
-        if (on) {
-          float4* o = reinterpret_cast<float4*>(dst + c0 * 4);
-          o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-          o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        if (!landsAsSum(m)) {  // the row's columns [cBegin, cEnd) as they are (cEnd within the pitch)
+          const size_t cEnd = min(D.pitch(), (size_t)(p + 1) * G * 256);
+          const size_t row = (size_t)__shfl_sync(0xffffffffu, myRow, 0);
+          warpCopy16(dst + cBegin * es, a.y + row * rowBytes + cBegin * es, (cEnd - cBegin) * es / 16);
+          continue;
+        }
+        // Rows and weights of the pair (at most k <= 16), then 4 of its rows' loads in flight per lane.
+        const float myW = lane < m ? __int_as_float(__ldcg(&info[myRow].z)) : 0.f;
+        const size_t cEnd = min(H, (size_t)(p + 1) * G * 256);
+        for (size_t base = cBegin; base < cEnd; base += 256) {  // uniform over the warp (shuffles inside)
+          const size_t c0 = base + (size_t)lane * 8;
+          const bool on = c0 < cEnd;
+          float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          for (int r0 = 0; r0 < m; r0 += 4) {
+            uint4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              const int row = __shfl_sync(0xffffffffu, myRow, (r0 + u) & 31);
+              if (on && r0 + u < m)
+                v[u] = __ldcg(reinterpret_cast<const uint4*>(a.y + (size_t)row * rowBytes + c0 * es));
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              const float w = __shfl_sync(0xffffffffu, myW, (r0 + u) & 31);
+              if (on && r0 + u < m) fma8<T>(acc, v[u], w);
+            }
+          }
+          if (on) {
+            float4* o = reinterpret_cast<float4*>(dst + c0 * 4);
+            o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+          }
         }
       }
     }
-  }
-  if (!dev::gridSync(c, 0, 1)) return;
-  if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me)
-    dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kCombFlag + me, dev::flagValue(seq, 1));
+    if (!dev::gridSync(c, 0, 1)) return;
+    if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me)
+      dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kCombFlag + me, dev::flagValue(seq, 1));
+    if (a.part == kCombineReturn) return;
+  }  // a.part != kCombineReduce
 
   // ---- 2. reduce ----
   if (!waitRanks(c, moeFlags(a.region[me]) + kCombFlag, dev::flagValue(seq, 1), false, kSiteMoeCombine)) return;

@@ -7,7 +7,11 @@
 //
 // Both grids fit on the GPU together (total <= the SMs the communicator may use), so each grid's
 // CTAs are co-resident whatever order the launches start in: the combine syncs its grid and waits
-// for the GEMM's tiles; the GEMM waits for nothing. The done words are the handle's arrival
+// for the GEMM's tiles; the GEMM waits for nothing.
+// moe.combine_split=on (off by default, not yet run on a GPU): the combine beside the GEMM only
+// returns rows (step 1, kCombineReturn); after the join a second launch on the caller's stream
+// reduces (step 2, kCombineReduce) on all `total` CTAs, Y complete by then, instead of on the cC
+// CTAs while the GEMM's SMs idle. The done words are the handle's arrival
 // words (Region::arrivals, which only the fused dispatch otherwise uses): zeroed on the stream
 // before the fork, nothing of an earlier call is left in them (an earlier fused dispatch's GEMM
 // waited for every add a peer made there, and a peer adds there again only after this rank has
@@ -98,6 +102,7 @@ mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void
   a.outVec = ((uintptr_t)out & 15) == 0 && (h->dims.hidden * h->dims.esize) % 16 == 0;
   a.yDone = done;
   a.yWant = 2 * (uint64_t)((h->dims.hidden + gemm2Bn(h->dims.hidden) - 1) / gemm2Bn(h->dims.hidden));
+  a.part = tuningOf(ctx.comm).moe.combineSplit ? kCombineReturn : kCombineWhole;
 
   CUDA_CHECK(cudaMemsetAsync(done, 0, (1 + arrivalBlocks(h->dims)) * 8, ctx.stream));
   CUDA_CHECK(cudaEventRecord(h->forkEv, ctx.stream));
@@ -116,7 +121,13 @@ mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void
   // Join even when a launch failed: the side stream must not stay forked from a capture.
   CUDA_CHECK(cudaEventRecord(h->joinEv, h->side));
   CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, h->joinEv, 0));
-  return rc;
+  if (rc != mkcclSuccess || a.part != kCombineReturn) return rc;
+  Args red = a;  // the reduce on every CTA: Y is complete, nothing to wait for but the peers' flags
+  red.part = kCombineReduce;
+  red.ctas = total;
+  red.yDone = nullptr;
+  return launchMoeKernel(combineKernelFn(h->dtype == mkcclFloat16), red, 0, ctx.stream,
+                         "mkcclMoeGemmCombine reduce");
 }
 
 }  // namespace moe

@@ -112,6 +112,9 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) { return (long long)t.moe.dispatchCtas; }});
     v.push_back({"moe.combine_ctas", {}, 0, 1024, [](Tuning& t, long long x) { t.moe.combineCtas = int(x); },
                  [](const Tuning& t) { return (long long)t.moe.combineCtas; }});
+    v.push_back({"moe.combine_split", {"off", "on"}, 0, 0,
+                 [](Tuning& t, long long x) { t.moe.combineSplit = int(x); },
+                 [](const Tuning& t) { return (long long)t.moe.combineSplit; }});
     return v;
   }();
   return k;
