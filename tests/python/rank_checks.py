@@ -219,6 +219,19 @@ def _poison(t):
     return t
 
 
+def rel_err(got, ref):
+    """max|got - ref| / max|ref| in fp32, ref moved to got's device; inf for a NaN (a poisoned value
+    left) or a wrong shape."""
+    if tuple(got.shape) != tuple(ref.shape):
+        return float("inf")
+    if ref.numel() == 0:
+        return 0.0
+    got, ref = got.float(), ref.float().to(got.device)
+    if torch.isnan(got).any():
+        return float("inf")
+    return (got - ref).abs().max().item() / max(ref.abs().max().item(), 1e-6)
+
+
 def _err(out, ref):
     """max|out - ref| / max|ref| (inf for a wrong size or a NaN left from the poison)."""
     if out.numel() != ref.numel():

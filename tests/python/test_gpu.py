@@ -176,6 +176,90 @@ def test_two_ranks_in_one_process(custom):
     assert not failures, "\n".join(failures)
 
 
+# ---- the Ex calls (mkccl.fused) ------------------------------------------------------------------
+
+def _ex_inputs(devices, seed):
+    """Per rank: a as a strided view (row pitch K + 8), two weights as row slices of one stacked
+    tensor, fp32 biases; for GEMM+RS/AR an A [M, K] and W [N, K] of its own and one bias shared by
+    every rank (added once to the reduced sum). M rows per rank not a multiple of 128."""
+    g = torch.Generator().manual_seed(seed)
+    n, m, K, Ns = len(devices), 96, 200, (136, 72)
+
+    def rnd(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).bfloat16()
+
+    bias_rs = torch.randn(Ns[0], generator=g)
+    per = []
+    for r in range(n):
+        dev = torch.device("cuda", devices[r])
+        big = rnd(m, K + 8).to(dev)
+        stack = rnd(Ns[0] + Ns[1] + 8, K, scale=K ** -0.5).to(dev)
+        per.append(dict(dev=dev, a=big[:, :K], ws=[stack[:Ns[0]], stack[Ns[0]:Ns[0] + Ns[1]]],
+                        biases=[torch.randn(N, generator=g).to(dev) for N in Ns],
+                        a_rs=rnd(m * n, K).to(dev), w_rs=rnd(Ns[0], K, scale=K ** -0.5).to(dev),
+                        bias_rs=bias_rs.to(dev)))
+    return per, m, K, Ns
+
+
+def _ex_rank(comm, wait, per):
+    """The three Ex calls on this rank against fp32 torch on the CPU; returns the failures."""
+    r, n = comm.rank, comm.size
+    p = per[r]
+    m, N0 = p["a"].shape[0], p["ws"][0].shape[0]
+    fails = []
+    gathered = torch.full((m * n, p["a"].shape[1]), float("nan"), dtype=torch.bfloat16, device=p["dev"])
+    wide = torch.full((m * n, N0 + 8), float("nan"), dtype=torch.bfloat16, device=p["dev"])
+    torch.cuda.synchronize(p["dev"])
+    wait()  # nothing but libmkccl calls while a peer may wait
+    f32 = mkccl.fused.all_gather_gemm_ex(comm, p["a"], p["ws"], biases=p["biases"], out_dtype=torch.float32,
+                                         gathered=gathered)
+    mkccl.fused.all_gather_gemm_ex(comm, p["a"], p["ws"][:1], outs=[wide[:, :N0]])
+    rs = mkccl.fused.gemm_reduce_scatter_ex(comm, p["a_rs"], p["w_rs"], bias=p["bias_rs"], out_dtype=torch.float32)
+    ar = mkccl.fused.gemm_all_reduce_ex(comm, p["a_rs"], p["w_rs"], bias=p["bias_rs"])
+    torch.cuda.synchronize(p["dev"])
+    wait()
+    full_a = torch.cat([q["a"].cpu().float() for q in per])
+    if not torch.equal(gathered.cpu().float(), full_a):
+        fails.append("rank %d: all_gather_gemm_ex's gathered A differs from the shards" % r)
+    for i, (w, b) in enumerate(zip(p["ws"], p["biases"])):
+        ref = full_a @ w.cpu().float().t() + b.cpu()
+        e = rank_checks.rel_err(f32[i], ref)
+        if not e <= 5e-3:
+            fails.append("rank %d: all_gather_gemm_ex weight %d (fp32 out, bias) rel err %.3g" % (r, i, e))
+    ref = full_a @ p["ws"][0].cpu().float().t()
+    e = rank_checks.rel_err(wide[:, :N0], ref)
+    if not e <= 1e-2 or not torch.isnan(wide[:, N0:].float()).all().item():
+        fails.append("rank %d: all_gather_gemm_ex into a strided bf16 out: rel err %.3g, or columns past N written"
+                     % (r, e))
+    summed = sum(q["a_rs"].cpu().float() @ q["w_rs"].cpu().float().t() for q in per) + p["bias_rs"].cpu()
+    e = rank_checks.rel_err(rs, summed[r * m:(r + 1) * m])
+    if not e <= 5e-3:
+        fails.append("rank %d: gemm_reduce_scatter_ex (fp32 out, bias) rel err %.3g" % (r, e))
+    e = rank_checks.rel_err(ar, summed)
+    if not e <= 1e-2:
+        fails.append("rank %d: gemm_all_reduce_ex (bf16 out, bias) rel err %.3g" % (r, e))
+    return fails
+
+
+def test_ex_calls_one_rank(one_rank):
+    per, _, _, _ = _ex_inputs([0], fresh_seed("Ex calls, one rank"))
+    fails = _ex_rank(one_rank, lambda: None, per)
+    assert not fails, "\n".join(fails)
+
+
+def test_ex_calls_two_ranks_in_one_process():
+    devs = two_devices()
+    with shared_gpus(devs):
+        comms = mkccl.init_all(devs)
+    try:
+        per, _, _, _ = _ex_inputs(devs, fresh_seed("Ex calls, two ranks on GPUs %s" % devs))
+        failures = _threads(comms, lambda c, b: _ex_rank(c, b, per))
+    finally:
+        for c in comms:
+            c.close()
+    assert not failures, "\n".join(failures)
+
+
 # ---- async error, abort ------------------------------------------------------------------------
 
 def test_a_missing_peer_times_out_into_the_async_error():

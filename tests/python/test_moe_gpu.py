@@ -13,6 +13,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import mkccl  # noqa: E402
+from rank_checks import rel_err  # noqa: E402
 from test_gpu import shared_gpus, two_devices  # noqa: E402
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9
@@ -203,18 +204,6 @@ def on_ranks(devices, body):
     for t in th:
         t.join()
     assert not errors, "\n".join(errors)
-
-
-def rel_err(got, ref):
-    """max|got - ref| / max|ref| in fp32; inf for a NaN (a poisoned value left) or a wrong shape."""
-    if tuple(got.shape) != tuple(ref.shape):
-        return float("inf")
-    if ref.numel() == 0:
-        return 0.0
-    got, ref = got.float(), ref.float().to(got.device)
-    if torch.isnan(got).any():
-        return float("inf")
-    return (got - ref).abs().max().item() / max(ref.abs().max().item(), 1e-6)
 
 
 def fused_routing(T, E, k, g, dev):
