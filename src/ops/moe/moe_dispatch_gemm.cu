@@ -84,6 +84,18 @@ mkcclResult_t launchGemm(const OpCtx& ctx, const mkcclMoe* h, const void* W1, vo
 
 }  // namespace
 
+template <class In>
+mkcclResult_t dispatchGemmPreloadAs(int dev, int sms) {
+  int unused = 0;
+  MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchSwigluOp>::prepare(dev, sms, 1, &unused)));
+  MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused)));
+  return FusedLauncher<In, 128, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused);
+}
+
+mkcclResult_t dispatchGemmPreload(mkcclDataType_t t, int dev, int sms) {
+  return t == mkcclFloat16 ? dispatchGemmPreloadAs<dev::F16>(dev, sms) : dispatchGemmPreloadAs<dev::Bf16>(dev, sms);
+}
+
 // A few CTAs push the rows (a CTA's stores to a peer move ~46 GB/s: 8 of them fill one H100's
 // NVLink to a peer), the rest compute. At least one of each.
 int fusedDispatchCtas(int total) { return std::max(1, std::min(16, total / 8)); }

@@ -78,7 +78,18 @@ mkcclResult_t launchGemm2(const OpCtx& ctx, const mkcclMoe* h, const void* act, 
   return Launcher<In, 128>::launch(mapA, mapB, mapC, g, p, ctas, stream);
 }
 
+template <class In>
+mkcclResult_t gemmCombinePreloadAs(int dev, int sms) {
+  int unused = 0;
+  MKCCL_CHECK((Launcher<In, 256>::prepare(dev, sms, 1, &unused)));
+  return Launcher<In, 128>::prepare(dev, sms, 1, &unused);
+}
+
 }  // namespace
+
+mkcclResult_t gemmCombinePreload(mkcclDataType_t t, int dev, int sms) {
+  return t == mkcclFloat16 ? gemmCombinePreloadAs<dev::F16>(dev, sms) : gemmCombinePreloadAs<dev::Bf16>(dev, sms);
+}
 
 mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void* W2, void* Y, void* out, size_t I,
                             size_t T) {
