@@ -246,24 +246,7 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
       char* gA = nullptr;
       ASSERT_TRUE(c.ok && cudaMalloc(&gA, c.M * c.K * kEs) == cudaSuccess);
       fillRandom(gA, c.M * c.K, c.t, 5 + r, 1.0f, st);
-      cudaEvent_t e0, e1;
-      cudaEventCreate(&e0);
-      cudaEventCreate(&e1);
-      auto timeIt = [&](const std::function<mkcclResult_t()>& fn) {
-        std::vector<float> ms;
-        for (int i = 0; i < warm + iters; ++i) {
-          cudaStreamSynchronize(st);
-          bar.wait();
-          cudaEventRecord(e0, st);
-          EXPECT_EQ(mkcclSuccess, fn()) << mkcclGetLastError(w.comms[r]);
-          cudaEventRecord(e1, st);
-          cudaEventSynchronize(e1);
-          float t = 0;
-          cudaEventElapsedTime(&t, e0, e1);
-          if (i >= warm) ms.push_back(t);
-        }
-        return medianOf(ms) * 1e3;
-      };
+      RankTimer timeIt(st, bar, w.comms[r], warm, iters);
       fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
       // Finer pieces on the network (ag_gemm.net_piece_kib; default 512 KiB), in the same run.
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net_piece_kib=128"));
@@ -273,8 +256,6 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(gA, c.W, c.C, c.M, c.N, c.K, c.t, c.t, st); });
       xfer[r] = timeIt([&] { return mkcclAllGather(c.A, gA, c.m * c.K, c.t, w.comms[r], st); });
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
       cudaFree(gA);
       c.release();
     });

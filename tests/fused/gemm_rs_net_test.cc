@@ -342,24 +342,7 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
       char* P = nullptr;
       ASSERT_TRUE(c.ok && cudaMalloc(&P, b.M * b.N * kEs) == cudaSuccess);
       fillRandom(P, b.M * b.N, mkcclBfloat16, 5 + r, 1.0f, st);
-      cudaEvent_t e0, e1;
-      cudaEventCreate(&e0);
-      cudaEventCreate(&e1);
-      auto timeIt = [&](const std::function<mkcclResult_t()>& fn) {
-        std::vector<float> ms;
-        for (int i = 0; i < warm + iters; ++i) {
-          cudaStreamSynchronize(st);
-          bar.wait();
-          cudaEventRecord(e0, st);
-          EXPECT_EQ(mkcclSuccess, fn()) << mkcclGetLastError(w.comms[r]);
-          cudaEventRecord(e1, st);
-          cudaEventSynchronize(e1);
-          float t = 0;
-          cudaEventElapsedTime(&t, e0, e1);
-          if (i >= warm) ms.push_back(t);
-        }
-        return medianOf(ms) * 1e3;
-      };
+      RankTimer timeIt(st, bar, w.comms[r], warm, iters);
       call[r] = timeIt([&] { return c.run(w.comms[r], st); });
       // The fused route across nodes, timed in the same run.
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "gemm_rs.net=fused;gemm_ar.net=fused"));
@@ -370,8 +353,6 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
         return b.ar ? mkcclAllReduce(P, P, b.M * b.N, mkcclBfloat16, mkcclSum, w.comms[r], st)
                     : mkcclReduceScatter(P, c.C, b.M * b.N / ws, mkcclBfloat16, mkcclSum, w.comms[r], st);
       });
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
       cudaFree(P);
       c.release();
     });

@@ -89,6 +89,40 @@ inline double medianOf(std::vector<float> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The overlap benches' timer of one rank: each call alone on the stream after a host barrier of
+// the ranks (every rank times the same sequence), the median in us over `iters` calls after `warm`.
+struct RankTimer {
+  cudaStream_t st;
+  HostBarrier& bar;
+  mkcclComm_t comm;
+  int warm, iters;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  RankTimer(cudaStream_t s, HostBarrier& b, mkcclComm_t c, int w, int i) : st(s), bar(b), comm(c), warm(w), iters(i) {
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+  }
+  ~RankTimer() {
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  template <class Fn>
+  double operator()(const Fn& fn) {
+    std::vector<float> ms;
+    for (int i = 0; i < warm + iters; ++i) {
+      cudaStreamSynchronize(st);
+      bar.wait();
+      cudaEventRecord(e0, st);
+      EXPECT_EQ(mkcclSuccess, fn()) << mkcclGetLastError(comm);
+      cudaEventRecord(e1, st);
+      cudaEventSynchronize(e1);
+      float t = 0;
+      cudaEventElapsedTime(&t, e0, e1);
+      if (i >= warm) ms.push_back(t);
+    }
+    return medianOf(ms) * 1e3;
+  }
+};
+
 // A fresh seed, printed so that a failure can be replayed.
 inline uint64_t seedOf() {
   const uint64_t s = freshSeed();
