@@ -12,6 +12,7 @@
 #include "ops/ag_gemm/host.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm/gemm_plain.cuh"
+#include "ops/moe/moe_kernels.h"
 #include "base/check.h"
 #include "runtime/hooks.h"
 #include "runtime/ops.h"
@@ -78,6 +79,13 @@ mkcclResult_t preloadKernels(int dev, int smCount) {
   MKCCL_CHECK(attn::attnPrepareBf16D128(dev, smCount));
   MKCCL_CHECK(attn::attnPrepareF16D64(dev, smCount));
   MKCCL_CHECK(attn::attnPrepareF16D128(dev, smCount));
+  // MoE: the dispatch kernel is loaded by mkcclMoeCreate (it sets its shared memory there).
+  MKCCL_CHECK(load(moe::combineKernelFn(false)));
+  MKCCL_CHECK(load(moe::combineKernelFn(true)));
+  for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
+    MKCCL_CHECK(moe::dispatchGemmPreload(t, dev, smCount));
+    MKCCL_CHECK(moe::gemmCombinePreload(t, dev, smCount));
+  }
   MKCCL_INFO("device %d: kernels loaded in %.0f ms", dev,
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return mkcclSuccess;

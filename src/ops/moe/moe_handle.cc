@@ -153,14 +153,6 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
     return setError(mkcclInternalError, "%s: the dispatch kernel (%zu bytes of shared memory) cannot run on device %d",
                     op, smem, comm->cudaDev);
   ctas = std::min(ctas, perSm * comm->smCount);
-  // Every other kernel a call on the handle may launch, loaded now (moe_handle.h says why); the
-  // dispatch kernel was loaded just above.
-  {
-    cudaFuncAttributes attr;
-    CUDA_CHECK(cudaFuncGetAttributes(&attr, combineKernelFn(dtype == mkcclFloat16)));
-  }
-  MKCCL_CHECK(dispatchGemmPreload(dtype, comm->cudaDev, comm->smCount));
-  MKCCL_CHECK(gemmCombinePreload(dtype, comm->cudaDev, comm->smCount));
 
   mkcclMoe* h = new mkcclMoe;
   h->comm = comm;

@@ -59,11 +59,6 @@ Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T);
 mkcclResult_t launchMoeKernel(const void* fn, const Args& a, size_t smem, cudaStream_t stream, const char* what);
 // How mkcclMoeDispatchGemm splits the handle's CTAs: the dispatch's share (the GEMM gets the rest).
 int fusedDispatchCtas(int total);
-// Load the fused calls' GEMM kernels for a handle of type t (mkcclMoeCreate, before any call: a
-// kernel loaded at its first launch may wait for the device's running kernels, among them a
-// peer's that waits for this rank).
-mkcclResult_t dispatchGemmPreload(mkcclDataType_t t, int dev, int sms);
-mkcclResult_t gemmCombinePreload(mkcclDataType_t t, int dev, int sms);
 
 }  // namespace moe
 }  // namespace mkccl

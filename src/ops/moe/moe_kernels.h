@@ -2,6 +2,7 @@
 #pragma once
 #include <stddef.h>
 #include "kernels/moe/moe_layout.h"
+#include "mkccl.h"
 
 namespace mkccl {
 namespace moe {
@@ -11,6 +12,9 @@ const void* dispatchKernelFn();
 const void* combineKernelFn(bool fp16);
 // Dynamic shared memory of the dispatch kernel for these dims (the combine uses none).
 size_t dispatchSmemBytes(const Dims& d);
+// Load the fused calls' GEMM kernels of type t (src/ops/preload.cu, at communicator init).
+mkcclResult_t dispatchGemmPreload(mkcclDataType_t t, int dev, int sms);
+mkcclResult_t gemmCombinePreload(mkcclDataType_t t, int dev, int sms);
 
 }  // namespace moe
 }  // namespace mkccl
