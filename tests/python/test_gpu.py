@@ -3,6 +3,7 @@
 torch.compile, the async error and abort. Ranks share a GPU where there are fewer GPUs than ranks
 (MKCCL_SHARE_GPUS=1, a testing aid). Each run draws fresh shapes and values (the seed is printed)."""
 import contextlib
+import ctypes
 import os
 import threading
 import time
@@ -46,6 +47,32 @@ def shared_gpus(devices):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def rank_streams(devices):
+    """A new stream per rank, made one after another before the handles. Ranks sharing a GPU share
+    its context, whose streams run over a few hardware queues; a rank's persistent kernel that
+    waits for a peer must not sit in the queue ahead of that peer's work. Streams made in a row get
+    queues of their own (what tests/common/rank_threads.cc does for the C++ tests); torch's pool
+    streams, handed out as the threads ask, are not made so (a 3-rank run on GPUs [0, 1, 0] hung
+    with them). Returns (torch streams, raw handles to destroy)."""
+    cudart = torch.cuda.cudart()
+    if not hasattr(cudart, "cudaStreamCreate"):
+        return [torch.cuda.Stream(d) for d in devices], []
+    out, raw = [], []
+    for d in devices:
+        with torch.cuda.device(d):
+            h = ctypes.c_uint64(0)
+            err = cudart.cudaStreamCreate(ctypes.addressof(h))
+            assert int(err) == 0 and h.value, "cudaStreamCreate on GPU %d: error %s" % (d, err)
+            raw.append(h.value)
+            out.append(torch.cuda.ExternalStream(h.value, device=torch.device("cuda", d)))
+    return out, raw
+
+
+def destroy_streams(raw):
+    for h in raw:
+        torch.cuda.cudart().cudaStreamDestroy(h)
 
 
 def two_devices():
@@ -251,12 +278,18 @@ def test_ex_calls_two_ranks_in_one_process():
     devs = two_devices()
     with shared_gpus(devs):
         comms = mkccl.init_all(devs)
+    streams, raw = rank_streams(devs)
     try:
         per, _, _, _ = _ex_inputs(devs, fresh_seed("Ex calls, two ranks on GPUs %s" % devs))
-        failures = _threads(comms, lambda c, b: _ex_rank(c, b, per))
+
+        def rank(c, b):
+            with torch.cuda.stream(streams[c.rank]):
+                return _ex_rank(c, b, per)
+        failures = _threads(comms, rank)
     finally:
         for c in comms:
             c.close()
+        destroy_streams(raw)
     assert not failures, "\n".join(failures)
 
 

@@ -2,7 +2,6 @@
 against a float32 torch reference at 1 rank and at 2 ranks in threads (sharing the GPU where there
 is one); dispatch + combine alone (y = recv_x: out = x * sum_j w_j); T = 0, 1, odd H and I; bad
 arguments raise before any call. Fresh random inputs every run (the seed is printed)."""
-import ctypes
 import threading
 import time
 
@@ -14,7 +13,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import mkccl  # noqa: E402
 from rank_checks import rel_err  # noqa: E402
-from test_gpu import shared_gpus, two_devices  # noqa: E402
+from test_gpu import destroy_streams, rank_streams, shared_gpus, two_devices  # noqa: E402
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9
 pytestmark = pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (sm_90)")
@@ -281,32 +280,6 @@ def fused_rows(o, rr):
     f = torch.empty_like(rr)
     f[oc] = rr[of]
     return f
-
-
-def rank_streams(devices):
-    """A new stream per rank, made one after another before the handles. Ranks sharing a GPU share
-    its context, whose streams run over a few hardware queues; a rank's persistent kernel that
-    waits for a peer must not sit in the queue ahead of that peer's work. Streams made in a row get
-    queues of their own (what tests/common/rank_threads.cc does for the C++ tests); torch's pool
-    streams, handed out as the threads ask, are not made so (a 3-rank run on GPUs [0, 1, 0] hung
-    with them). Returns (torch streams, raw handles to destroy)."""
-    cudart = torch.cuda.cudart()
-    if not hasattr(cudart, "cudaStreamCreate"):
-        return [torch.cuda.Stream(d) for d in devices], []
-    out, raw = [], []
-    for d in devices:
-        with torch.cuda.device(d):
-            h = ctypes.c_uint64(0)
-            err = cudart.cudaStreamCreate(ctypes.addressof(h))
-            assert int(err) == 0 and h.value, "cudaStreamCreate on GPU %d: error %s" % (d, err)
-            raw.append(h.value)
-            out.append(torch.cuda.ExternalStream(h.value, device=torch.device("cuda", d)))
-    return out, raw
-
-
-def destroy_streams(raw):
-    for h in raw:
-        torch.cuda.cudart().cudaStreamDestroy(h)
 
 
 def run_fused(devices, E, k, H, I, N, Ts):
