@@ -1342,11 +1342,11 @@ TEST(MoeGpu, LayerBothHalvesFusedOneToFourRanks) {
   runFusedLayers(true);
 }
 
-// The same with moe.combine_split=on (the combine returns rows beside the GEMM, then a second
-// launch reduces on every CTA), 1-3 ranks. Written without a GPU: not yet run.
-TEST(MoeGpu, LayerBothHalvesFusedSplitCombine) {
+// The same with moe.combine_split=off (the combine returns and reduces beside the GEMM, on its
+// own CTAs; the default splits it: a second launch reduces on every CTA), 1-3 ranks.
+TEST(MoeGpu, LayerBothHalvesFusedWholeCombine) {
   MKCCL_REQUIRE_GPUS(1);
-  runFusedLayers(true, 3, "moe.combine_split=on");
+  runFusedLayers(true, 3, "moe.combine_split=off");
 }
 
 // swiglu = 0: act = recvX . W1_e^T per row, checked row by row against fp32 dot products of the

@@ -8,7 +8,7 @@
 // Both grids fit on the GPU together (total <= the SMs the communicator may use), so each grid's
 // CTAs are co-resident whatever order the launches start in: the combine syncs its grid and waits
 // for the GEMM's tiles; the GEMM waits for nothing.
-// moe.combine_split=on (off by default, not yet run on a GPU): the combine beside the GEMM only
+// moe.combine_split=on (the default; faster at 2 ranks, docs/MOE.md): the combine beside the GEMM only
 // returns rows (step 1, kCombineReturn); after the join a second launch on the caller's stream
 // reduces (step 2, kCombineReduce) on all `total` CTAs, Y complete by then, instead of on the cC
 // CTAs while the GEMM's SMs idle. The done words are the handle's arrival

@@ -62,7 +62,8 @@ struct Tuning {
                            // the rest); 0 the rule's (moe_dispatch_gemm.cu: fusedDispatchCtas)
     int combineCtas = 0;   // moe.combine_ctas: mkcclMoeGemmCombine's combine CTAs (the GEMM gets the
                            // rest); 0 the same rule (moe_gemm_combine.cu)
-    int combineSplit = 0;  // moe.combine_split: off (0) | on (1): mkcclMoeGemmCombine's combine
+    int combineSplit = 1;  // moe.combine_split: off (0) | on (1, default: faster in every row
+                           // measured at 2 ranks, docs/MOE.md): mkcclMoeGemmCombine's combine
                            // returns rows beside the GEMM, then reduces on every CTA after it
   } moe;
 };
