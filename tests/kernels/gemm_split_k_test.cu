@@ -103,45 +103,6 @@ TEST(GemmSplitK, DecodeShapesSplit) {
   EXPECT_EQ(p.ctas, 128);
 }
 
-// The decode configuration (M <= 64): which calls take it and with how many A rows, and its plan:
-// 128 x 128 tiles without a cluster, within the SMs and the workspace; a higher CTA rate (its
-// deeper W pipeline) never asks for more parts than the full tile's rate; forced counts honoured.
-TEST(GemmSplitK, DecodeConfigurationPlan) {
-  using mkccl::gemmDecodeARows;
-  EXPECT_EQ(gemmDecodeARows(1, GemmVariant::Auto, 0), 16);
-  EXPECT_EQ(gemmDecodeARows(16, GemmVariant::Auto, 0), 16);
-  EXPECT_EQ(gemmDecodeARows(17, GemmVariant::Auto, 0), 64);
-  EXPECT_EQ(gemmDecodeARows(64, GemmVariant::F128C1, 0), 64);
-  EXPECT_EQ(gemmDecodeARows(65, GemmVariant::Auto, 0), 0);
-  EXPECT_EQ(gemmDecodeARows(8, GemmVariant::Auto, 1), 0) << "gemm.decode=off";
-  for (GemmVariant v : {GemmVariant::Simple, GemmVariant::F256C1, GemmVariant::F256C2, GemmVariant::F128C2})
-    EXPECT_EQ(gemmDecodeARows(8, v, 0), 0) << static_cast<int>(v);
-  const int64_t Ms[] = {1, 8, 16, 33, 64};
-  const int64_t NKs[][2] = {{1024, 1024}, {4096, 4096}, {4096, 8192}, {8192, 8192}, {4096, 14336}, {28672, 4096}};
-  for (int64_t M : Ms)
-    for (const auto& nk : NKs) {
-      SCOPED_TRACE(testing::Message() << M << "x" << nk[0] << "x" << nk[1]);
-      const GemmPlan d = mkccl::gemmDecodePlan(M, nk[0], nk[1], GemmVariant::Auto, 0, kSms, kUnits,
-                                               2 * mkccl::kSplitKCtaBytesPerUs);
-      const int64_t tiles = (nk[0] + 127) / 128;
-      EXPECT_EQ(d.bn, 128);
-      EXPECT_EQ(d.clusterSize, 1);
-      EXPECT_FALSE(d.simple);
-      EXPECT_GE(d.splits, 1);
-      EXPECT_LE(tiles * d.splits, std::max<int64_t>(kUnits, tiles));
-      EXPECT_EQ(d.ctas, std::min<int64_t>(kSms, tiles * d.splits));
-      const GemmPlan full = mkccl::gemmDecodePlan(M, nk[0], nk[1], GemmVariant::Auto, 0, kSms, kUnits,
-                                                  mkccl::kSplitKCtaBytesPerUs);
-      EXPECT_LE(d.splits, full.splits) << "a faster CTA needs no more parts";
-    }
-  EXPECT_EQ(mkccl::gemmDecodePlan(8, 4096, 4096, GemmVariant::Auto, 3, kSms, kUnits, 8e4).splits, 3);
-  const GemmPlan one = mkccl::gemmDecodePlan(8, 4096, 4096, GemmVariant::Auto, 1, kSms, kUnits, 8e4);
-  EXPECT_EQ(one.splits, 1);
-  EXPECT_EQ(one.ctas, 32);
-  // No workspace (0 units: a capture on a fresh stream): whole tiles.
-  EXPECT_EQ(mkccl::gemmDecodePlan(8, 4096, 4096, GemmVariant::Auto, 1, kSms, 0, 8e4).splits, 1);
-}
-
 // Outputs of more than 256 rows are never split by the rule (1000 x 1032 x 4096 measured 36.6 us
 // in three parts against 26.2 unsplit).
 TEST(GemmSplitK, ComputeBoundShapesDoNotSplit) {

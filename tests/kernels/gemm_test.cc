@@ -297,23 +297,6 @@ TEST(Gemm, SplitKBackToBackAndGraph) {
   backToBackAndGraph(48, 4096, 4096, "auto");
 }
 
-// The decode configuration (M <= 64: A stages of 16 or 64 rows, consumer 0 alone computing) split
-// and unsplit, around its 16- and 64-row steps, against the full tile (gemm.decode=off) on the same
-// shapes; fp16 in and fp32 out through it too.
-TEST(Gemm, DecodeConfiguration) {
-  MKCCL_REQUIRE_GPUS(1);
-  for (const char* v : {"auto", "auto;gemm.split_k=1", "128x1;gemm.split_k=3", "auto;gemm.decode=off"})
-    for (size_t M : {size_t(1), size_t(8), size_t(15), size_t(16), size_t(17), size_t(40), size_t(64)}) {
-      checkGemm(M, 4096, 4096, mkcclBfloat16, mkcclBfloat16, v);
-      checkGemm(M, 1032, 1096, mkcclBfloat16, mkcclBfloat16, v);
-    }
-  for (size_t M : {size_t(3), size_t(64)}) {
-    checkGemm(M, 2056, 2048, mkcclFloat16, mkcclFloat16, "auto");
-    checkGemm(M, 2056, 2048, mkcclBfloat16, mkcclFloat32, "auto");
-  }
-  backToBackAndGraph(5, 4096, 4096, "auto");
-}
-
 // Stream-K (stream_k_model.h): the partly empty last wave cut into k-block ranges, one per CTA.
 // Forced on both tiles and by the rule, tails in M, N and K, every type pair, against cuBLAS and
 // (one shape) an fp32 reference on the host; back to back, deterministic, in a graph.

@@ -7,27 +7,17 @@
 
 namespace mkccl {
 
-// kARowsT: rows of A a stage holds. 128 (the tile's); 64 or 16 for the decode configuration (M of
-// at most that many rows): the A tile then takes 8 or 2 KB instead of 16, so more stages of W fit
-// (a decode GEMM streams W, and each CTA's rate grows with its bytes in flight), and only consumer
-// 0 computes (rows 64.. of the tile lie past M).
-template <class InT, int kBN, class Epi, int kARowsT = 128>
+template <class InT, int kBN, class Epi>
 struct GemmCfg {
   using In = InT;        // dev::Bf16 or dev::F16 (A and W)
   using Epilogue = Epi;  // EpilogueTmaStore, EpilogueRegStore, EpilogueRegAdd (epilogue.cuh)
   static constexpr int BM = 128, BN = kBN, BK = 64;  // BK * 2 bytes = one 128 B swizzle row
-  static constexpr int kARows = kARowsT;
-  static_assert(kARows == 128 || kARows == 64 || kARows == 16, "A stage of 128, 64 or 16 rows");
-  // The decode configuration: consumer 1 has no rows, so it neither computes nor takes part in the
-  // pipeline (the empty barriers count consumer 0's warps only; mainloop.cuh).
-  static constexpr bool kDecode = kARows < 128;
   // wgmma n <= 256; the TMA-store epilogue writes 64-column chunks. The bf16 kernels use 128 and
   // 256; the fp8 block-scaled kernel also 192 (fp8_op.cuh).
   static_assert(BN % 64 == 0 && BN >= 128 && BN <= 256, "BN 128, 192 or 256");
 
   static constexpr int kConsumers = 2;  // warpgroups, 64 rows each
   static constexpr int kConsumerWarps = kConsumers * 4;
-  static constexpr int kPipeConsumerWarps = kDecode ? 4 : kConsumerWarps;  // arrivals per empty barrier and CTA
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kAcc = BN / 2;  // fp32 accumulators per consumer thread: 64 x BN / 128
 
@@ -40,15 +30,14 @@ struct GemmCfg {
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr uint32_t kHookProducerRegs = 56, kHookConsumerRegs = 224;
 
-  static constexpr uint32_t kStageBytesA = kARows * BK * 2;
+  static constexpr uint32_t kStageBytesA = BM * BK * 2;
   static constexpr uint32_t kStageBytesB = BN * BK * 2;
   static constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;  // TMA bytes per stage
   static constexpr uint32_t kEpiBytes = Epi::template smemBytes<kConsumers>();
   static constexpr uint32_t kBarrierBytes = 256;  // full[S], empty[S], two flag words
   static constexpr uint32_t kSmemLimit = 227 * 1024;  // sm_90 opt-in maximum per block
   static constexpr uint32_t kAlignSlack = 1024;        // dynamic smem is re-aligned to 1024 B
-  // 8 for the full tile (more did not pay); the decode configuration's W stages are its point.
-  static constexpr int kMaxStages = kDecode ? 12 : 8;
+  static constexpr int kMaxStages = 8;
   static constexpr int kFitStages =
       static_cast<int>((kSmemLimit - kAlignSlack - kBarrierBytes - kEpiBytes) / kStageBytes);
   static constexpr int kStages = kFitStages < kMaxStages ? kFitStages : kMaxStages;

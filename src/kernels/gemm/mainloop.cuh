@@ -107,12 +107,6 @@ __device__ __forceinline__ bool consumerMainloop(float (&acc)[Cfg::kAcc], dev::P
                                                  uint32_t lane, uint32_t ctaRank, Hook hook = Hook(),
                                                  int kBlocks = -1) {
   using Mma = dev::Wgmma<Cfg::BN, typename Cfg::In>;
-  if constexpr (Cfg::kDecode) {
-    // The decode configuration holds at most 64 rows of A: consumer 1's rows lie past M. It skips
-    // the k-loop and is not counted on the empty barriers; the split-K epilogue stores nothing of
-    // a half tile past M (its accumulators are never read).
-    if (consumer == 1) return true;
-  }
   const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
   const uint32_t aOffset = static_cast<uint32_t>(consumer) * 64u * (Cfg::BK * 2);
   uint32_t prev = 0;

@@ -23,36 +23,18 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   using Simple = GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>;
   using SplitK = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>;
   using StreamK256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>;
-  using Decode16 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore, 16>, SplitKGemmOp>;
-  using Decode64 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore, 64>, SplitKGemmOp>;
-  using Full128 = GemmCfg<In, 128, EpilogueTmaStore>;
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
   GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2), p.M, p.N, v,
                                          info.smCount, maxClusters2);
   SplitKWorkspace ws;
-  // M <= 64: the decode configuration (split_k_model.h), its split count from the model at its CTA
-  // rate (the default rate scaled by its stages of W over the full tile's).
-  const int decodeRows = gemmDecodeARows(p.M, v, p.decode);
-  const double decodeRate =
-      kSplitKCtaBytesPerUs *
-      (decodeRows == 16 ? GemmCfg<In, 128, EpilogueTmaStore, 16>::kStages : GemmCfg<In, 128, EpilogueTmaStore, 64>::kStages) /
-      Full128::kStages;
-  const GemmPlan split =
-      decodeRows ? gemmDecodePlan(p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount), decodeRate)
-                 : gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount));
-  if (decodeRows && split.splits == 1) {
-    plan = split;  // whole 128 x 128 tiles through the split-K op: no workspace needed
-  } else if (split.splits > 1) {
+  const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount));
+  if (split.splits > 1) {
     // The workspace exists from the stream's first split-K call outside capture; without it (a
     // capture) the unsplit plan runs (split_k_workspace.h).
     MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
-    if (ws.maxUnits > 0) {
-      plan = split;
-    } else if (decodeRows) {  // no workspace: the decode configuration unsplit
-      plan = gemmDecodePlan(p.M, p.N, p.K, v, 1, info.smCount, 0, decodeRate);
-    }
+    if (ws.maxUnits > 0) plan = split;
   } else {
     // Stream-K for a partly empty last wave (stream_k_model.h), on the same workspace.
     const GemmPlan sk = gemmStreamKPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
@@ -113,19 +95,6 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     MKCCL_CHECK(Simple::prepare(dev, info.smCount, 1, &unused));
     return Simple::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
   }
-  if (decodeRows && plan.splits >= 1 && plan.bn == 128 && plan.clusterSize == 1) {
-    if (aRows > decodeRows)
-      return setError(mkcclInternalError, "mkcclGemm: an A box of %d rows for a decode stage of %d", aRows, decodeRows);
-    SplitKParams sp{ws.partials, ws.counters, plan.splits};
-    sp.ctas = plan.ctas;
-    MKCCL_TRACE("mkcclGemm: decode configuration, A stages of %d rows", decodeRows);
-    if (decodeRows == 16) {
-      MKCCL_CHECK(Decode16::prepare(dev, info.smCount, 1, &unused));
-      return Decode16::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
-    }
-    MKCCL_CHECK(Decode64::prepare(dev, info.smCount, 1, &unused));
-    return Decode64::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
-  }
   if (plan.splits != 1) {
     SplitKParams sp{ws.partials, ws.counters, plan.splits};
     sp.dpTiles = plan.dpTiles;
@@ -151,8 +120,6 @@ mkcclResult_t plainGemmPreload(int dev, int smCount) {
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
-  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore, 16>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
-  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore, 64>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);
 }
 

@@ -30,11 +30,8 @@ constexpr double kSplitKPartUs = 2.0;           // fixed cost of splitting at al
 constexpr double kSplitKRowsUs = 3.0;           // per extra part, at 128 live rows (scaled by the rows)
 
 // Predicted time (us, without the launch's fixed cost, which every count shares) of the decode GEMM
-// in `splits` parts of 128 x 128 tiles on ctaBudget CTAs. ctaRate: one CTA's rate for W (bytes/us);
-// a CTA streams at about its bytes in flight over the latency, so the decode configuration (more
-// stages of W, gemm_config.cuh) passes the default scaled by its stages over the full tile's.
-inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget,
-                               double ctaRate = kSplitKCtaBytesPerUs) {
+// in `splits` parts of 128 x 128 tiles on ctaBudget CTAs.
+inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget) {
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
   const int64_t units = tiles * splits;
   const int64_t ctas = std::min<int64_t>(std::max(ctaBudget, 1), units);
@@ -42,7 +39,7 @@ inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int 
   // W only: A is a few MB that every CTA reads, from L2 after the first touch.
   const double ctaBytes = static_cast<double>(ceilDiv(units, ctas) * kPart * (128 * 64 * 2));
   const double hbmBytes = static_cast<double>((N + M) * K * 2);
-  double t = std::max(hbmBytes / kSplitKHbmBytesPerUs, ctaBytes / ctaRate);
+  double t = std::max(hbmBytes / kSplitKHbmBytesPerUs, ctaBytes / kSplitKCtaBytesPerUs);
   if (splits > 1)
     t += kSplitKPartUs + kSplitKRowsUs * static_cast<double>(std::min<int64_t>(M, 128)) / 128 * (splits - 1);
   return t;
@@ -53,7 +50,7 @@ inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int 
 // k-blocks and the workspace). maxUnits: the workspace's room in (tile, part) units. Auto splits
 // only when the variant is auto or 128x1 (the tile split K runs).
 inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v, int forced,
-                               int ctaBudget, int maxUnits, double ctaRate = kSplitKCtaBytesPerUs) {
+                               int ctaBudget, int maxUnits) {
   if (plain.simple || forced == 1) return plain;
   if (v != GemmVariant::Auto && v != GemmVariant::F128C1) return plain;
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
@@ -63,10 +60,10 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
   if (forced > 1) {
     best = static_cast<int>(std::min<int64_t>({forced, kBlocks, maxUnits / std::max<int64_t>(tiles, 1)}));
   } else if (M <= kSplitKMaxRows) {
-    double bestTime = gemmSplitKTimeUs(M, N, K, 1, ctaBudget, ctaRate);
+    double bestTime = gemmSplitKTimeUs(M, N, K, 1, ctaBudget);
     for (int s = 2; s <= kSplitKMaxSplits; ++s) {
       if (kBlocks / s < kSplitKMinKBlocks || tiles * s > maxUnits) break;
-      const double t = gemmSplitKTimeUs(M, N, K, s, ctaBudget, ctaRate);
+      const double t = gemmSplitKTimeUs(M, N, K, s, ctaBudget);
       if (t < bestTime) {
         bestTime = t;
         best = s;
@@ -81,30 +78,6 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
   p.splits = best;
   p.ctas = static_cast<int>(std::min<int64_t>(ctaBudget, tiles * best));
   return p;
-}
-
-// The decode configuration (gemm_config.cuh: A stages of 16 or 64 rows, more stages of W, consumer
-// 0 alone computing) runs M <= 64 on 128 x 128 tiles without a cluster, split or not; 0: not this
-// call (larger M, a forced tile other than 128x1, the debug kernel, or gemm.decode=off).
-constexpr int64_t kGemmDecodeMaxRows = 64;
-inline int gemmDecodeARows(int64_t M, GemmVariant v, int decodeOff) {
-  if (decodeOff || M > kGemmDecodeMaxRows) return 0;
-  if (v != GemmVariant::Auto && v != GemmVariant::F128C1) return 0;
-  return M <= 16 ? 16 : 64;
-}
-// The plan of a decode-configuration call: 128 x 128 tiles, no cluster, the split model's part count
-// at the configuration's CTA rate (splits 1: whole tiles, still through the split-K op).
-inline GemmPlan gemmDecodePlan(int64_t M, int64_t N, int64_t K, GemmVariant v, int forced, int ctaBudget,
-                               int maxUnits, double ctaRate) {
-  GemmPlan p;
-  p.bn = 128;
-  p.clusterSize = 1;
-  p.simple = false;
-  p.splits = 1;
-  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
-  p.ctas = static_cast<int>(std::min<int64_t>(std::max(ctaBudget, 1), tiles));
-  const GemmPlan s = gemmSplitKPlan(p, M, N, K, v, forced, ctaBudget, maxUnits, ctaRate);
-  return s.splits > 1 ? s : p;
 }
 
 }  // namespace mkccl
