@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,6 +136,31 @@ inline std::string splitName(const testing::TestParamInfo<Split>& i) {
   return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.perNode);
 }
 #define MKCCL_NET_SPLITS testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}), splitName
+
+// Two ranks, each of which has made one call of its op (`calls[r]`, with run(comm, stream) and
+// release()): rank 0 calls again and rank 1 never does. Rank 0's kernel must leave with the
+// communicator's error within the timeout (not hang), then both communicators go.
+template <class Call>
+void expectCounterpartNeverJoins(NetWorld& w, std::vector<Call>& calls) {
+  cudaSetDevice(w.devs[0]);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(mkcclSuccess, calls[0].run(w.comms[0], w.streams[0])) << mkcclGetLastError(w.comms[0]);
+  EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "the kernels must exit cleanly";
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 60.0);
+  mkcclResult_t async = mkcclSuccess;
+  mkcclCommGetAsyncError(w.comms[0], &async);
+  EXPECT_NE(mkcclSuccess, async) << "a wait for the absent counterpart must fail";
+  std::printf("absent counterpart: error after %.1f s: %s\n", secs, mkcclGetLastError(w.comms[0]));
+  mkcclCommAbort(w.comms[0]);
+  const mkcclResult_t d = mkcclCommDestroy(w.comms[1]);  // its peer is gone: whatever it says, no hang
+  std::printf("rank 1 destroyed: %s\n", mkcclGetErrorString(d));
+  w.comms.clear();
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(w.devs[r]);
+    calls[r].release();
+  }
+}
 
 }  // namespace test
 }  // namespace mkccl
