@@ -3,6 +3,7 @@
 // mkcclGemmAllReduceFp8. Header-only: the standalone CPU tests include it by path.
 #pragma once
 #include <stdint.h>
+#include <string>
 #include "mkccl.h"
 
 namespace mkccl {
@@ -45,6 +46,30 @@ void fp8ScaleRefusals(const Refused& refused, bool blockBuilt) {
   c = Call();
   c.scales.scaleW = misaligned(c.scales.scaleW);
   refused(c, "4-byte aligned", mkcclInvalidArgument);
+}
+
+// The shape refusals the two fused fp8 calls share (mkcclAllGatherGemmFp8,
+// mkcclGemmReduceScatterFp8): M = 0, M not divisible by the ranks (255 on the default call's
+// ranks), K not a multiple of 16, N of 2^31, and narrowN: an N whose row of C is not a multiple
+// of 16 bytes (TMA).
+// Call: a default-constructed valid call with members M, N, K.
+template <class Call, class Refused>
+void fusedFp8ShapeRefusals(const Refused& refused, size_t narrowN) {
+  Call c;
+  c.M = 0;
+  refused(c, "M=0", mkcclInvalidArgument);
+  c = Call();
+  c.M = 255;
+  refused(c, "divisible", mkcclInvalidArgument);
+  c = Call();
+  c.K = 24;
+  refused(c, "K=24", mkcclInvalidArgument);
+  c = Call();
+  c.N = 1ull << 31;
+  refused(c, "2^31", mkcclInvalidArgument);
+  c = Call();
+  c.N = narrowN;
+  refused(c, ("N=" + std::to_string(narrowN)).c_str(), mkcclInvalidArgument);
 }
 
 }  // namespace test
