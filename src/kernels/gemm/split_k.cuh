@@ -265,6 +265,7 @@ struct SplitKGemmOp : GemmOpDefaults {
   template <class Cfg, class Op>
   using Epilogue = SplitKEpilogue<Cfg, Op>;
   static constexpr uint32_t kSharedWords = 4;
+  static constexpr bool kPrefetchW = true;
 };
 
 }  // namespace mkccl
