@@ -215,22 +215,6 @@ TEST(Gemm, DecodeShapes) {
   checkGemm(128, 8192, 8192, mkcclBfloat16, mkcclBfloat16, "auto");
 }
 
-// gemm.prefetch_w (W asked of L2 ahead of the loads) is a hint: results are the same with any
-// distance, on split, unsplit, clustered (each CTA prefetches its half of the W tile) and stream-K
-// plans, distances past the end of a part's k-blocks included.
-TEST(Gemm, WPrefetch) {
-  MKCCL_REQUIRE_GPUS(1);
-  for (const char* v : {"auto;gemm.prefetch_w=1", "auto;gemm.prefetch_w=16", "128x1;gemm.prefetch_w=4096",
-                        "256x2;gemm.prefetch_w=8", "auto;gemm.stream_k=on;gemm.prefetch_w=8"}) {
-    for (size_t M : {size_t(1), size_t(33), size_t(200)}) checkGemm(M, 4104, 4104, mkcclBfloat16, mkcclBfloat16, v);
-    checkGemm(1000, 1032, 4096, mkcclBfloat16, mkcclBfloat16, v);
-    checkGemm(2048, 2048, 1000, mkcclFloat16, mkcclFloat32, v);
-  }
-  EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.prefetch_w=4097"));
-  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.prefetch_w"));
-  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
-}
-
 TEST(Gemm, SplitKForced) {
   MKCCL_REQUIRE_GPUS(1);
   // M of 1..65 around the 8-row fragment steps and the 64-row half tile: only the threads holding

@@ -24,8 +24,6 @@ struct GemmArgs {
   const void* bias;              // [N] added in fp32 before the output conversion by the store
                                  // epilogues (StoreEpilogue); null: none (every launch zeroes it)
   int biasType;                  // mkcclDataType_t of bias (bf16, fp16, fp32)
-  int wPrefetch;                 // k-blocks of W the producer asks L2 for ahead of its loads, beyond
-                                 // the shared-memory stages (decode M streams W); 0: none
 };
 
 // Fault word codes: (block + 1) << 8 | site.

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       typename Op::template Loads<Cfg, Op> loads(g, op, &mapA, sm.flags());
       loads.prefetch();
       dev::tmaPrefetchMap(&mapB);
-      producerLoop<Cfg, Op::kPrefetchW>(g, loads, &mapB, sm, sched, ctaRank);
+      producerLoop<Cfg>(g, loads, &mapB, sm, sched, ctaRank);
     } else if constexpr (Op::kSideWarps) {
       if (threadIdx.x >= 32) Op::template sideWarps<Cfg>(g, op, sm, sched, threadIdx.x - 32u, computeCta);
     }

@@ -204,16 +204,9 @@ struct GemmOpDefaults {
   //                        uint32_t ctaRank, const Tile&, Hook afterKBlock);
   // with consumerMainloop's contract (mainloop.cuh): the same stages, barriers and releases.
   static constexpr bool kMainloop = false;
-
-  // The producer asks L2 for GemmArgs::wPrefetch k-blocks of W ahead of its loads (the plain GEMM
-  // and split K, whose decode shapes stream W; compiled out elsewhere, so no other op's producer
-  // carries the registers).
-  static constexpr bool kPrefetchW = false;
 };
 
 // The plain GEMM: no hooks.
-struct PlainGemmOp : GemmOpDefaults {
-  static constexpr bool kPrefetchW = true;
-};
+struct PlainGemmOp : GemmOpDefaults {};
 
 }  // namespace mkccl

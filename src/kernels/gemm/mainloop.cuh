@@ -33,7 +33,7 @@ __device__ __forceinline__ void gemmFault(const GemmArgs& g, const SmemLayout<Cf
 // Loads says where a tile's A rows come from (a(t)) and its first row of W (bRow), may wait before
 // a k-block's loads (wait: false puts the CTA in drain mode) and hears of each k-block issued
 // (issued) and of the end (done). Returns false if it gave up on a pipeline wait (fault recorded).
-template <class Cfg, bool kPrefetchW, class Loads, class Sched>
+template <class Cfg, class Loads, class Sched>
 __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, const CUtensorMap* mapB,
                                              const SmemLayout<Cfg>& sm, Sched sched, uint32_t ctaRank) {
   volatile int* flags = reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()));
@@ -52,9 +52,6 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
     const TileA a = loads.a(t);
     const int32_t rowB = loads.bRow(t) + static_cast<int32_t>(ctaRank) * bRows;
     const KRange kr = tileKRange(g, t);
-    const int pf = kPrefetchW ? g.wPrefetch : 0;
-    if constexpr (kPrefetchW)
-      for (int kb = kr.begin + 1; kb < kr.end && kb < kr.begin + pf; ++kb) dev::tmaPrefetch2d(mapB, kb * Cfg::BK, rowB);
     for (int kb = kr.begin; kb < kr.end; ++kb) {
       const uint32_t s = pipe.stage;
       // CTA-scope wait even with remote arrivals: only TMA follows (mbarrier.cuh).
@@ -75,8 +72,6 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
         dev::tmaLoad2d(sm.b(s), mapB, sm.full(s), k0, rowB);
       else
         dev::tmaLoad2dMulticast(sm.b(s) + bOffset, mapB, sm.full(s), k0, rowB, mask);
-      if constexpr (kPrefetchW)
-        if (pf > 0 && kb + pf < kr.end) dev::tmaPrefetch2d(mapB, (kb + pf) * Cfg::BK, rowB);
       pipe.advance();
       loads.issued();
     }

@@ -265,7 +265,6 @@ struct SplitKGemmOp : GemmOpDefaults {
   template <class Cfg, class Op>
   using Epilogue = SplitKEpilogue<Cfg, Op>;
   static constexpr uint32_t kSharedWords = 4;
-  static constexpr bool kPrefetchW = true;
 };
 
 }  // namespace mkccl

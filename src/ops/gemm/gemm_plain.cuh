@@ -17,7 +17,6 @@ struct GemmProblem {
   int splitK = 0;  // the tuner's gemm.split_k
   int packK = 0;   // the tuner's gemm.pack_k
   int streamK = 0;  // the tuner's gemm.stream_k
-  int prefetchW = -1;  // the tuner's gemm.prefetch_w (k-blocks); -1: the rule's (split_k_model.h)
   int64_t lda = 0, ldw = 0, ldc = 0;  // row pitches in elements (0: K, K, N)
   const void* bias = nullptr;         // [N], added in fp32 before the conversion, or null
   mkcclDataType_t biasType = mkcclBfloat16;

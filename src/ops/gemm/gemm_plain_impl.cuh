@@ -54,7 +54,6 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   g.ldc = ldc;
   g.bias = p.bias;
   g.biasType = p.biasType;
-  g.wPrefetch = p.prefetchW >= 0 ? p.prefetchW : gemmWPrefetchRule(p.M);
   g.waitTimeoutNs = kGemmWaitTimeoutNs;
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 

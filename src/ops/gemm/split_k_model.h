@@ -80,11 +80,4 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
   return p;
 }
 
-// How many k-blocks of W the producer asks L2 for ahead of its loads (GemmArgs::wPrefetch). A
-// decode-sized GEMM streams W once, and each CTA's shared-memory stages bound what it has in
-// flight; L2 prefetches add to that without shared memory. Larger outputs re-read W from L2
-// across M-blocks, where running ahead would only evict. 0: none.
-constexpr int kDecodeWPrefetch = 0;  // not yet measured: gemm.prefetch_w sets it
-inline int gemmWPrefetchRule(int64_t M) { return M <= kSplitKMaxRows ? kDecodeWPrefetch : 0; }
-
 }  // namespace mkccl

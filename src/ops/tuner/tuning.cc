@@ -55,8 +55,6 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) { return (long long)t.gemm.streamK; }});
     v.push_back({"gemm.pack_k", {"auto", "off", "on"}, 0, 0, [](Tuning& t, long long x) { t.gemm.packK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.packK; }});
-    v.push_back({"gemm.prefetch_w", {}, 0, 4096, [](Tuning& t, long long x) { t.gemm.prefetchW = int(x); },
-                 [](const Tuning& t) { return (long long)t.gemm.prefetchW; }});
     v.push_back({"ag_gemm.plan", {"auto", "fused", "sequential", "ce"}, 0, 0,
                  [](Tuning& t, long long x) { t.agGemm.plan = int(x); },
                  [](const Tuning& t) { return (long long)t.agGemm.plan; }});

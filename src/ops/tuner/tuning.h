@@ -22,7 +22,6 @@ struct Tuning {
     // Off by default until the model's costs are measured (auto is the model's choice).
     int streamK = 1;
     int packK = 0;   // gemm.pack_k: auto (0) | off (1) | on (2): pack A and W whose K is not a multiple of 64 (gemm_pack.h)
-    int prefetchW = -1;  // gemm.prefetch_w: k-blocks of W asked of L2 ahead of the loads; -1 the rule's (split_k_model.h)
   } gemm;
 
   struct AgGemm {
