@@ -19,6 +19,7 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/abi/devcomm.h"
 #include "test_util.h"
+#include "tile_map.h"
 
 namespace {
 
@@ -73,27 +74,7 @@ struct ChunkedCopyOp : GemmOpDefaults {
 using AddCfg = GemmCfg<dev::Bf16, 256, EpilogueRegAdd>;
 using StoreCfg = GemmCfg<dev::Bf16, 128, EpilogueTmaStore>;
 
-PFN_cuTensorMapEncodeTiled_v12000 encodeFn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-bool encodeBf16(CUtensorMap* map, const void* base, uint64_t rows, uint64_t cols, uint32_t boxRows) {
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * 2};
-  const cuuint32_t box[2] = {64, boxRows};
-  const cuuint32_t es[2] = {1, 1};
-  return encodeFn() && encodeFn()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                                  es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
+using mkccl::test::encodeBf16;
 
 struct FusedRun {
   size_t M, N, K;

@@ -45,19 +45,6 @@ GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudg
   return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2);
 }
 
-void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, GemmArgs* a) {
-  a->M = M;
-  a->N = N;
-  a->K = K;
-  a->kBlocks = static_cast<int>(ceilDiv(K, 64));
-  a->clusterSize = plan.clusterSize;
-  a->nCommCtas = 0;
-  a->sched.mBlocks = static_cast<int>(ceilDiv(M, 128));
-  a->sched.nBlocks = static_cast<int>(ceilDiv(N, plan.bn));
-  a->sched.clusterM = plan.clusterSize;
-  a->sched.group = std::max(1, plan.groupM / plan.clusterSize);
-  a->sched.rowRotate = 0;
-}
 
 mkcclResult_t groupedGemmArgs(int64_t maxRows, int64_t N, int64_t K, mkcclDataType_t outType, void* C,
                               uint64_t waitTimeoutNs, GemmArgs* g) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
+#include "kernels/abi/hd.h"
 #include "kernels/gemm/gemm_args.h"
 #include "mkccl.h"
 
@@ -34,7 +35,20 @@ mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info);
 GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2);
 
 // Shape, k-blocks, schedule and cluster size of `args` for the plan (other fields untouched).
-void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, GemmArgs* args);
+// Inline: tests that launch their own instantiation of the kernel set their arguments with it.
+inline void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, GemmArgs* a) {
+  a->M = M;
+  a->N = N;
+  a->K = K;
+  a->kBlocks = static_cast<int>(ceilDiv(K, 64));
+  a->clusterSize = plan.clusterSize;
+  a->nCommCtas = 0;
+  a->sched.mBlocks = static_cast<int>(ceilDiv(M, 128));
+  a->sched.nBlocks = static_cast<int>(ceilDiv(N, plan.bn));
+  a->sched.clusterM = plan.clusterSize;
+  a->sched.group = plan.groupM / plan.clusterSize > 1 ? plan.groupM / plan.clusterSize : 1;
+  a->sched.rowRotate = 0;
+}
 
 // 2-D tensor map of a row-major [rows, cols] matrix of type t with a row pitch of ld elements:
 // boxes of boxRows x (128 bytes of columns), 128-byte swizzle, zero fill out of bounds.

@@ -1,0 +1,231 @@
+// Where a decode-sized GEMM's time goes, CTA by CTA: the split-K op of the engine (split_k.cuh) with
+// hooks that stamp %globaltimer and clock64 at six points of every CTA, on the plans the library
+// makes for decode shapes. The hooks do not change the kernel's work (one store of two words per
+// point), so the stamped kernel stands for the library's.
+//
+//   0 start      thread 0, barriers initialised (Op::start)
+//   1 first      consumer 0 has issued the first k-block's wgmma (its data landed)
+//   2 mainloop   consumer 0's accumulators complete (before the split-K epilogue)
+//   3 stored     consumer 0's epilogue done (partials counted, or the last part's sum stored)
+//   4 finish     consumer 0 after Epilogue::finish (the last TMA store has read shared memory)
+//   5 end        thread 0 after the CTA's last sync (Op::end)
+//
+// Checks: the results against cuBLAS, and every CTA's stamps in order. Prints, per shape, the
+// spread of each phase over the CTAs, the kernel's span against a marker kernel before and after,
+// and the stamped kernel's time per call against mkcclGemm's (20 calls back to back each).
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+#include "kernels/gemm/gemm_kernel.cuh"
+#include "kernels/gemm/split_k.cuh"
+#include "ops/gemm/gemm_plan_model.h"
+#include "ops/gemm/split_k_model.h"
+#include "test_util.h"
+#include "tile_map.h"
+
+namespace {
+
+using namespace mkccl;
+
+constexpr int kStamps = 6;
+
+struct ProbeParams : SplitKParams {
+  unsigned long long* stamps;  // [CTA][kStamps][2]: globaltimer (ns), clock64
+};
+
+__device__ __forceinline__ void stamp(const ProbeParams& p, int point) {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  unsigned long long* s = p.stamps + (static_cast<size_t>(blockIdx.x) * kStamps + point) * 2;
+  s[0] = ns;
+  s[1] = static_cast<unsigned long long>(clock64());
+}
+
+// The split-K epilogue with stamps 1-4 from consumer 0's thread 0, on the CTA's first unit.
+template <class Cfg, class Op>
+struct ProbeEpilogue : SplitKEpilogue<Cfg, Op> {
+  using Base = SplitKEpilogue<Cfg, Op>;
+  bool first = true;
+  __device__ __forceinline__ ProbeEpilogue(const GemmArgs& g_, const typename Op::Params& op_, const CUtensorMap* mapC,
+                                           const SmemLayout<Cfg>& sm, int half_)
+      : Base(g_, op_, mapC, sm, half_) {}
+  __device__ __forceinline__ bool mine() const { return first && this->half == 0 && this->ec.tid == 0; }
+  __device__ __forceinline__ void afterKBlock(int kb) {
+    if (kb == 0 && mine()) stamp(this->op, 1);
+  }
+  __device__ __forceinline__ void store(const float (&acc)[Cfg::kAcc], const SplitKTile& t) {
+    if (mine()) stamp(this->op, 2);
+    Base::store(acc, t);
+    if (mine()) stamp(this->op, 3);
+    first = false;
+  }
+  __device__ __forceinline__ void finish() {
+    Base::finish();
+    if (this->half == 0 && this->ec.tid == 0) stamp(this->op, 4);
+  }
+};
+
+struct ProbeOp : SplitKGemmOp {
+  using Params = ProbeParams;
+  template <class Cfg, class Op>
+  using Epilogue = ProbeEpilogue<Cfg, Op>;
+  static constexpr bool kStart = true, kEnd = true;
+  __device__ static void start(const GemmArgs&, const Params& p, uint32_t) { stamp(p, 0); }
+  __device__ static void end(const GemmArgs&, const Params& p) { stamp(p, 5); }
+};
+
+using Cfg = GemmCfg<dev::Bf16, 128, EpilogueTmaStore>;
+
+__global__ void markTime(unsigned long long* out) {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  *out = ns;
+}
+
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) { cudaMalloc(&p, bytes); }
+  ~Dev() { cudaFree(p); }
+};
+
+int smCount() {
+  int dev = 0, n = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+  return n;
+}
+
+// Median, min and max of v (printed as "med [min, max]").
+std::string spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  char b[96];
+  snprintf(b, sizeof(b), "%7.0f [%6.0f, %7.0f]", v[v.size() / 2], v.front(), v.back());
+  return b;
+}
+
+void probe(size_t M, size_t N, size_t K) {
+  SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+  const int sms = smCount();
+  const GemmPlan plain = gemmPlanModel(M, N, K, GemmVariant::Auto, sms, sms / 2);
+  GemmPlan plan = gemmSplitKPlan(plain, M, N, K, GemmVariant::Auto, 0, sms, 2 * sms);
+  if (plan.splits <= 1) {  // whole tiles through the split-K op (the library may pick another tile)
+    plan.splits = 1;
+    plan.ctas = static_cast<int>(std::min<int64_t>(sms, ceilDiv(M, 128) * ceilDiv(N, 128)));
+  }
+  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
+  Dev A(M * K * 2), W(N * K * 2), C(M * N * 2), R(M * N * 2);
+  Dev partials(static_cast<size_t>(tiles) * plan.splits * 2 * Cfg::kAcc * 128 * 4), counters(tiles * 2 * 4);
+  Dev stamps(static_cast<size_t>(plan.ctas) * kStamps * 2 * 8), marks(16), fault(4);
+  ASSERT_TRUE(A.p && W.p && C.p && R.p && partials.p && counters.p && stamps.p && marks.p && fault.p);
+  cudaMemset(counters.p, 0, tiles * 2 * 4);
+  cudaMemset(fault.p, 0, 4);
+  const uint64_t seed = test::freshSeed();
+  test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
+  test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+  test::poison(C.p, M * N * 2);
+
+  alignas(64) CUtensorMap mapA, mapB, mapC;
+  const uint32_t aRows = M < 128 ? static_cast<uint32_t>((M + 7) / 8 * 8) : 128;
+  ASSERT_TRUE(test::encodeBf16(&mapA, A.p, M, K, aRows));
+  ASSERT_TRUE(test::encodeBf16(&mapB, W.p, N, K, 128));
+  ASSERT_TRUE(test::encodeBf16(&mapC, C.p, M, N, 64));
+  GemmArgs g;
+  memset(&g, 0, sizeof(g));
+  gemmArgsFor(plan, M, N, K, &g);
+  g.outType = mkcclBfloat16;
+  g.C = C.p;
+  g.ldc = static_cast<int64_t>(N);
+  g.waitTimeoutNs = 20ull * 1000 * 1000 * 1000;
+  g.fault = static_cast<int*>(fault.p);
+  g.aBoxRows = aRows < 128 ? static_cast<int>(aRows) : 0;
+  ProbeParams p;
+  memset(&p, 0, sizeof(p));
+  p.partials = static_cast<float*>(partials.p);
+  p.counters = static_cast<int*>(counters.p);
+  p.splits = plan.splits;
+  p.ctas = plan.ctas;
+  p.stamps = static_cast<unsigned long long*>(stamps.p);
+
+  auto kernel = &persistentGemmKernel<Cfg, ProbeOp>;
+  ASSERT_EQ(cudaSuccess, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(Cfg::kSmemBytes)));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(plan.ctas));
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+  auto launch = [&] { return cudaLaunchKernelEx(&cfg, kernel, mapA, mapB, mapC, g, p); };
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaSuccess, launch());
+  unsigned long long* mk = static_cast<unsigned long long*>(marks.p);
+  markTime<<<1, 1>>>(mk);
+  ASSERT_EQ(cudaSuccess, launch());
+  markTime<<<1, 1>>>(mk + 1);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+
+  test::cublasGemmRef(A.p, W.p, R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  const test::ErrStats e = test::compare(test::toHostDouble(C.p, M * N, mkcclBfloat16),
+                                         test::toHostDouble(R.p, M * N, mkcclBfloat16), 1e-2);
+  EXPECT_EQ(e.wrong, 0u);
+
+  std::vector<unsigned long long> s(static_cast<size_t>(plan.ctas) * kStamps * 2), m(2);
+  cudaMemcpy(s.data(), stamps.p, s.size() * 8, cudaMemcpyDeviceToHost);
+  cudaMemcpy(m.data(), marks.p, 16, cudaMemcpyDeviceToHost);
+  auto ns = [&](int c, int i) { return static_cast<double>(s[(static_cast<size_t>(c) * kStamps + i) * 2]); };
+  auto clk = [&](int c, int i) { return static_cast<double>(s[(static_cast<size_t>(c) * kStamps + i) * 2 + 1]); };
+  double first = 1e30, last = 0;
+  for (int c = 0; c < plan.ctas; ++c) {
+    first = std::min(first, ns(c, 0));
+    last = std::max(last, ns(c, 5));
+    for (int i = 1; i < kStamps; ++i) EXPECT_LE(clk(c, i - 1), clk(c, i)) << "CTA " << c << " point " << i;
+  }
+  std::vector<double> skew, ph[kStamps], endNs;
+  for (int c = 0; c < plan.ctas; ++c) {
+    skew.push_back(ns(c, 0) - first);
+    endNs.push_back(last - ns(c, 5));
+    for (int i = 1; i < kStamps; ++i) ph[i].push_back(clk(c, i) - clk(c, i - 1));
+  }
+
+  // Time per call, 20 back to back: the stamped kernel, then mkcclGemm on the same operands.
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  auto per = [&](auto&& call) {
+    for (int i = 0; i < 3; ++i) call();
+    cudaEventRecord(e0);
+    for (int i = 0; i < 20; ++i) call();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    return ms * 1000.0 / 20;
+  };
+  const double probeUs = per([&] { launch(); });
+  const double libUs = per([&] { mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0); });
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+
+  printf("PROBE %zux%zux%zu: %d CTAs, K in %d part(s); per call: stamped %.1f us, mkcclGemm %.1f us\n", M, N, K,
+         plan.ctas, plan.splits, probeUs, libUs);
+  printf("  marker -> first CTA start %.0f ns; first start -> last end %.0f ns; last end -> marker %.0f ns\n",
+         first - static_cast<double>(m[0]), last - first, static_cast<double>(m[1]) - last);
+  printf("  CTA start after the first (ns): %s\n", spread(skew).c_str());
+  printf("  CTA end before the last   (ns): %s\n", spread(endNs).c_str());
+  const char* names[kStamps] = {"", "start -> first data", "-> mainloop done", "-> epilogue done", "-> finish",
+                                "-> end"};
+  for (int i = 1; i < kStamps; ++i) printf("  %-22s (cycles): %s\n", names[i], spread(ph[i]).c_str());
+}
+
+TEST(GemmProbe, DecodeShapes) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{1, 1024, 1024}, {1, 4096, 4096}, {64, 4096, 4096}, {1, 8192, 8192}, {128, 8192, 8192}};
+  for (const auto& sh : shapes) probe(sh[0], sh[1], sh[2]);
+}
+
+}  // namespace
