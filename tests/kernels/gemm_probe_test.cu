@@ -119,7 +119,14 @@ void probe(size_t M, size_t N, size_t K) {
     plan.ctas = static_cast<int>(std::min<int64_t>(sms, ceilDiv(M, 128) * ceilDiv(N, 128)));
   }
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
-  Dev A(M * K * 2), W(N * K * 2), C(M * N * 2), R(M * N * 2);
+  // Copies of W enough to span twice the L2, used in turn, so that every call streams W from HBM
+  // as a decode step does (each layer's weights are read once).
+  int l2 = 0, dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+  const size_t wBytes = N * K * 2;
+  const int copies = static_cast<int>(std::min<size_t>(16, 1 + 2 * static_cast<size_t>(l2) / wBytes));
+  Dev A(M * K * 2), W(wBytes * copies), C(M * N * 2), R(M * N * 2);
   Dev partials(static_cast<size_t>(tiles) * plan.splits * 2 * Cfg::kAcc * 128 * 4), counters(tiles * 2 * 4);
   Dev stamps(static_cast<size_t>(plan.ctas) * kStamps * 2 * 8), marks(16), fault(4);
   ASSERT_TRUE(A.p && W.p && C.p && R.p && partials.p && counters.p && stamps.p && marks.p && fault.p);
@@ -127,13 +134,15 @@ void probe(size_t M, size_t N, size_t K) {
   cudaMemset(fault.p, 0, 4);
   const uint64_t seed = test::freshSeed();
   test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
-  test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+  test::fillRandom(W.p, N * K * copies, mkcclBfloat16, seed + 1);
   test::poison(C.p, M * N * 2);
 
-  alignas(64) CUtensorMap mapA, mapB, mapC;
+  alignas(64) CUtensorMap mapA, mapC;
+  std::vector<CUtensorMap> mapsB(copies);
+  auto wCopy = [&](int i) { return static_cast<const char*>(W.p) + static_cast<size_t>(i % copies) * wBytes; };
   const uint32_t aRows = M < 128 ? static_cast<uint32_t>((M + 7) / 8 * 8) : 128;
   ASSERT_TRUE(test::encodeBf16(&mapA, A.p, M, K, aRows));
-  ASSERT_TRUE(test::encodeBf16(&mapB, W.p, N, K, 128));
+  for (int i = 0; i < copies; ++i) ASSERT_TRUE(test::encodeBf16(&mapsB[i], wCopy(i), N, K, 128));
   ASSERT_TRUE(test::encodeBf16(&mapC, C.p, M, N, 64));
   GemmArgs g;
   memset(&g, 0, sizeof(g));
@@ -159,15 +168,16 @@ void probe(size_t M, size_t N, size_t K) {
   cfg.gridDim = dim3(static_cast<unsigned>(plan.ctas));
   cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-  auto launch = [&] { return cudaLaunchKernelEx(&cfg, kernel, mapA, mapB, mapC, g, p); };
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaSuccess, launch());
+  int call = 0;  // which copy of W the next call reads
+  auto launch = [&] { return cudaLaunchKernelEx(&cfg, kernel, mapA, mapsB[call++ % copies], mapC, g, p); };
+  for (int i = 0; i < copies; ++i) ASSERT_EQ(cudaSuccess, launch());
   unsigned long long* mk = static_cast<unsigned long long*>(marks.p);
   markTime<<<1, 1>>>(mk);
   ASSERT_EQ(cudaSuccess, launch());
   markTime<<<1, 1>>>(mk + 1);
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
 
-  test::cublasGemmRef(A.p, W.p, R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0);
+  test::cublasGemmRef(A.p, wCopy(call - 1), R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0);
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   const test::ErrStats e = test::compare(test::toHostDouble(C.p, M * N, mkcclBfloat16),
                                          test::toHostDouble(R.p, M * N, mkcclBfloat16), 1e-2);
@@ -206,13 +216,13 @@ void probe(size_t M, size_t N, size_t K) {
     return ms * 1000.0 / 20;
   };
   const double probeUs = per([&] { launch(); });
-  const double libUs = per([&] { mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0); });
+  const double libUs = per([&] { mkcclGemm(A.p, wCopy(call++), C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0); });
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
 
-  printf("PROBE %zux%zux%zu: %d CTAs, K in %d part(s); per call: stamped %.1f us, mkcclGemm %.1f us\n", M, N, K,
-         plan.ctas, plan.splits, probeUs, libUs);
+  printf("PROBE %zux%zux%zu: %d CTAs, K in %d part(s); per call (W from HBM, %d copies): stamped %.1f us, "
+         "mkcclGemm %.1f us\n", M, N, K, plan.ctas, plan.splits, copies, probeUs, libUs);
   printf("  marker -> first CTA start %.0f ns; first start -> last end %.0f ns; last end -> marker %.0f ns\n",
          first - static_cast<double>(m[0]), last - first, static_cast<double>(m[1]) - last);
   printf("  CTA start after the first (ns): %s\n", spread(skew).c_str());
