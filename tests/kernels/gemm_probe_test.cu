@@ -113,7 +113,10 @@ void probe(size_t M, size_t N, size_t K) {
   SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
   const int sms = smCount();
   const GemmPlan plain = gemmPlanModel(M, N, K, GemmVariant::Auto, sms, sms / 2);
-  GemmPlan plan = gemmSplitKPlan(plain, M, N, K, GemmVariant::Auto, 0, sms, 2 * sms);
+  int device = 0;
+  cudaGetDevice(&device);
+  GemmPlan plan = gemmSplitKPlan(plain, M, N, K, GemmVariant::Auto, 0, sms, 2 * sms,
+                                 splitKRatesFor(gemmHbmPeakBytesPerUs(device)));
   if (plan.splits <= 1) {  // whole tiles through the split-K op (the library may pick another tile)
     plan.splits = 1;
     plan.ctas = static_cast<int>(std::min<int64_t>(sms, ceilDiv(M, 128) * ceilDiv(N, 128)));
@@ -121,9 +124,8 @@ void probe(size_t M, size_t N, size_t K) {
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
   // Copies of W enough to span twice the L2, used in turn, so that every call streams W from HBM
   // as a decode step does (each layer's weights are read once).
-  int l2 = 0, dev = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+  int l2 = 0;
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
   const size_t wBytes = N * K * 2;
   const int copies = static_cast<int>(std::min<size_t>(16, 1 + 2 * static_cast<size_t>(l2) / wBytes));
   Dev A(M * K * 2), W(wBytes * copies), C(M * N * 2), R(M * N * 2);

@@ -103,6 +103,26 @@ TEST(GemmSplitK, DecodeShapesSplit) {
   EXPECT_EQ(p.ctas, 128);
 }
 
+// The H200's rates (its HBM is 1.4x the H100's, so more CTAs must pull W): the counts that measured
+// best there (perf/results/20261127-s4-splitk-h200-1xNVIDIA_H200/, every count forced), where they
+// differ from the H100's choice; the rates follow the peak HBM rate (0: unknown, the H100's).
+TEST(GemmSplitK, H200Rates) {
+  EXPECT_EQ(&mkccl::splitKRatesFor(0), &mkccl::kSplitKRatesH100);
+  EXPECT_EQ(&mkccl::splitKRatesFor(3.35e6), &mkccl::kSplitKRatesH100);
+  EXPECT_EQ(&mkccl::splitKRatesFor(4.8e6), &mkccl::kSplitKRatesH200);
+  auto h200 = [](int64_t M, int64_t N, int64_t K) {
+    const GemmPlan plain = mkccl::gemmPlanModel(M, N, K, GemmVariant::Auto, kSms, kClusters);
+    return mkccl::gemmSplitKPlan(plain, M, N, K, GemmVariant::Auto, 0, kSms, kUnits, mkccl::kSplitKRatesH200).splits;
+  };
+  EXPECT_EQ(h200(64, 8192, 8192), 2);   // 42.2 us against 47.0 unsplit
+  EXPECT_EQ(h200(128, 8192, 8192), 2);  // 44.7 against 47.3
+  EXPECT_EQ(h200(64, 4096, 8192), 3);   // 27.0 against 29.9 in two
+  EXPECT_EQ(h200(1, 8192, 4096), 2);    // 25.3 against 26.4 unsplit
+  EXPECT_EQ(h200(128, 8192, 4096), 1);
+  EXPECT_EQ(h200(256, 8192, 8192), 1);
+  EXPECT_EQ(planFor(64, 8192, 8192).splits, 1) << "the H100's rates are unchanged";
+}
+
 // Outputs of more than 256 rows are never split by the rule (1000 x 1032 x 4096 measured 36.6 us
 // in three parts against 26.2 unsplit).
 TEST(GemmSplitK, ComputeBoundShapesDoNotSplit) {

@@ -29,7 +29,8 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2), p.M, p.N, v,
                                          info.smCount, maxClusters2);
   SplitKWorkspace ws;
-  const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount));
+  const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount),
+                                        splitKRatesFor(info.hbmPeakBytesPerUs));
   if (split.splits > 1) {
     // The workspace exists from the stream's first split-K call outside capture; without it (a
     // capture) the unsplit plan runs (split_k_workspace.h).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 #include "ops/gemm/gemm_plan_model.h"
+#include "ops/gemm/split_k_model.h"
 #include "base/check.h"
 #include "runtime/cudriver.h"
 #include "runtime/fault_word.h"
@@ -35,6 +36,10 @@ mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info) {
     CUDA_CHECK(cudaDeviceGetAttribute(&d.smCount, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&d.ccMajor, cudaDevAttrComputeCapabilityMajor, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&d.ccMinor, cudaDevAttrComputeCapabilityMinor, dev));
+    d.hbmPeakBytesPerUs = gemmHbmPeakBytesPerUs(dev);
+    MKCCL_INFO("device %d: %d SMs, sm_%d%d, HBM peak %.2f TB/s (split-K model: %s rates)", dev, d.smCount, d.ccMajor,
+               d.ccMinor, d.hbmPeakBytesPerUs / 1e6,
+               &splitKRatesFor(d.hbmPeakBytesPerUs) == &kSplitKRatesH200 ? "H200" : "H100");
     cache[dev] = d;
   }
   *info = cache[dev];

@@ -2,6 +2,7 @@
 // encoding, the fault word. (Compiled by nvcc only: includes device headers for GemmArgs.)
 #pragma once
 #include <cuda.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/abi/hd.h"
 #include "kernels/gemm/gemm_args.h"
@@ -26,8 +27,20 @@ struct GemmPlan {
 
 struct GemmDeviceInfo {
   int smCount = 0, ccMajor = 0, ccMinor = 0;
+  double hbmPeakBytesPerUs = 0;  // 2 x memory clock x bus width (0: not reported)
 };
 mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info);
+// Peak HBM rate of device `dev` in bytes/us: 2 x memory clock x bus width; 0 where the driver does
+// not report them.
+inline double gemmHbmPeakBytesPerUs(int dev) {
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return 2.0 * khz * 1e3 * (bits / 8.0) / 1e6;
+}
 
 // The configuration for C[M, N] = A[M, K] . W[N, K]^T on at most ctaBudget CTAs.
 // maxClusters2: how many 2-CTA clusters of the 128 x 256 kernel fit on the GPU at once (0: none).

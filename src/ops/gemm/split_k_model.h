@@ -24,14 +24,30 @@ namespace mkccl {
 constexpr int kSplitKMaxSplits = 16;
 constexpr int kSplitKMinKBlocks = 4;        // auto: at least this many k-blocks per part
 constexpr int64_t kSplitKMaxRows = 256;     // auto splits only outputs of at most this many rows
-constexpr double kSplitKHbmBytesPerUs = 2.7e6;  // HBM rate the model assumes (H100: 2.5-2.9 TB/s measured)
-constexpr double kSplitKCtaBytesPerUs = 4.0e4;  // one CTA's rate for W (40 GB/s: 32 CTAs pulled ~1.3 TB/s)
-constexpr double kSplitKPartUs = 2.0;           // fixed cost of splitting at all (partials, counters)
-constexpr double kSplitKRowsUs = 3.0;           // per extra part, at 128 live rows (scaled by the rows)
+// The model's rates and costs, per GPU: the HBM rate it assumes, one CTA's rate for W, the fixed
+// cost of splitting at all (partials, counters, the last part's sum) and the cost per extra part
+// at 128 live rows (scaled by the rows).
+struct SplitKRates {
+  double hbmBytesPerUs, ctaBytesPerUs, partUs, rowsUs;
+};
+// H100 (3.35 TB/s peak): fitted to the sweep above (2.5-2.9 TB/s measured; 32 CTAs pulled ~1.3 TB/s).
+constexpr SplitKRates kSplitKRatesH100{2.7e6, 4.0e4, 2.0, 3.0};
+// H200 (4.8 TB/s peak): fitted to every part count forced on the 26 decode shapes
+// (perf/results/20261127-s4-splitk-h200-1xNVIDIA_H200/): within 2.4% of the best count on every
+// shape (the H100 rates: up to 11% off, 64 x 8192 x 8192 unsplit at 47.0 us against 42.2 in two
+// parts). Its CTAs stream ~50 GB/s each (gemm_probe_test: 2 MB in ~40 us unsplit), its HBM
+// ~4.2 TB/s, and a split costs more up front (~4 us: the partials' round trip and the last part's
+// sum, gemm_probe_test's epilogue phase).
+constexpr SplitKRates kSplitKRatesH200{4.2e6, 5.0e4, 4.0, 1.0};
+// The rates for a GPU of this peak HBM rate (bytes/us; 0: unknown, the H100's).
+inline const SplitKRates& splitKRatesFor(double hbmPeakBytesPerUs) {
+  return hbmPeakBytesPerUs >= 4.0e6 ? kSplitKRatesH200 : kSplitKRatesH100;
+}
 
 // Predicted time (us, without the launch's fixed cost, which every count shares) of the decode GEMM
 // in `splits` parts of 128 x 128 tiles on ctaBudget CTAs.
-inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget) {
+inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget,
+                               const SplitKRates& r = kSplitKRatesH100) {
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
   const int64_t units = tiles * splits;
   const int64_t ctas = std::min<int64_t>(std::max(ctaBudget, 1), units);
@@ -39,9 +55,8 @@ inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int 
   // W only: A is a few MB that every CTA reads, from L2 after the first touch.
   const double ctaBytes = static_cast<double>(ceilDiv(units, ctas) * kPart * (128 * 64 * 2));
   const double hbmBytes = static_cast<double>((N + M) * K * 2);
-  double t = std::max(hbmBytes / kSplitKHbmBytesPerUs, ctaBytes / kSplitKCtaBytesPerUs);
-  if (splits > 1)
-    t += kSplitKPartUs + kSplitKRowsUs * static_cast<double>(std::min<int64_t>(M, 128)) / 128 * (splits - 1);
+  double t = std::max(hbmBytes / r.hbmBytesPerUs, ctaBytes / r.ctaBytesPerUs);
+  if (splits > 1) t += r.partUs + r.rowsUs * static_cast<double>(std::min<int64_t>(M, 128)) / 128 * (splits - 1);
   return t;
 }
 
@@ -50,7 +65,7 @@ inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int 
 // k-blocks and the workspace). maxUnits: the workspace's room in (tile, part) units. Auto splits
 // only when the variant is auto or 128x1 (the tile split K runs).
 inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v, int forced,
-                               int ctaBudget, int maxUnits) {
+                               int ctaBudget, int maxUnits, const SplitKRates& rates = kSplitKRatesH100) {
   if (plain.simple || forced == 1) return plain;
   if (v != GemmVariant::Auto && v != GemmVariant::F128C1) return plain;
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
@@ -60,10 +75,10 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
   if (forced > 1) {
     best = static_cast<int>(std::min<int64_t>({forced, kBlocks, maxUnits / std::max<int64_t>(tiles, 1)}));
   } else if (M <= kSplitKMaxRows) {
-    double bestTime = gemmSplitKTimeUs(M, N, K, 1, ctaBudget);
+    double bestTime = gemmSplitKTimeUs(M, N, K, 1, ctaBudget, rates);
     for (int s = 2; s <= kSplitKMaxSplits; ++s) {
       if (kBlocks / s < kSplitKMinKBlocks || tiles * s > maxUnits) break;
-      const double t = gemmSplitKTimeUs(M, N, K, s, ctaBudget);
+      const double t = gemmSplitKTimeUs(M, N, K, s, ctaBudget, rates);
       if (t < bestTime) {
         bestTime = t;
         best = s;
