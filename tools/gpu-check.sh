@@ -5,7 +5,8 @@
 #                      [--ring] [--bench-args "ARGS"] [--coll-range "ARGS"]
 # --test-jobs N: N test programs at once (default 1). Their kernels then share the GPUs: fine for
 # correctness (every GPU test ran with 3 at once on one H200 in ~4.5 min, against ~9 min one at a
-# time), but a test that times something is then not to be trusted.
+# time), but a test that times something is then not to be trusted. The multi-process tests (label
+# mp: whole GPUs per rank) run first, alone and one at a time.
 # --bench-args: more mkccl-perf options for every benchmark run (e.g. "-G 20 -R 1": graph replays
 # and registered buffers beside the eager, unregistered times); --coll-range: the collectives' size
 # sweep (default "-b 8 -e 1G").
@@ -71,9 +72,14 @@ fi
 status=0
 if [ $tests = 1 ]; then
   t0=$(date +%s)
-  args=(-L gpu -j "$test_jobs" --output-on-failure --timeout "${MKCCL_TEST_TIMEOUT:-600}")
-  [ -n "$tests_re" ] && args+=(-R "$tests_re")
-  (cd "$build" && timeout "${MKCCL_TESTS_STAGE_TIMEOUT:-3600}" ctest "${args[@]}") > "$logs/ctest-gpu.log" 2>&1 || status=1
+  # The multi-process tests (label mp) run alone, one at a time: their ranks' persistent kernels take
+  # whole GPUs, and the in-process tests whose ranks share a GPU need their grids co-resident (a
+  # 4-rank GEMM+AllReduce test timed out beside gemm_ar_test_np2 under --test-jobs 3 on 2 GPUs).
+  args=(-L gpu -LE mp -j "$test_jobs" --output-on-failure --timeout "${MKCCL_TEST_TIMEOUT:-600}")
+  margs=(-L mp -j 1 --output-on-failure --timeout "${MKCCL_TEST_TIMEOUT:-600}")
+  [ -n "$tests_re" ] && args+=(-R "$tests_re") && margs+=(-R "$tests_re")
+  (cd "$build" && timeout "${MKCCL_TESTS_STAGE_TIMEOUT:-3600}" ctest "${margs[@]}") > "$logs/ctest-gpu.log" 2>&1 || status=1
+  (cd "$build" && timeout "${MKCCL_TESTS_STAGE_TIMEOUT:-3600}" ctest "${args[@]}") >> "$logs/ctest-gpu.log" 2>&1 || status=1
   grep -E "tests passed|Test +#|Failed|\*\*\*" "$logs/ctest-gpu.log" | tail -60
   echo "== GPU tests: $(( $(date +%s) - t0 )) s"
 fi

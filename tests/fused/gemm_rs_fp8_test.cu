@@ -10,6 +10,7 @@
 // rs_fp8_args_test (CPU).
 #include <cuda_runtime.h>
 #include <math.h>
+#include <algorithm>
 #include <stdint.h>
 #include <string.h>
 #include <random>
@@ -127,11 +128,15 @@ void runCase(InProcessRanks& w, const Shape& s, bool ar, mkcclDataType_t out, st
     cudaSetDevice(w.devs[r]);
     const size_t row0 = ar ? 0 : size_t(r) * cRows;
     const std::vector<double> ref(P.begin() + row0 * N, P.begin() + (row0 + cRows) * N);
-    // Partials rounded to 16 bits (fp16: 2^-11, bf16: 2^-9 of their magnitude) before the sum.
-    const ErrStats e = compare(toHostDouble(c.C.p, cRows * N, out), ref, 1e-2);
+    // Partials rounded to 16 bits (fp16: 2^-11, bf16: 2^-9 of their magnitude) before the sum: the
+    // ring rounds each of its ws - 1 running sums and the result, and a running sum can exceed the
+    // result's largest element (cancellation), so allow ws + 1 roundings at 1.5x that element
+    // (a 4-rank ring measured 1.06e-2 once on one element of 800 x 136 bf16).
+    const double tol = std::max(1e-2, (ws + 1) * 1.5 * (out == mkcclFloat16 ? 0x1p-11 : 0x1p-9));
+    const ErrStats e = compare(toHostDouble(c.C.p, cRows * N, out), ref, tol);
     EXPECT_EQ(0u, e.wrong) << "first wrong element " << e.firstWrong << " (row "
                            << (e.firstWrong == (size_t)-1 ? 0 : e.firstWrong / N) << ")";
-    EXPECT_LE(e.maxRelErr, 1e-2);
+    EXPECT_LE(e.maxRelErr, tol);
   }
 }
 
