@@ -50,7 +50,6 @@ GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudg
   return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2);
 }
 
-
 mkcclResult_t groupedGemmArgs(int64_t maxRows, int64_t N, int64_t K, mkcclDataType_t outType, void* C,
                               uint64_t waitTimeoutNs, GemmArgs* g) {
   memset(g, 0, sizeof(*g));
