@@ -9,6 +9,10 @@
 //   3 stored     consumer 0's epilogue done (partials counted, or the last part's sum stored)
 //   4 finish     consumer 0 after Epilogue::finish (the last TMA store has read shared memory)
 //   5 end        thread 0 after the CTA's last sync (Op::end)
+// and inside the split-K epilogue (Op::epilogueStamp; split units only, else left 0):
+//   6 partials   the part's partials written (after the warpgroup's barrier)
+//   7 counted    the part counted in (after the atomic and the second barrier)
+//   8 summed     the last part's sum of the other parts' partials done (the last part only)
 //
 // Checks: the results against cuBLAS, and every CTA's stamps in order. Prints, per shape, the
 // spread of each phase over the CTAs, the kernel's span against a marker kernel before and after,
@@ -33,7 +37,8 @@ namespace {
 
 using namespace mkccl;
 
-constexpr int kStamps = 6;
+constexpr int kPoints = 6;   // stamps 0..5, in order in every CTA
+constexpr int kStamps = 9;   // with the epilogue's 6..8
 
 struct ProbeParams : SplitKParams {
   unsigned long long* stamps;  // [CTA][kStamps][2]: globaltimer (ns), clock64
@@ -76,6 +81,8 @@ struct ProbeOp : SplitKGemmOp {
   template <class Cfg, class Op>
   using Epilogue = ProbeEpilogue<Cfg, Op>;
   static constexpr bool kStart = true, kEnd = true;
+  static constexpr bool kEpilogueStamps = true;
+  __device__ static void epilogueStamp(const Params& p, int point) { stamp(p, kPoints + point); }
   __device__ static void start(const GemmArgs&, const Params& p, uint32_t) { stamp(p, 0); }
   __device__ static void end(const GemmArgs&, const Params& p) { stamp(p, 5); }
 };
@@ -174,6 +181,9 @@ void probe(size_t M, size_t N, size_t K) {
   auto launch = [&] { return cudaLaunchKernelEx(&cfg, kernel, mapA, mapsB[call++ % copies], mapC, g, p); };
   for (int i = 0; i < copies; ++i) ASSERT_EQ(cudaSuccess, launch());
   unsigned long long* mk = static_cast<unsigned long long*>(marks.p);
+  // Zeroed before the stamped launch: stamps 6..8 are written only by split units (8 only by a
+  // tile's last part, which may differ from the warm-up launches').
+  cudaMemsetAsync(stamps.p, 0, static_cast<size_t>(plan.ctas) * kStamps * 2 * 8);
   markTime<<<1, 1>>>(mk);
   ASSERT_EQ(cudaSuccess, launch());
   markTime<<<1, 1>>>(mk + 1);
@@ -194,13 +204,19 @@ void probe(size_t M, size_t N, size_t K) {
   for (int c = 0; c < plan.ctas; ++c) {
     first = std::min(first, ns(c, 0));
     last = std::max(last, ns(c, 5));
-    for (int i = 1; i < kStamps; ++i) EXPECT_LE(clk(c, i - 1), clk(c, i)) << "CTA " << c << " point " << i;
+    for (int i = 1; i < kPoints; ++i) EXPECT_LE(clk(c, i - 1), clk(c, i)) << "CTA " << c << " point " << i;
   }
-  std::vector<double> skew, ph[kStamps], endNs;
+  std::vector<double> skew, ph[kPoints], endNs, written, counted, summed, stored;
   for (int c = 0; c < plan.ctas; ++c) {
     skew.push_back(ns(c, 0) - first);
     endNs.push_back(last - ns(c, 5));
-    for (int i = 1; i < kStamps; ++i) ph[i].push_back(clk(c, i) - clk(c, i - 1));
+    for (int i = 1; i < kPoints; ++i) ph[i].push_back(clk(c, i) - clk(c, i - 1));
+    if (clk(c, 6) == 0) continue;  // a whole tile: no split-K steps
+    written.push_back(clk(c, 6) - clk(c, 2));
+    counted.push_back(clk(c, 7) - clk(c, 6));
+    if (clk(c, 8) == 0) continue;  // not the tile's last part
+    summed.push_back(clk(c, 8) - clk(c, 7));
+    stored.push_back(clk(c, 3) - clk(c, 8));
   }
 
   // Time per call, 20 back to back: the stamped kernel, then mkcclGemm on the same operands.
@@ -229,9 +245,16 @@ void probe(size_t M, size_t N, size_t K) {
          first - static_cast<double>(m[0]), last - first, static_cast<double>(m[1]) - last);
   printf("  CTA start after the first (ns): %s\n", spread(skew).c_str());
   printf("  CTA end before the last   (ns): %s\n", spread(endNs).c_str());
-  const char* names[kStamps] = {"", "start -> first data", "-> mainloop done", "-> epilogue done", "-> finish",
+  const char* names[kPoints] = {"", "start -> first data", "-> mainloop done", "-> epilogue done", "-> finish",
                                 "-> end"};
-  for (int i = 1; i < kStamps; ++i) printf("  %-22s (cycles): %s\n", names[i], spread(ph[i]).c_str());
+  for (int i = 1; i < kPoints; ++i) printf("  %-22s (cycles): %s\n", names[i], spread(ph[i]).c_str());
+  if (!written.empty()) {
+    printf("  epilogue, every part: partials written %s, counted %s\n", spread(written).c_str(),
+           spread(counted).c_str());
+    if (!summed.empty())
+      printf("  epilogue, last parts (%zu): summed %s, stored %s\n", summed.size(), spread(summed).c_str(),
+             spread(stored).c_str());
+  }
 }
 
 TEST(GemmProbe, DecodeShapes) {

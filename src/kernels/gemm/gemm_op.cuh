@@ -204,6 +204,12 @@ struct GemmOpDefaults {
   //                        uint32_t ctaRank, const Tile&, Hook afterKBlock);
   // with consumerMainloop's contract (mainloop.cuh): the same stages, barriers and releases.
   static constexpr bool kMainloop = false;
+
+  // Timestamps inside an epilogue's steps, for probes (tests/kernels/gemm_probe_test.cu): the
+  // split-K epilogue calls stamp(op, point) from consumer 0's thread 0 between its steps. Compiled
+  // out unless the op sets kEpilogueStamps.
+  static constexpr bool kEpilogueStamps = false;
+  __device__ static void epilogueStamp(const Params&, int point) {}
 };
 
 // The plain GEMM: no hooks.

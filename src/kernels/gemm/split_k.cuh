@@ -186,6 +186,12 @@ template <class Cfg, class Op>
 struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
   using Base = StoreEpilogue<Cfg, Op>;
   static constexpr int kSlot = Cfg::kAcc * 128;  // floats per warpgroup slot
+  // Op::epilogueStamp points: the partials written, the part counted, the last part's sum done.
+  static constexpr int kStampPartialsWritten = 0, kStampCounted = 1, kStampSummed = 2;
+  __device__ __forceinline__ void stamp(int point) const {
+    if constexpr (Op::kEpilogueStamps)
+      if (this->half == 0 && this->ec.tid == 0) Op::epilogueStamp(this->op, point);
+  }
 
   __device__ __forceinline__ SplitKEpilogue(const GemmArgs& g_, const typename Op::Params& op_,
                                             const CUtensorMap* mapC, const SmemLayout<Cfg>& sm, int half_)
@@ -221,10 +227,12 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // (cumulativity) and, in the last part, acquires every other part's; the second barrier orders
     // the warpgroup's reads after that acquire.
     dev::namedBarrierSync(this->ec.barrierId, 128);
+    stamp(kStampPartialsWritten);
     volatile uint32_t* word =
         reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(this->flagsAddr)) + 2 + this->half;
     if (tid == 0) *word = atomicAddAcqRel(counter, 1) == parts.parts - 1 ? 1u : 0u;
     dev::namedBarrierSync(this->ec.barrierId, 128);
+    stamp(kStampCounted);
     if (*word == 0) return;  // not the last part: the last one stores the tile
     // The sum goes into the accumulators themselves: they are this warpgroup's own registers and
     // dead after the store (consumerRole owns them), and a second array would spill. Our own part
@@ -249,6 +257,7 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
       }
     }
     if (tid == 0) *counter = 0;  // every part has counted: zero for the next call
+    stamp(kStampSummed);
     Base::store(sum, t);
   }
   // Before the CTA exits: the last TMA stores must have finished reading shared memory; their
