@@ -71,6 +71,15 @@ bool worldAllOk(bool ok) {
   return true;
 }
 
+int smCount() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 uint64_t freshSeed() {
   static uint64_t counter = 0;
   static uint64_t base = [] {

@@ -46,6 +46,9 @@ bool worldAllOk(bool ok);
 // with MKCCL_TEST_SEED=<seed>).
 uint64_t freshSeed();
 
+// Multiprocessors of the current device (0 without one).
+int smCount();
+
 // Device fills (on the current device, on `stream`). Values are uniform in [-scale, scale),
 // never all zero; integers in [-100, 100]. count is in elements of `t`.
 void fillRandom(void* dptr, size_t count, mkcclDataType_t t, uint64_t seed, float scale = 1.0f,

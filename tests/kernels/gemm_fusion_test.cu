@@ -199,12 +199,7 @@ void runFused(const FusedRun& r, Outcome* out) {
   cudaFreeHost(errHost);
 }
 
-int smCount() {
-  int dev = 0, n = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-  return n;
-}
+using mkccl::test::smCount;
 
 template <class Cfg>
 void checkFusedRuns(double tol) {

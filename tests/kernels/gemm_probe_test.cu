@@ -101,12 +101,7 @@ struct Dev {
   ~Dev() { cudaFree(p); }
 };
 
-int smCount() {
-  int dev = 0, n = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-  return n;
-}
+using mkccl::test::smCount;
 
 // Median, min and max of v (printed as "med [min, max]").
 std::string spread(std::vector<double> v) {
