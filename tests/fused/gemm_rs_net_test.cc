@@ -11,8 +11,10 @@
 // GemmRsNetFused* force gemm_rs.net=fused and gemm_ar.net=fused (GEMM+ReduceScatter with the network
 // inside the persistent kernel, the AllReduce as that ReduceScatter then the hierarchical
 // AllGather; off by default): the same references, odd shapes, 20 calls back to back alternating
-// the two, and the absent counterpart. They passed on one H200 (2 x 1, 2 x 2, 4 x 1 emulated nodes,
-// libfabric tcp).
+// the two, and the absent counterpart. With one put per counterpart they passed on one H200 (2 x 1,
+// 2 x 2, 4 x 1 emulated nodes, libfabric tcp); the per-piece puts (a put per 128-row M-block,
+// waited for per piece; several pieces per rank in the 200-, 333- and 1000-row shapes, the last
+// clipped) and the cluster tiles (gemm.variant=256x2) across nodes have not yet run on a GPU.
 // The overlap benchmark (*Overlap*, disabled by default) times the call against the GEMM alone and
 // the transfer alone.
 #include <gtest/gtest.h>
@@ -222,16 +224,21 @@ void runBackToBack(NetWorld& w, uint64_t seed, const char* tuning = "") {
 }
 
 // gemm_rs.net=fused / gemm_ar.net=fused: ReduceScatter shapes whose rows per
-// rank straddle tiles and nodes (200, 72, 8, 130 rows), N and K tails; AllReduce shapes (M = 392,
-// 136: divisible by the ranks; M = 333 is not, and falls back to the sequential route); both tile
-// widths and both publications. AllReduce results must be bit-identical on every rank.
+// rank straddle tiles and nodes (200, 72, 8, 130 rows), N and K tails, and rows that cross the
+// network in several pieces (333 rows: 3 pieces, the last of 77 rows; 1000: 8, the last of 104);
+// AllReduce shapes (M = 392, 136, 1332: divisible by the ranks, 1332 in pieces of 128 rows; M =
+// 333 is not, and falls back to the sequential route); both tile widths, cluster tiles (256x2: a
+// cluster row of 2 M-blocks, one of them padding at 333 rows) and both publications. AllReduce
+// results must be bit-identical on every rank.
 void runFusedShapes(NetWorld& w, uint64_t seed) {
-  const Shape shapes[] = {{false, 200, 392, 520}, {false, 72, 136, 264}, {false, 8, 64, 136},
-                          {false, 130, 264, 64},  {false, 256, 256, 512}, {true, 392, 392, 520},
-                          {true, 136, 136, 264},  {true, 333, 392, 520}};
+  const Shape shapes[] = {{false, 200, 392, 520}, {false, 72, 136, 264},   {false, 8, 64, 136},
+                          {false, 130, 264, 64},  {false, 256, 256, 512},  {false, 333, 136, 264},
+                          {false, 1000, 200, 72}, {true, 392, 392, 520},   {true, 136, 136, 264},
+                          {true, 1332, 136, 136}, {true, 333, 392, 520}};
   const char* tunings[] = {"gemm_rs.net=fused;gemm_ar.net=fused",
                            "gemm_rs.net=fused;gemm_ar.net=fused;gemm.variant=128x1",
-                           "gemm_rs.net=fused;gemm_ar.net=fused;gemm_rs.publish=early"};
+                           "gemm_rs.net=fused;gemm_ar.net=fused;gemm_rs.publish=early",
+                           "gemm_rs.net=fused;gemm_ar.net=fused;gemm.variant=256x2"};
   int i = 100;
   for (const char* tuning : tunings) {
     w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
@@ -292,8 +299,9 @@ void counterpartNeverJoins(const char* tuning) {
 
 TEST(GemmRsNetErrors, CounterpartNeverJoins) { counterpartNeverJoins(""); }
 
-// The fused route's waits (the counterpart's window, its node sums) end in an error too. Not yet
-// run on a GPU.
+// The fused route's waits (the counterpart's window, its node sums: 256 rows per rank, 2 pieces)
+// end in an error too. Passed on one H200 with one put per counterpart; the per-piece waits have
+// not yet run on a GPU.
 TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins("gemm_rs.net=fused"); }
 
 // Overlap on emulated nodes (2 x 1, both ranks in this process; run with

@@ -217,6 +217,9 @@ MKCCL_HD void rasterTile(const Layout& L, int v, int* clusterRow, int* nb) {
 
 // Across nodes (net_layout.h) each sub-chunk is rastered on its own, the subs in the order node + 1,
 // node + 2, ... (mod subs), this node's own last: the rows that must cross the network come first.
+// The other nodes' sub-chunks go cluster row by cluster row (every N-block of one before the next),
+// so that their M-blocks, which cross the network one by one (net_layout.h: pieces), complete
+// early; the own sub-chunk keeps the bands (L2 reuse of W).
 MKCCL_HD void rasterTileNet(const Layout& L, int v, int* clusterRow, int* nb) {
   const int rows = L.mbs / L.cs;
   const int perSub = rows * L.nBlocks;
@@ -224,6 +227,12 @@ MKCCL_HD void rasterTileNet(const Layout& L, int v, int* clusterRow, int* nb) {
   v -= k * perSub;
   int s = L.node + 1 + k;
   if (s >= L.subs) s -= L.subs;
+  if (s != L.node) {
+    const int row = v / L.nBlocks;
+    *clusterRow = s * rows + row;
+    *nb = v - row * L.nBlocks;
+    return;
+  }
   const int band = L.group * L.nBlocks;
   const int firstRow = (v / band) * L.group;
   const int inBand = v - (v / band) * band;

@@ -1,16 +1,20 @@
 // GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused; net_layout.h has the plan): the
-// network roles of the kernel's existing teams. Run on one H200 on emulated nodes (gemm_rs_net_test).
+// network roles of the kernel's existing teams. The one-put-per-counterpart version ran on one H200
+// on emulated nodes (gemm_rs_net_test); the per-piece puts below have not yet run on a GPU.
 //   netStart     block 0's thread 0, when the kernel starts: tells every counterpart that this
 //                rank's window in slots are free for this call (every earlier reader of them is an
 //                earlier kernel of this rank's stream).
 //   netFinalTile the push team, for each final tile of its CTA (the node's sum of a sub-chunk
 //                tile, TMA-stored into the scratch's net area): once the consumers published it,
-//                copy it (sub-chunks of other nodes) into the window's out slot, count it; the
-//                count that completes a foreign sub-chunk puts the slot to the counterpart there.
+//                copy it (sub-chunks of other nodes) into the window's out slot, count it in its
+//                M-block's count; the count that completes a foreign M-block puts that piece (its
+//                rows) to the counterpart there.
 //   netDrain     the thread that put waits until its puts left the window (the next call, or a
-//                collective, may overwrite the out slots once this kernel is over).
+//                collective, may overwrite the out slots once this kernel is over). FIFO tickets
+//                complete in order, so waiting for its last put covers its earlier ones.
 //   netAddWorker warps of the push teams and of the consumers (after their tiles): claim items of
-//                kNetAddRows rows of this rank's C and add the node sums of them in node order.
+//                kNetAddRows rows of this rank's C, wait for the piece they lie in (our M-block's
+//                count, every other node's arrival) and add the node sums of them in node order.
 // Every wait is bounded (dev::waitGeq); a failed one records the call's error and the CTA drains,
 // so nothing more is counted or put and the peers' waits fail too.
 // No calls: every function here, and the waits and the FIFO push they use, is inlined. Any call
@@ -79,6 +83,8 @@ __device__ __forceinline__ uint64_t netFinalTile(const ReduceParams& p, Team t, 
                                                      uint32_t index, uint64_t timeoutNs) {
   const Layout& L = p.L;
   const int s = netSubOf(L, mb);
+  const int piece = netPieceOf(L, mb);
+  const int rows = netPieceRows(L, piece);  // 0: a cluster's padding M-block (counted, never put)
   bool ok = false;
   if (t.tid == 0) {
     // Published: the consumers' TMA stores of both halves completed (bulkWait, proxy fence).
@@ -86,15 +92,13 @@ __device__ __forceinline__ uint64_t netFinalTile(const ReduceParams& p, Team t, 
     if (!ok) setDrain(words);
   }
   const bool go = teamVerdict(t, words, CtaWords::kPushOk, ok);
-  if (go && s != L.node) {
-    const int64_t r0 = int64_t(mb - s * L.mbs) * kTileRows;
-    const int rows = int(max64(0, min64(kTileRows, L.subRows - r0)));
+  if (go && s != L.node && rows > 0) {
     const int64_t col0 = int64_t(nb) * kBN;
     const int vpr = int(min64(kBN, L.N - col0) / 8);
     const int64_t ldv = L.N / 8;
-    const int64_t at = r0 * L.N + col0;  // elements into the slot
-    const uint4* src = reinterpret_cast<const uint4*>(p.netArea + netSubOffset(L, s, kNetEs) + at * kNetEs);
-    uint4* dst = reinterpret_cast<uint4*>(p.comm.net->window + netOutOffset(L, s, kNetEs) + at * kNetEs);
+    const int64_t at = netPieceOffset(L, piece, kNetEs) + col0 * kNetEs;  // bytes into the slot
+    const uint4* src = reinterpret_cast<const uint4*>(p.netArea + netSubOffset(L, s, kNetEs) + at);
+    uint4* dst = reinterpret_cast<uint4*>(p.comm.net->window + netOutOffset(L, s, kNetEs) + at);
     const int total = rows * vpr;
     for (int e = int(t.tid); e < total; e += int(t.n)) {
       const int r = e / vpr, c = e - r * vpr;
@@ -104,18 +108,19 @@ __device__ __forceinline__ uint64_t netFinalTile(const ReduceParams& p, Team t, 
   }
   t.sync();  // also: kPushOk is read by every thread before thread 0 may rewrite it
   if (!go || t.tid != 0) return 0;
-  uint64_t* count = p.opFlags(p.rank) + netCountSlot(L, s);
+  uint64_t* count = p.opFlags(p.rank) + netCountSlot(L, mb);
   dev::fenceSys();  // the tile (the consumers' stores, our copy) before the count
   const unsigned long long seen = atomicAdd(reinterpret_cast<unsigned long long*>(count), 1ull);
-  if (s == L.node || seen + 1 != static_cast<unsigned long long>(netSubTiles(L))) return 0;
-  dev::fenceSys();  // every counted tile before the put
+  if (s == L.node || rows == 0 || seen + 1 != static_cast<unsigned long long>(netBlockTiles(L))) return 0;
+  dev::fenceSys();  // every counted tile of the M-block before the put
   const int peer = p.comm.net->nodePeer[s];
   const uint64_t v = dev::netFlagValue(p.callSeq());
+  const uint64_t at = uint64_t(netPieceOffset(L, piece, kNetEs));
   uint64_t ticket = 0;
   const bool sent = netArrivedInline(p.comm, peer, kRsNetReadyFlag, v) &&
-                    netPutInline(p.comm, peer, uint64_t(netOutOffset(L, s, kNetEs)),
-                                uint64_t(netInOffset(L, L.node, kNetEs)), uint64_t(netPutBytes(L, kNetEs)),
-                                kRsNetDataFlag, v, &ticket);
+                    netPutInline(p.comm, peer, uint64_t(netOutOffset(L, s, kNetEs)) + at,
+                                 uint64_t(netInOffset(L, L.node, kNetEs)) + at,
+                                 uint64_t(netPieceBytes(L, piece, kNetEs)), netDataFlag(piece), v, &ticket);
   if (!sent) {
     setDrain(words);
     return 0;
@@ -152,34 +157,37 @@ struct NetElem<dev::F16> {
 };
 
 // One warp. The sum of node sums 0..subs-1 (in that order, fp32, rounded once): the same bits
-// whichever warp or rank computes it.
+// whichever warp or rank computes it. Items are claimed in increasing order, so a warp's pieces
+// only grow: it waits once per piece it meets (lane 0; the acquires pass on through the warp sync).
 template <class In>
 __device__ __forceinline__ void netAddWorker(const ReduceParams& p, uint32_t lane, uint32_t words) {
   const Layout& L = p.L;
   const int64_t items = netAddItems(L);
   uint64_t* own = p.opFlags(p.rank);
   const int64_t ldv = L.N / 8;
-  bool ready = false;
+  int ready = -1;  // the piece whose inputs this warp has seen complete
   while (true) {
     long long item = 0;
     if (lane == 0) item = static_cast<long long>(atomicAdd(reinterpret_cast<unsigned long long*>(own + netClaimSlot(L)), 1ull));
     item = __shfl_sync(0xffffffffu, item, 0);
     if (item >= items) return;
-    if (!ready) {
-      // This node's sum of our rows (our CTAs' final tiles of sub-chunk node), then the others'.
+    const int piece = netPieceOfItem(item);
+    if (piece != ready) {
+      // This node's sum of the piece (our CTAs' final tiles of its M-block of sub-chunk node), then
+      // the other nodes'.
       bool ok = true;
       if (lane == 0) {
         ok = !draining(words) &&
-             dev::waitGeqInline(p.comm, own + netCountSlot(L, L.node), uint64_t(netSubTiles(L)), p.localOf[p.rank],
-                          kSiteFusedTile);
+             dev::waitGeqInline(p.comm, own + netCountSlot(L, L.node * L.mbs + piece), uint64_t(netBlockTiles(L)),
+                                p.localOf[p.rank], kSiteFusedTile);
         const uint64_t v = dev::netFlagValue(p.callSeq());
         for (int m = 0; ok && m < L.subs; ++m)
-          if (m != L.node) ok = netArrivedInline(p.comm, p.comm.net->nodePeer[m], kRsNetDataFlag, v);
+          if (m != L.node) ok = netArrivedInline(p.comm, p.comm.net->nodePeer[m], netDataFlag(piece), v);
         if (!ok) setDrain(words);
       }
       __syncwarp();  // lane 0's acquires before every lane's reads
       if (__shfl_sync(0xffffffffu, ok ? 1 : 0, 0) == 0) return;
-      ready = true;
+      ready = piece;
     }
     const int64_t r0 = item * kNetAddRows;
     const int rows = int(min64(kNetAddRows, L.subRows - r0));

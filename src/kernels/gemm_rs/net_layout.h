@@ -1,7 +1,7 @@
 // GEMM+ReduceScatter across nodes, fused into the persistent kernel (gemm_rs.net=fused; off by
-// default; run on one H200 on emulated nodes): where rows go, where node sums wait, the network window's
-// slots and the flags. Host- and device-callable; every rank computes the same from the call's
-// global arguments, the node count, the ranks per node and its node (tests/fused/gemm_rs_layout_test.cc).
+// default): where rows go, where node sums wait, the network window's slots and the flags. Host-
+// and device-callable; every rank computes the same from the call's global arguments, the node
+// count, the ranks per node and its node (CPU: tests/fused/gemm_rs_net_layout_test.cc).
 //
 // Ranks are numbered node by node: rank g = m * L + i is local rank i of node m (N nodes of L ranks),
 // and its rows of C are [g R, (g + 1) R), R = M / (N L) (subRows). Local rank i of every node is
@@ -10,18 +10,24 @@
 //      i made of the N sub-chunks (m', i) (Layout::aRow). Its final phase leaves at (m, i) node m's
 //      sum of every sub-chunk (m', i), stored by the final tiles' TMA stores into the scratch's net
 //      area (slot m', mbs * 128 rows of pitch N: subOffset). The order computes every phase's tiles
-//      of the other nodes' sub-chunks first (layout.h: locate, rasterTile).
-//   2. network: the push team copies each final tile of sub-chunk s != m into the window's out slot
-//      s (rows clipped to R) and counts it (count slot s of this rank's flags); the copy that
-//      completes the count puts out slot s into counterpart (s, i)'s in slot m, raising flag
-//      kRsNetDataFlag there, once (s, i) said its window is free for this call (kRsNetReadyFlag,
-//      raised to every counterpart by block 0 when the kernel starts). One put per node pair.
+//      of the other nodes' sub-chunks first, M-block by M-block (layout.h: locate, rasterTileNet).
+//   2. network, by pieces: piece p of a sub-chunk is its M-block p, rows [128 p, 128 (p + 1))
+//      clipped to R (netPieces; a padding M-block of a cluster has no rows and no piece). The push
+//      team copies each final tile of sub-chunk s != m into the window's out slot s and counts it
+//      in its M-block's count; the copy that completes an M-block's nBlocks tiles puts that piece
+//      into counterpart (s, i)'s in slot m (the same offset), raising flag netDataFlag(p) there,
+//      once (s, i) said its window is free for this call (kRsNetReadyFlag, raised to every
+//      counterpart by block 0 when the kernel starts). So the network starts after the first
+//      foreign M-block instead of after the whole foreign sub-chunk.
 //   3. the node partials: rank (m, i) adds the N node sums of its own rows in node order 0..N-1 in
-//      fp32 (sub-chunk m from the scratch once its count is complete, the others from the window's
-//      in slots once arrived) and rounds once into C. Items of kNetAddRows rows are claimed from
-//      the claim slot by warps of the push teams and the consumers once their tiles are done.
+//      fp32 (sub-chunk m from the scratch once its M-block's count is complete, the others from the
+//      window's in slots once their piece arrived) and rounds once into C. Items of kNetAddRows
+//      rows (inside one piece) are claimed from the claim slot by warps of the push teams and the
+//      consumers once their tiles are done; each waits for just its piece.
 // Count and claim slots count from 0: the host clears them on the stream before the kernel.
-// Flag values: dev::netFlagValue(call number).
+// Flag values: dev::netFlagValue(call number). Flags per sender are a fixed budget (flagsPerPeer,
+// 4096: the FIFO header's 12 bits): the plan refuses a shape whose pieces do not fit
+// (netFlagsNeeded), and the sequential route runs it.
 #pragma once
 #include <stdint.h>
 #include "kernels/gemm_rs/layout.h"
@@ -29,14 +35,15 @@
 namespace mkccl {
 namespace rs {
 
-// Arrival flags of the network (kernels/device/net.cuh: flag 0 is netBarrier's, AllGather+GEMM's
-// are 64..128).
+// Arrival flags of the network (kernels/device/net.cuh: flag 0 is netBarrier's, the collectives'
+// are 1 and 2, AllGather+GEMM's 64..128).
 constexpr uint32_t kRsNetReadyFlag = 130;  // "my window's in slots are free for this call"
-constexpr uint32_t kRsNetDataFlag = 131;   // "node m's sum of your rows is in your in slot m"
-constexpr uint32_t kRsNetFlagsNeeded = 132;  // flagsPerPeer must exceed the last
+constexpr uint32_t kRsNetDataFlag = 131;   // + piece p: "node m's sum of your rows' piece p is in
+                                           // your in slot m"
 constexpr int64_t kRsNetSlotAlign = 4096;
 constexpr int kNetAddRows = 4;  // rows per item of the node partials' sum
-constexpr int kMaxNetNodes = 64;  // count slots are in the flags area; a bound for the plan
+static_assert(kTileRows % kNetAddRows == 0, "an item of the node sum lies in one piece");
+constexpr int kMaxNetNodes = 64;  // a bound for the plan
 
 // Turns a one-node layout of the node's ws ranks into the across-nodes one (fields above `subs`
 // in Layout). M: the call's rows (all nodes).
@@ -52,10 +59,25 @@ MKCCL_HD void applyNetLayout(Layout* L, int nodes, int node, int64_t M) {
   L->clusterTiles = L->tiles / L->cs;
 }
 
-// Tiles of one sub-chunk (the count that completes it).
-MKCCL_HD int64_t netSubTiles(const Layout& L) { return int64_t(L.mbs) * L.nBlocks; }
-// The sub-chunk of a tile's M-block.
+// The sub-chunk of a tile's M-block (of the chunk, [0, mbc)), and its piece there.
 MKCCL_HD int netSubOf(const Layout& L, int mb) { return mb / L.mbs; }
+MKCCL_HD int netPieceOf(const Layout& L, int mb) { return mb - (mb / L.mbs) * L.mbs; }
+// Tiles of one M-block: the count that completes its piece.
+MKCCL_HD int netBlockTiles(const Layout& L) { return L.nBlocks; }
+
+// Pieces of a sub-chunk: its M-blocks that hold rows (piece p = M-block p of the sub-chunk).
+MKCCL_HD int netPieces(const Layout& L) { return int(ceilDiv(L.subRows, kTileRows)); }
+MKCCL_HD int netPieceRows(const Layout& L, int p) {
+  return int(max64(0, min64(kTileRows, L.subRows - int64_t(p) * kTileRows)));
+}
+// The piece a row of a sub-chunk lies in.
+MKCCL_HD int netPieceOfRow(int64_t row) { return int(row / kTileRows); }
+// A piece's bytes inside an out / in slot (rows of pitch N: a contiguous run), and its length.
+MKCCL_HD int64_t netPieceOffset(const Layout& L, int p, int64_t es) { return int64_t(p) * kTileRows * L.N * es; }
+MKCCL_HD int64_t netPieceBytes(const Layout& L, int p, int64_t es) { return netPieceRows(L, p) * L.N * es; }
+// Its arrival flag, and the flags per sender a call needs (flagsPerPeer must be at least that).
+MKCCL_HD uint32_t netDataFlag(int p) { return kRsNetDataFlag + uint32_t(p); }
+MKCCL_HD int64_t netFlagsNeeded(const Layout& L) { return int64_t(kRsNetDataFlag) + netPieces(L); }
 
 // The scratch's net area: after the one-node scratch, one slot per node, mbs * 128 rows of N
 // elements of es bytes (the final tiles' TMA stores: row r of the area is row r of the map).
@@ -77,14 +99,17 @@ MKCCL_HD int64_t netInOffset(const Layout& L, int m, int64_t es) {
   return int64_t(L.subs + m) * netSlotBytes(L, es);
 }
 MKCCL_HD int64_t netWindowBytes(const Layout& L, int64_t es) { return 2 * int64_t(L.subs) * netSlotBytes(L, es); }
+// Bytes put to one counterpart per call (all pieces of a sub-chunk).
 MKCCL_HD int64_t netPutBytes(const Layout& L, int64_t es) { return L.subRows * L.N * es; }
 
-// This rank's flag slots (relative to kOpFlagSlot), after the one-node ones: count s, then claim.
-MKCCL_HD int64_t netCountSlot(const Layout& L, int s) { return L.flagSlots() + s; }
-MKCCL_HD int64_t netClaimSlot(const Layout& L) { return L.flagSlots() + L.subs; }
-MKCCL_HD int64_t netFlagSlots(const Layout& L) { return L.flagSlots() + L.subs + 1; }
-// Items of the node partials' sum.
+// This rank's flag slots (relative to kOpFlagSlot), after the one-node ones: a count per M-block of
+// the chunk (sub-chunk s's M-block j at s * mbs + j), then the claim.
+MKCCL_HD int64_t netCountSlot(const Layout& L, int mb) { return L.flagSlots() + mb; }
+MKCCL_HD int64_t netClaimSlot(const Layout& L) { return L.flagSlots() + L.mbc; }
+MKCCL_HD int64_t netFlagSlots(const Layout& L) { return L.flagSlots() + L.mbc + 1; }
+// Items of the node partials' sum; item k's rows are [k kNetAddRows, ...) of the sub-chunk.
 MKCCL_HD int64_t netAddItems(const Layout& L) { return (L.subRows + kNetAddRows - 1) / kNetAddRows; }
+MKCCL_HD int netPieceOfItem(int64_t item) { return netPieceOfRow(item * kNetAddRows); }
 
 }  // namespace rs
 }  // namespace mkccl

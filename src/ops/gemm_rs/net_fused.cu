@@ -1,5 +1,6 @@
 // GEMM+ReduceScatter across nodes as one persistent kernel (gemm_rs.net=fused; off by default):
-// the plan (kernels/gemm_rs/net_layout.h) and the launch. Run on one H200 on emulated nodes (gemm_rs_net_test).
+// the plan (kernels/gemm_rs/net_layout.h) and the launch. Run on one H200 on emulated nodes
+// (gemm_rs_net_test) with one put per counterpart; the per-piece puts have not yet run on a GPU.
 // The node level is the one-node fused kernel over this node's ranks (by local index), with the
 // push team (the copy engines and bulk stores are one node's designs), its final tiles' node sums
 // in our scratch's net area; net.cuh puts them to the counterparts and adds the nodes' sums.
@@ -104,9 +105,10 @@ mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
     return mkcclSuccess;
   }
   MKCCL_TRACE("%s call #%llu: across %d nodes, fused ReduceScatter%s (tile 128x%d, cluster %d, %d CTAs, %d tiles per "
-              "sub-chunk, %lld bytes per put)",
+              "M-block, %d pieces of at most %lld bytes per counterpart)",
               name, (unsigned long long)ctx.dev.seq, in.nodes, mode == kModeAllReduce ? ", then AllGather" : "",
-              plan.L.bn, plan.L.cs, plan.ctas, int(netSubTiles(plan.L)), (long long)netPutBytes(plan.L, in.es));
+              plan.L.bn, plan.L.cs, plan.ctas, netBlockTiles(plan.L), netPieces(plan.L),
+              (long long)netPieceBytes(plan.L, 0, in.es));
   *ran = true;
   if (mode != kModeAllReduce)
     return netFusedLaunch(ctx, plan, a.A, w.W, w.C, int64_t(a.M), int64_t(w.N), int64_t(a.K), a.inType,

@@ -1,8 +1,8 @@
-// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused; off by default; built, not yet run on
-// a GPU): whether the kernel can run a call and its layout, from what every rank knows alike (the
-// call's shape, the node map, the flag area and the network window), so every rank takes the same
-// route without talking. Host arithmetic, checked on the CPU (tests/fused/gemm_rs_layout_test.cc,
-// GemmRsNetFused.*). The kernel side: kernels/gemm_rs/net_layout.h, net.cuh.
+// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused; off by default): whether the kernel
+// can run a call and its layout, from what every rank knows alike (the call's shape, the node map,
+// the flag area, the network's flags per sender and its window), so every rank takes the same route
+// without talking. Host arithmetic, checked on the CPU (tests/fused/gemm_rs_net_layout_test.cc).
+// The kernel side: kernels/gemm_rs/net_layout.h, net.cuh.
 #pragma once
 #include <stdint.h>
 #include <algorithm>
@@ -43,7 +43,6 @@ inline NetFusedPlan netFusedPlan(const NetFusedInputs& in) {
   if (in.nodes > kMaxNetNodes) return no("too many nodes");
   if (!in.nodeMajor) return no("ranks are not numbered node by node");
   if (in.N % 8 != 0) return no("N is not a multiple of 8");
-  if (in.flagsPerPeer < int(kRsNetFlagsNeeded)) return no("the network has too few arrival flags");
   const int64_t ws = int64_t(in.nodes) * in.perNode;
   if (in.M % ws != 0) return no("M is not a multiple of the ranks");
   const int bn = in.bn, cs = in.cs;
@@ -55,6 +54,9 @@ inline NetFusedPlan netFusedPlan(const NetFusedInputs& in) {
   applyNetLayout(&L, in.nodes, in.node, in.M);
   L.order = in.perNode > 2 ? kOrderInterleaved : kOrderPhases;
   if (netFlagSlots(L) > in.flagSlots) return no("its flags do not fit the flag area");
+  // A data flag per 128-row piece of a sub-chunk, in the fixed budget of flags per sender.
+  if (netFlagsNeeded(L) > in.flagsPerPeer)
+    return no("a rank's rows need more 128-row pieces than the network has arrival flags per peer");
   if (L.orderLength() >= (int64_t(1) << 30)) return no("too many tiles");
   if (uint64_t(netWindowBytes(L, in.es)) > in.windowBytes) return no("the network window is too small");
   out.ok = true;
