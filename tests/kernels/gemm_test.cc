@@ -219,8 +219,11 @@ TEST(Gemm, SplitKForced) {
   MKCCL_REQUIRE_GPUS(1);
   // M of 1..65 around the 8-row fragment steps and the 64-row half tile: only the threads holding
   // rows below M write and read partials.
+  // M <= 16 also takes the last part's spread sum (split_k.cuh: 4, 8, 16 or 32 columns; 3 rows
+  // are 12 live threads, 5 are 20).
   const size_t shapes[][3] = {{1, 8, 8},       {37, 1000, 1000}, {130, 264, 4104}, {255, 2056, 2048},
-                              {64, 4096, 520}, {9, 2056, 4104},  {63, 1032, 2048}, {65, 1032, 2048}};
+                              {64, 4096, 520}, {9, 2056, 4104},  {63, 1032, 2048}, {65, 1032, 2048},
+                              {2, 1032, 4104}, {3, 264, 2048},   {5, 1032, 4104},  {16, 520, 4104}};
   for (const char* v : {"auto;gemm.split_k=2", "auto;gemm.split_k=3", "128x1;gemm.split_k=5", "auto;gemm.split_k=16"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
   for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
@@ -295,6 +298,7 @@ static void backToBackAndGraph(size_t M, size_t N, size_t K, const std::string& 
 TEST(Gemm, SplitKBackToBackAndGraph) {
   MKCCL_REQUIRE_GPUS(1);
   backToBackAndGraph(48, 4096, 4096, "auto");
+  backToBackAndGraph(1, 4096, 4096, "auto;gemm.split_k=3");  // the spread sum (split_k.cuh)
 }
 
 // Stream-K (stream_k_model.h): the partly empty last wave cut into k-block ranges, one per CTA.

@@ -186,6 +186,9 @@ template <class Cfg, class Op>
 struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
   using Base = StoreEpilogue<Cfg, Op>;
   static constexpr int kSlot = Cfg::kAcc * 128;  // floats per warpgroup slot
+  // The epilogue's shared buffer of one warpgroup (0 for the register epilogues), where the last
+  // part's spread sum exchanges its columns.
+  static constexpr uint32_t kSpreadBytes = Cfg::kEpiBytes / Cfg::kConsumers;
   // Op::epilogueStamp points: the partials written, the part counted, the last part's sum done.
   static constexpr int kStampPartialsWritten = 0, kStampCounted = 1, kStampSummed = 2;
   __device__ __forceinline__ void stamp(int point) const {
@@ -226,6 +229,8 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // before thread 0's count by the barrier, and its acq_rel add releases them at GPU scope
     // (cumulativity) and, in the last part, acquires every other part's; the second barrier orders
     // the warpgroup's reads after that acquire.
+    // The spread sum reuses the epilogue's shared buffer: no earlier TMA store may still read it.
+    if (kSpreadBytes > 0 && tid == 0) dev::bulkWaitRead<0>();
     dev::namedBarrierSync(this->ec.barrierId, 128);
     stamp(kStampPartialsWritten);
     volatile uint32_t* word =
@@ -239,7 +244,14 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // is read back from its slot too, so the order of the sum is the part order whichever part is
     // last.
     float(&sum)[Cfg::kAcc] = const_cast<float(&)[Cfg::kAcc]>(acc);
-    if (!live) {
+    // Few live rows (decode M): the whole warpgroup sums the live columns, every load in flight at
+    // once (sumSpread). Else each live thread sums its own column.
+    const int lt = liveThreads(rows);
+    // (Up to 32 columns, M <= 16: at 64 the sums and a batch beside the accumulators spill.)
+    if (spread<4>(sum, parts, lt) || spread<8>(sum, parts, lt) || spread<16>(sum, parts, lt) ||
+        spread<32>(sum, parts, lt)) {
+      // summed by the warpgroup
+    } else if (!live) {
       // Rows past M: whatever the registers hold is clipped by the store.
     } else if (parts.parts == 2) {
       // Two parts: a + b == b + a exactly, so our own part stays in registers.
@@ -256,10 +268,99 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
         for (int i = 0; i < Cfg::kAcc; ++i) sum[i] += __ldcg(src + i * 128);
       }
     }
-    if (tid == 0) *counter = 0;  // every part has counted: zero for the next call
+    finishSum(sum, t, counter);
+  }
+
+ private:
+  // sumSpread over kL columns when the live threads fit them and the epilogue's shared buffer
+  // holds kL columns of fp32 accumulators; false: not done.
+  template <int kL>
+  __device__ __forceinline__ bool spread(float (&sum)[Cfg::kAcc], const SplitKParts& parts, int lt) {
+    if constexpr (Cfg::kAcc <= 64 && Cfg::kAcc * kL * 4 <= kSpreadBytes) {  // 128-column tiles
+      // Uniform parts (stream-K's slots take a division each; it keeps the per-thread sum).
+      if (parts.tileSlots < 0 || lt > kL || (kL > 4 && lt <= kL / 2)) return false;
+      sumSpread<kL>(sum, parts);
+      return true;
+    }
+    return false;
+  }
+
+  // The tail of the last part: zero the tile half's counter for the next call, store the sum.
+  __device__ __forceinline__ void finishSum(float (&sum)[Cfg::kAcc], const SplitKTile& t, int* counter) {
+    if (this->ec.tid == 0) *counter = 0;  // every part has counted: zero for the next call
     stamp(kStampSummed);
     Base::store(sum, t);
   }
+
+  // Threads of the warpgroup whose first row lies in C: a prefix of the 128 (thread tid holds row
+  // 16 (tid / 32) + (tid % 32) / 4, and warp w + 1 has a live lane only once warp w is full).
+  __device__ __forceinline__ static int liveThreads(int64_t rows) {
+    int n = 0;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const int64_t lanes = 4 * (rows - 16 * w);
+      n += lanes <= 0 ? 0 : lanes >= 32 ? 32 : static_cast<int>(lanes);
+    }
+    return n;
+  }
+
+  // The last part's sum over kL columns of the slots (kL >= the live threads, a power of two):
+  // element e = i kL + c (accumulator i of thread c). The live threads put their own part in the
+  // epilogue's shared buffer; each of the 128 threads then sums the elements tid + 128 j of every
+  // part in part order (ours from shared memory, the others' slots from L2), kG parts' loads
+  // issued before any is added, and writes the sums back; the live threads read theirs. With one
+  // live row (M = 1) that is 2 loads per thread and part, all parts in one round trip, where a
+  // live thread alone would wait for 64 loads per part, part after part.
+  template <int kL>
+  __device__ __forceinline__ void sumSpread(float (&sum)[Cfg::kAcc], const SplitKParts& parts) {
+    constexpr int kPer = Cfg::kAcc * kL / 128;  // elements per thread
+    // Parts per batch of loads: 32 registers (the accumulators stay allocated: the next tile's
+    // first wgmma names them), so at M = 1 (kPer 2) all 16 parts at most in one round trip.
+    constexpr int kG = kPer >= 32 ? 1 : 32 / kPer;
+    static_assert(kPer >= 1 && kG >= 1, "spread sum");
+    const SplitKParams& p = this->op;
+    const uint32_t tid = this->ec.tid;
+    // Uniform parts only (spread's condition): part q's slot is the tile's first plus q.
+    const float* first = p.partials + (parts.tileSlots * 2 + this->half) * kSlot;
+    float* buf = reinterpret_cast<float*>(__cvta_shared_to_generic(this->ec.smem));
+    if (tid < kL) {
+#pragma unroll
+      for (int i = 0; i < Cfg::kAcc; ++i) buf[i * kL + tid] = sum[i];
+    }
+    dev::namedBarrierSync(this->ec.barrierId, 128);
+    float s[kPer];
+    for (int q0 = 0; q0 < parts.parts; q0 += kG) {
+      float v[kG][kPer];
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        const int q = q0 + g;
+        const float* slot = first + static_cast<int64_t>(q < parts.parts ? q : 0) * 2 * kSlot;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          const int e = static_cast<int>(tid) + 128 * j;
+          v[g][j] = q >= parts.parts ? 0.f : q == parts.me ? buf[e] : __ldcg(slot + (e / kL) * 128 + e % kL);
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        if (q0 + g < parts.parts) {
+#pragma unroll
+          for (int j = 0; j < kPer; ++j) s[j] = q0 + g == 0 ? v[g][j] : s[j] + v[g][j];
+        }
+      }
+    }
+    dev::namedBarrierSync(this->ec.barrierId, 128);  // every read of our own part done
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) buf[tid + 128 * j] = s[j];
+    dev::namedBarrierSync(this->ec.barrierId, 128);
+    // Every thread reloads (threads past kL a copy they do not store), so that the accumulators
+    // are dead, not kept, while the loads are in flight.
+#pragma unroll
+    for (int i = 0; i < Cfg::kAcc; ++i) sum[i] = buf[i * kL + tid % kL];
+    // The store's first buffer acquisition synchronises the warpgroup before it writes over these.
+  }
+
+ public:
   // Before the CTA exits: the last TMA stores must have finished reading shared memory; their
   // global writes complete before the grid does (no op hook here reads C after the store).
   __device__ __forceinline__ void finish() {
