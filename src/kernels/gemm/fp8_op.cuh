@@ -109,18 +109,23 @@ struct Fp8BlockOp : GemmOpDefaults {
     // the last row's scales (their A rows are TMA's zero fill, the products are clipped anyway).
     const uint32_t warp = (threadIdx.x % 128u) >> 5;
     const int64_t row = static_cast<int64_t>(t.m) * Cfg::BM + consumer * 64 + warp * 16 + (lane >> 2);
-    const float* sa0 = p.scaleA + (row < g.M ? row : g.M - 1) * p.kScaleBlocks;
-    const float* sa1 = p.scaleA + (row + 8 < g.M ? row + 8 : g.M - 1) * p.kScaleBlocks;
+    // Element offsets of the rows' and blocks' scales in 32 bits: the scale arrays hold M K / 128
+    // and N K / 16384 floats, far below 2^32 for any A that fits a GPU (M K bytes). 64-bit
+    // pointers here were rebuilt from the parameters before every k-block's loads (~25
+    // instructions per warp: the consumers' registers are full).
+    const uint32_t kS = static_cast<uint32_t>(p.kScaleBlocks);
+    const uint32_t ia0 = static_cast<uint32_t>(row < g.M ? row : g.M - 1) * kS;
+    const uint32_t ia1 = static_cast<uint32_t>(row + 8 < g.M ? row + 8 : g.M - 1) * kS;
     const int64_t col0 = static_cast<int64_t>(t.n) * Cfg::BN;
     const int64_t wBlocks = (g.N + 127) / 128;
     const int64_t b0 = col0 / 128, b1 = b0 + 1 < wBlocks ? b0 + 1 : b0;
-    const float* sw0 = p.scaleW + b0 * p.kScaleBlocks;
-    const float* sw1 = p.scaleW + b1 * p.kScaleBlocks;
+    const uint32_t iw0 = static_cast<uint32_t>(b0) * kS, iw1 = static_cast<uint32_t>(b1) * kS;
     // Columns 64..127 of the tile lie in block b0 when the tile starts on a block boundary.
     const bool midInB0 = !kTwoW || (col0 % 128) == 0;
     auto load = [&](int kb) -> Raw {
-      kb = kb < nk ? kb : nk - 1;  // past the end: a valid address, never used
-      return {__ldg(sa0 + kb), __ldg(sa1 + kb), __ldg(sw0 + kb), kTwoW ? __ldg(sw1 + kb) : 0.f};
+      const uint32_t k = static_cast<uint32_t>(kb < nk ? kb : nk - 1);  // past the end: valid, unused
+      return {__ldg(p.scaleA + (ia0 + k)), __ldg(p.scaleA + (ia1 + k)), __ldg(p.scaleW + (iw0 + k)),
+              kTwoW ? __ldg(p.scaleW + (iw1 + k)) : 0.f};
     };
 
     // Scales are loaded two k-blocks ahead of their promotion (L2 latency behind the tensor cores).

@@ -74,10 +74,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const uint32_t ctaRank = cs > 1 ? dev::clusterCtaRank() : 0u;
 
   if (threadIdx.x == 0) {
-    // The descriptors' fetch is on the first loads' path (a CTA's first data lands ~5k cycles after
-    // it starts at decode sizes, gemm_probe_test): start it before the set-up, not after.
-    dev::tmaPrefetchMap(&mapA);
-    dev::tmaPrefetchMap(&mapB);
     for (int s = 0; s < Cfg::kStages; ++s) {
       dev::mbarInit(sm.full(s), 1);
       dev::mbarInit(sm.empty(s), Cfg::kConsumerWarps * cs);
@@ -103,7 +99,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                      : Op::kLoadHook     ? Cfg::kHookConsumerRegs
                                                          : Cfg::kConsumerRegs;
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 168 * 384, "register budget of a 384-thread CTA");
-  const int wg = static_cast<int>(threadIdx.x / 128u);
+  // Read through a shuffle so that the compiler knows it is warp-uniform: the consumers' shared
+  // memory descriptors (which depend on it) then live in uniform registers, computed once, instead
+  // of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma.
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128u), 0);
   if (wg == 0) {
     if constexpr (Cfg::kRegRealloc) dev::warpgroupRegDealloc<kProducerRegs>();
     if (threadIdx.x == 0) {
