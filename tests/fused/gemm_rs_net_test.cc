@@ -8,13 +8,12 @@
 //   - 20 calls queued back to back, ReduceScatter and AllReduce alternating, each with its own
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
-// GemmRsNetFused* force gemm_rs.net=fused and gemm_ar.net=fused (GEMM+ReduceScatter with the network
-// inside the persistent kernel, the AllReduce as that ReduceScatter then the hierarchical
-// AllGather; off by default): the same references, odd shapes, 20 calls back to back alternating
-// the two, and the absent counterpart. With one put per counterpart they passed on one H200 (2 x 1,
-// 2 x 2, 4 x 1 emulated nodes, libfabric tcp); the per-piece puts (a put per 128-row M-block,
-// waited for per piece; several pieces per rank in the 200-, 333- and 1000-row shapes, the last
-// clipped) and the cluster tiles (gemm.variant=256x2) across nodes have not yet run on a GPU.
+// GemmRsNet* set gemm_rs.net / gemm_ar.net = sequential (the hierarchical collectives after the GEMM);
+// GemmRsNetFused* run the default, fused route (GEMM+ReduceScatter with the network inside the
+// persistent kernel, a put per 128-row M-block waited for per piece; the AllReduce as that
+// ReduceScatter then the hierarchical AllGather): the same references, odd shapes (several pieces
+// per rank in the 200-, 333- and 1000-row shapes, the last clipped), cluster tiles
+// (gemm.variant=256x2), 20 calls back to back alternating the two, and the absent counterpart.
 // The overlap benchmark (*Overlap*, disabled by default) times the call against the GEMM alone and
 // the transfer alone.
 #include <gtest/gtest.h>
@@ -170,8 +169,11 @@ std::string describe(const Shape& s, const char* plan, bool exact, uint64_t seed
          (exact ? ", exact route" : "") + ", seed " + std::to_string(seed);
 }
 
+// The sequential route across nodes (the fused one is the default: gemm_rs.net / gemm_ar.net).
+constexpr const char* kSequential = "gemm_rs.net=sequential;gemm_ar.net=sequential";
+
 void runShapes(NetWorld& w, uint64_t seed) {
-  const char* plans[] = {"", "gemm_rs.plan=fused;gemm_ar.plan=fused"};
+  const char* plans[] = {kSequential, "gemm_rs.plan=fused;gemm_ar.plan=fused;gemm_rs.net=sequential;gemm_ar.net=sequential"};
   int i = 0;
   for (const char* plan : plans) {
     w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], plan)); });
@@ -192,7 +194,7 @@ void runShapes(NetWorld& w, uint64_t seed) {
 
 // 20 calls queued without a host sync, ReduceScatter and AllReduce alternating, each with its own
 // fresh inputs and poisoned outputs.
-void runBackToBack(NetWorld& w, uint64_t seed, const char* tuning = "") {
+void runBackToBack(NetWorld& w, uint64_t seed, const char* tuning = kSequential) {
   const int ws = w.size(), n = 20;
   w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
   std::vector<std::vector<Call>> cs(n, std::vector<Call>(ws));
@@ -283,7 +285,7 @@ INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, MKCCL_NET_SPLITS);
 
 // Rank 1 (the other node) never makes the call: rank 0's waits end in an error within the
 // timeout, and its kernels leave.
-// tuning: "" (the sequential route) or gemm_rs.net=fused (the fused route).
+// tuning: kSequential (the sequential route) or "" (the default: the fused route).
 void counterpartNeverJoins(const char* tuning) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}), 0, 3000);
   std::vector<Call> calls(2);
@@ -297,12 +299,12 @@ void counterpartNeverJoins(const char* tuning) {
   expectCounterpartNeverJoins(w, calls);
 }
 
-TEST(GemmRsNetErrors, CounterpartNeverJoins) { counterpartNeverJoins(""); }
+TEST(GemmRsNetErrors, CounterpartNeverJoins) { counterpartNeverJoins(kSequential); }
 
 // The fused route's waits (the counterpart's window, its node sums: 256 rows per rank, 2 pieces)
 // end in an error too. Passed on one H200 with one put per counterpart; the per-piece waits have
 // not yet run on a GPU.
-TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins("gemm_rs.net=fused"); }
+TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins(""); }
 
 // Overlap on emulated nodes (2 x 1, both ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape and op, the median over
@@ -334,6 +336,7 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
       ASSERT_TRUE(c.ok && cudaMalloc(&P, b.M * b.N * kEs) == cudaSuccess);
       fillRandom(P, b.M * b.N, mkcclBfloat16, 5 + r, 1.0f, st);
       RankTimer timeIt(st, bar, w.comms[r], warm, iters);
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kSequential));
       call[r] = timeIt([&] { return c.run(w.comms[r], st); });
       // The fused route across nodes, timed in the same run.
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "gemm_rs.net=fused;gemm_ar.net=fused"));

@@ -1,7 +1,7 @@
 // Launch of the fused GEMM+ReduceScatter kernel across nodes (GemmReduceOpT<true>: net.cuh, an
 // instantiation of its own so that the one-node kernel's registers are untouched), included once
 // per input type by launch_net_bf16.cu and launch_net_f16.cu. Run on one H200 on emulated nodes
-// (gemm_rs_net_test) with one put per counterpart; the per-piece puts have not yet run on a GPU.
+// (gemm_rs_net_test), per-piece puts included; not on a real NIC.
 #pragma once
 #include "ops/gemm_rs/launch.cuh"
 #include "ops/gemm_rs/net_fused.h"

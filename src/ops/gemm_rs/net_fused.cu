@@ -1,6 +1,6 @@
-// GEMM+ReduceScatter across nodes as one persistent kernel (gemm_rs.net=fused; off by default):
-// the plan (kernels/gemm_rs/net_layout.h) and the launch. Run on one H200 on emulated nodes
-// (gemm_rs_net_test) with one put per counterpart; the per-piece puts have not yet run on a GPU.
+// GEMM+ReduceScatter across nodes as one persistent kernel (gemm_rs.net=fused, the default): the
+// plan (kernels/gemm_rs/net_layout.h) and the launch. Run on one H200 on emulated nodes
+// (gemm_rs_net_test), per-piece puts included; not on a real NIC.
 // The node level is the one-node fused kernel over this node's ranks (by local index), with the
 // push team (the copy engines and bulk stores are one node's designs), its final tiles' node sums
 // in our scratch's net area; net.cuh puts them to the counterparts and adds the nodes' sums.
@@ -100,7 +100,7 @@ mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
   if (!plan.ok) {
     static std::atomic<bool> warned[2] = {{false}, {false}};
     if (!warned[mode == kModeAllReduce ? 1 : 0].exchange(true))
-      MKCCL_WARN("%s: %s.net=fused cannot run %zux%zux%zu on %d nodes of %d ranks (%s): the sequential route runs",
+      MKCCL_INFO("%s: %s.net=fused cannot run %zux%zux%zu on %d nodes of %d ranks (%s): the sequential route runs",
                  name, mode == kModeAllReduce ? "gemm_ar" : "gemm_rs", a.M, w.N, a.K, in.nodes, in.perNode, plan.why);
     return mkcclSuccess;
   }

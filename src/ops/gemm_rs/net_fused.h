@@ -1,5 +1,6 @@
 // GEMM+ReduceScatter across nodes, fused: the launch (net_fused.cu) of a plan of net_plan.h.
-// Off by default; run on one H200 on emulated nodes (gemm_rs_net_test).
+// The default across nodes (gemm_rs.net / gemm_ar.net); run on one H200 on emulated nodes
+// (gemm_rs_net_test), not on a real NIC.
 #pragma once
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm_rs/net_plan.h"

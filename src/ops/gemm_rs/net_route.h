@@ -3,9 +3,9 @@
 // stream's capture state), so every rank takes the same route without talking.
 //
 // Across nodes the one-node fused kernel does not run (its partials and finished tiles travel by
-// NVLink stores into the peers' scratch); gemm_rs.net=fused runs the ReduceScatter in a kernel of
-// its own design instead (net_plan.h; off by default, run on one H200 on emulated nodes only). What runs by default is the
-// sequential route over the
+// NVLink stores into the peers' scratch); gemm_rs.net=fused (the default) runs the ReduceScatter in
+// a kernel of its own design instead (net_plan.h; run on one H200 on emulated nodes only), falling
+// back to the sequential route where its plan refuses a shape. gemm_rs.net=sequential: the
 // hierarchical collectives (src/ops/coll/coll_net.cc): the GEMM engine writes this rank's partial
 // product, then the inter-node ReduceScatter (an NVLink ReduceScatter inside the node into the
 // share of each counterpart, one put per node pair and round between counterparts, the nodes'
