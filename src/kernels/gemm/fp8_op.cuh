@@ -57,7 +57,7 @@ struct Fp8TensorOp : GemmOpDefaults {
 // tensor cores' partial sums: 64 + 2 x 64 registers at 128 x 128, 96 + 2 x 48 at 128 x 192;
 // neither fits the 168 registers of a 384-thread CTA.
 template <int kBN>
-struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore> {
+struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore, 132 * 4> {  // + the scales' slot per stage
   static constexpr bool kRegRealloc = true;
 };
 
@@ -86,10 +86,11 @@ struct Fp8BlockOp : GemmOpDefaults {
   // itself before (per thread 4 global loads, their addresses and the registers that held them a
   // k-block ahead: the consumers' instruction stream is what bounds this kernel).
   static constexpr int kRingFloats = 132;  // 128 rows, 2 W blocks, padded to 16 bytes
+  // Stage s's slot: Fp8BlockCfg keeps it beside the stage (Cfg::kStageExtra).
   template <class Cfg>
-  __device__ __forceinline__ static float* scaleRing() {
-    __shared__ __align__(16) float ring[Cfg::kStages * kRingFloats];
-    return ring;
+  __device__ __forceinline__ static float* scaleSlot(const SmemLayout<Cfg>& sm, uint32_t s) {
+    static_assert(Cfg::kStageExtra >= kRingFloats * 4, "the configuration keeps the scales' slot");
+    return reinterpret_cast<float*>(__cvta_shared_to_generic(sm.extra(s)));
   }
   static constexpr bool kSideWarps = true;
   static constexpr uint32_t kFullArrivals = 2;  // the TMA producer's and the scale warp's
@@ -99,7 +100,6 @@ struct Fp8BlockOp : GemmOpDefaults {
     if (tid >= 32) return;  // one warp: lane l loads rows l, l + 32, l + 64, l + 96
     const uint32_t lane = tid;
     const volatile int* flags = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
-    float* ring = scaleRing<Cfg>();
     // 32-bit element offsets: the scale arrays hold M K / 128 and N K / 16384 floats, far below
     // 2^32 for any A that fits a GPU (M K bytes).
     const uint32_t kS = static_cast<uint32_t>(p.kScaleBlocks);
@@ -121,7 +121,7 @@ struct Fp8BlockOp : GemmOpDefaults {
           gemmFault<Cfg>(g, sm, g.clusterSize > 1 ? dev::clusterCtaRank() : 0u, kGemmFaultProducer);
           return;
         }
-        float* slot = ring + pipe.stage * kRingFloats;
+        float* slot = scaleSlot<Cfg>(sm, pipe.stage);
         const uint32_t k = static_cast<uint32_t>(kb);
 #pragma unroll
         for (int j = 0; j < 4; ++j) slot[lane + 32 * j] = __ldg(p.scaleA + (ia[j] + k));
@@ -168,10 +168,9 @@ struct Fp8BlockOp : GemmOpDefaults {
     const int64_t col0 = static_cast<int64_t>(t.n) * Cfg::BN;
     // Columns 64..127 of the tile lie in block b0 when the tile starts on a block boundary.
     const bool midInB0 = !kTwoW || (col0 % 128) == 0;
-    const float* ring = scaleRing<Cfg>();
     // A stage's scales, read once its full barrier has passed (the scale warp arrived on it).
     auto read = [&](uint32_t stage) -> Raw {
-      const float* slot = ring + stage * kRingFloats;
+      const float* slot = scaleSlot<Cfg>(sm, stage);
       return {slot[rowInTile], slot[rowInTile + 8], slot[128], slot[129]};
     };
     Prod cur{};
