@@ -20,14 +20,5 @@ float randomFp8Scale(std::mt19937_64& rng, float minExp, float maxExp);
 void fp8TensorRef(const void* A, const void* W, const float* sA, const float* sW, float* R, int M, int N, int K,
                   cudaStream_t stream = 0);
 
-// A device allocation freed with its owner; p stays null when cudaMalloc fails.
-struct DeviceBuf {
-  void* p = nullptr;
-  void alloc(size_t n) {
-    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
-  }
-  ~DeviceBuf() { cudaFree(p); }
-};
-
 }  // namespace test
 }  // namespace mkccl

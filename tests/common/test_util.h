@@ -1,5 +1,6 @@
 // Shared helpers of the GoogleTest suites: GPU presence and skips, the multi-process world,
-// communicators for it, random inputs, poisoned outputs and relative-error comparison.
+// communicators for it, device buffers, random inputs, poisoned outputs and relative-error
+// comparison.
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -55,6 +56,23 @@ void fillRandom(void* dptr, size_t count, mkcclDataType_t t, uint64_t seed, floa
                 cudaStream_t stream = 0);
 // Writes a NaN/0xFF.. pattern so any element left unwritten is caught by a comparison.
 void poison(void* dptr, size_t bytes, cudaStream_t stream = 0);
+
+// A device allocation on the current device, freed with its owner; p stays null when cudaMalloc
+// fails (the tests ASSERT p). Sized at construction, or default-constructed and alloc()ed later
+// (members of a per-rank struct). Not copyable: a copy would free the buffer twice.
+struct DeviceBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  DeviceBuf() = default;
+  explicit DeviceBuf(size_t n) { alloc(n); }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+  ~DeviceBuf() { cudaFree(p); }
+  void alloc(size_t n) {
+    bytes = n;
+    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+  }
+};
 
 // Host conversions for references.
 float toFloat(const void* p, size_t i, mkcclDataType_t t);

@@ -17,13 +17,7 @@ namespace {
 
 using namespace mkccl::test;
 
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t n) {
-    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
-  }
-  ~Buf() { cudaFree(p); }
-};
+using Buf = DeviceBuf;
 
 size_t outBytes(mkcclDataType_t t) { return t == mkcclFloat32 ? 4 : 2; }
 

@@ -95,13 +95,8 @@ __global__ void markTime(unsigned long long* out) {
   *out = ns;
 }
 
-struct Dev {
-  void* p = nullptr;
-  explicit Dev(size_t bytes) { cudaMalloc(&p, bytes); }
-  ~Dev() { cudaFree(p); }
-};
-
 using mkccl::test::smCount;
+using Dev = mkccl::test::DeviceBuf;
 
 // Median, min and max of v (printed as "med [min, max]").
 std::string spread(std::vector<double> v) {

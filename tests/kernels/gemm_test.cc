@@ -16,6 +16,7 @@
 namespace {
 
 using mkccl::test::compare;
+using mkccl::test::DeviceBuf;
 using mkccl::test::ErrStats;
 
 constexpr double kTol = 1e-2;  // relative to max |reference|, as the issue asks for bf16
@@ -24,19 +25,6 @@ size_t typeBytes(mkcclDataType_t t) { return t == mkcclFloat32 ? 4 : 2; }
 const char* typeName(mkcclDataType_t t) {
   return t == mkcclFloat32 ? "fp32" : t == mkcclFloat16 ? "fp16" : "bf16";
 }
-
-struct DevBuf {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit DevBuf(size_t n) : bytes(n) {
-    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
 
 // Forces the engine's configuration (the process's tuning, which mkcclGemm uses) for a scope.
 class VariantScope {
@@ -52,7 +40,7 @@ void checkGemm(size_t M, size_t N, size_t K, mkcclDataType_t in, mkcclDataType_t
   SCOPED_TRACE(variant + " " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " +
                typeName(in) + "->" + typeName(out));
   VariantScope vs(variant);
-  DevBuf A(M * K * typeBytes(in)), W(N * K * typeBytes(in)), C(M * N * typeBytes(out)), R(M * N * typeBytes(out));
+  DeviceBuf A(M * K * typeBytes(in)), W(N * K * typeBytes(in)), C(M * N * typeBytes(out)), R(M * N * typeBytes(out));
   ASSERT_TRUE(A.p && W.p && C.p && R.p) << "cudaMalloc failed";
   const uint64_t seed = mkccl::test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -130,7 +118,7 @@ TEST(Gemm, FigureShapes) {
 TEST(Gemm, BackToBackLaunches) {
   MKCCL_REQUIRE_GPUS(1);
   const size_t M = 1000, N = 1032, K = 4104, kRuns = 100;
-  DevBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(kRuns * M * N * 2);
+  DeviceBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(kRuns * M * N * 2);
   ASSERT_TRUE(A.p && W.p && R.p && C.p);
   const uint64_t seed = mkccl::test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -166,7 +154,7 @@ TEST(Gemm, BackToBackLaunches) {
 // Mistakes a caller can make, through the public entry point.
 TEST(Gemm, ArgumentErrors) {
   MKCCL_REQUIRE_GPUS(1);
-  DevBuf A(64 * 64 * 2), W(64 * 64 * 2), C(64 * 64 * 4);
+  DeviceBuf A(64 * 64 * 2), W(64 * 64 * 2), C(64 * 64 * 4);
   ASSERT_TRUE(A.p && W.p && C.p);
   const mkcclDataType_t bf = mkcclBfloat16;
   // K = 12: rows of 24 bytes, not a multiple of 16.
@@ -242,7 +230,7 @@ static void backToBackAndGraph(size_t M, size_t N, size_t K, const std::string& 
   SCOPED_TRACE(tuning + " " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
   VariantScope vs(tuning);
   const size_t kRuns = 50;
-  DevBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(kRuns * M * N * 2);
+  DeviceBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(kRuns * M * N * 2);
   ASSERT_TRUE(A.p && W.p && R.p && C.p);
   const uint64_t seed = mkccl::test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -319,7 +307,7 @@ TEST(Gemm, StreamK) {
   {
     const size_t M = 300, N = 264, K = 1000;
     VariantScope vs("256x1;gemm.stream_k=on");
-    DevBuf A(M * K * 2), W(N * K * 2), C(M * N * 4);
+    DeviceBuf A(M * K * 2), W(N * K * 2), C(M * N * 4);
     ASSERT_TRUE(A.p && W.p && C.p);
     const uint64_t seed = mkccl::test::freshSeed();
     SCOPED_TRACE("host reference, seed " + std::to_string(seed));
@@ -369,7 +357,7 @@ TEST(Gemm, CaptureOnFreshStream) {
   MKCCL_REQUIRE_GPUS(1);
   for (const auto& s : {std::array<size_t, 3>{32, 4096, 4096}, std::array<size_t, 3>{512, 520, 1000}}) {
     const size_t M = s[0], N = s[1], K = s[2];
-    DevBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(M * N * 2);
+    DeviceBuf A(M * K * 2), W(N * K * 2), R(M * N * 2), C(M * N * 2);
     ASSERT_TRUE(A.p && W.p && R.p && C.p);
     const uint64_t seed = mkccl::test::freshSeed();
     SCOPED_TRACE("seed " + std::to_string(seed) + " M " + std::to_string(M));
