@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 #include "fp8_ref.h"
+#include "fused_fp8_bad_args.h"
 #include "rank_threads.h"
 #include "test_util.h"
 
@@ -182,37 +183,18 @@ TEST(AgGemmFp8, ShapeSequence) {
 // stays usable.
 TEST(AgGemmFp8, BadArguments) {
   MKCCL_REQUIRE_GPUS(1);
-  const std::vector<int> devs{0, 0};
-  const SharedGpus shared(devs);
-  InProcessRanks w(devs);
-  ASSERT_TRUE(w.ok());
-  cudaSetDevice(0);
-  Buf A, W, C, s;
-  A.alloc(256 * 64);
-  W.alloc(256 * 64);
-  C.alloc(256 * 256 * 4);
-  s.alloc(16);
-  ASSERT_TRUE(A.p && W.p && C.p && s.p);
-  alignas(16) static float hostScale[4] = {1, 1, 1, 1};
-  const float* dev = static_cast<const float*>(s.p);
+  FusedFp8BadArgs b;
+  ASSERT_NO_FATAL_FAILURE(b.setUp());
+  InProcessRanks& w = b.w;
+  const char* op = "mkcclAllGatherGemmFp8";
   auto call = [&](const mkcclFp8Scales_t& sc, size_t M, size_t K) {
-    return mkcclAllGatherGemmFp8(A.p, W.p, C.p, nullptr, M, 256, K, &sc, mkcclBfloat16, w.comms[0], w.streams[0]);
+    return mkcclAllGatherGemmFp8(b.A.p, b.W.p, b.C.p, nullptr, M, 256, K, &sc, mkcclBfloat16, w.comms[0],
+                                 w.streams[0]);
   };
-  auto expectMsg = [&](const char* needle) {
-    const std::string msg = mkcclGetLastError(w.comms[0]);
-    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
-    EXPECT_NE(msg.find("mkcclAllGatherGemmFp8"), std::string::npos) << msg;
-  };
-  mkcclFp8Scales_t sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, hostScale, dev);
-  EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 64));
-  expectMsg("scaleA");
-  sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, dev, hostScale);
-  EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 64));
-  expectMsg("scaleW");
-  sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleBlock, dev, dev);
-  EXPECT_EQ(mkcclInvalidUsage, call(sc, 256, 64));
-  expectMsg("block scales");
-  sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, dev, dev + 1);
+  auto expectMsg = [&](const char* needle) { b.expectMsg(op, needle); };
+  b.hostAndBlockScaleRefusals(op, [&](const mkcclFp8Scales_t& sc) { return call(sc, 256, 64); });
+  const float* dev = b.dev();
+  const mkcclFp8Scales_t sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, dev, dev + 1);
   EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 24));
   expectMsg("K=24");
   EXPECT_EQ(mkcclInvalidArgument, call(sc, 255, 64));

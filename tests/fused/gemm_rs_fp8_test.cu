@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 #include "fp8_ref.h"
+#include "fused_fp8_bad_args.h"
 #include "rank_threads.h"
 #include "test_util.h"
 
@@ -196,41 +197,20 @@ TEST(GemmReduceFp8, ShapeSequence) {
 // communicator stays usable.
 TEST(GemmReduceFp8, BadArguments) {
   MKCCL_REQUIRE_GPUS(1);
-  const std::vector<int> devs{0, 0};
-  const SharedGpus shared(devs);
-  InProcessRanks w(devs);
-  ASSERT_TRUE(w.ok());
-  cudaSetDevice(0);
-  Buf A, W, C, s;
-  A.alloc(256 * 64);
-  W.alloc(256 * 64);
-  C.alloc(256 * 256 * 4);
-  s.alloc(16);
-  ASSERT_TRUE(A.p && W.p && C.p && s.p);
-  alignas(16) static float hostScale[4] = {1, 1, 1, 1};
-  const float* dev = static_cast<const float*>(s.p);
+  FusedFp8BadArgs b;
+  ASSERT_NO_FATAL_FAILURE(b.setUp());
+  InProcessRanks& w = b.w;
+  const float* dev = b.dev();
   for (bool ar : {false, true}) {
     const char* op = ar ? "mkcclGemmAllReduceFp8" : "mkcclGemmReduceScatterFp8";
     SCOPED_TRACE(op);
     auto call = [&](const mkcclFp8Scales_t& sc, size_t M, size_t K, mkcclDataType_t out) {
-      return ar ? mkcclGemmAllReduceFp8(A.p, W.p, C.p, M, 256, K, &sc, out, w.comms[0], w.streams[0])
-                : mkcclGemmReduceScatterFp8(A.p, W.p, C.p, M, 256, K, &sc, out, w.comms[0], w.streams[0]);
+      return ar ? mkcclGemmAllReduceFp8(b.A.p, b.W.p, b.C.p, M, 256, K, &sc, out, w.comms[0], w.streams[0])
+                : mkcclGemmReduceScatterFp8(b.A.p, b.W.p, b.C.p, M, 256, K, &sc, out, w.comms[0], w.streams[0]);
     };
-    auto expectMsg = [&](const char* needle) {
-      const std::string msg = mkcclGetLastError(w.comms[0]);
-      EXPECT_NE(msg.find(needle), std::string::npos) << msg;
-      EXPECT_NE(msg.find(op), std::string::npos) << msg;
-    };
-    mkcclFp8Scales_t sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, hostScale, dev);
-    EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 64, mkcclBfloat16));
-    expectMsg("scaleA");
-    sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, dev, hostScale);
-    EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 64, mkcclBfloat16));
-    expectMsg("scaleW");
-    sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleBlock, dev, dev);
-    EXPECT_EQ(mkcclInvalidUsage, call(sc, 256, 64, mkcclBfloat16));
-    expectMsg("block scales");
-    sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, dev, dev + 1);
+    auto expectMsg = [&](const char* needle) { b.expectMsg(op, needle); };
+    b.hostAndBlockScaleRefusals(op, [&](const mkcclFp8Scales_t& sc) { return call(sc, 256, 64, mkcclBfloat16); });
+    const mkcclFp8Scales_t sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, dev, dev + 1);
     EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 64, mkcclFloat32));
     expectMsg("outType");
     EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 24, mkcclBfloat16));
