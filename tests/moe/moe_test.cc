@@ -58,6 +58,14 @@ struct TestEnv {
   }
 };
 
+// The ranks of one test, on devicesFor(n), with TestEnv's settings for as long as they live: the
+// settings are made before the communicators (the base classes are built in order) and unset
+// after they are destroyed. (Tests that make several worlds in turn keep one TestEnv around them.)
+struct MoeRanks : private TestEnv, public InProcessRanks {
+  explicit MoeRanks(int n) : InProcessRanks(devicesFor(n)) {}
+  MoeRanks(int n, int timeoutMs) : TestEnv(timeoutMs), InProcessRanks(devicesFor(n)) {}
+};
+
 struct Case {
   std::string name;
   int El = 4, k = 2;
@@ -135,12 +143,28 @@ struct RankData {
   std::vector<int32_t> offsets, counts;
   std::vector<mkcclMoeRowInfo> info;
   std::vector<uint16_t> recv, Y, out;
+  // The dispatch's inputs (X, the expert ids and their weights) copied to new device buffers.
+  void uploadInputs() {
+    dX = upload(X.data(), X.size() * 2);
+    dIdx = upload(route.idx.data(), route.idx.size() * 4);
+    dW = upload(route.w.data(), route.w.size() * 4);
+  }
   void release() {
     for (void* p : {dX, dIdx, dW, dY, dOut})
       if (p) cudaFree(p);
     dX = dIdx = dW = dY = dOut = nullptr;
   }
 };
+
+// A rank's dispatch inputs for T tokens: the routing (kind, seeded by routeSeed), X [T][d.hidden]
+// drawn from g, all three uploaded. A routeSeed of g() is drawn before X (an argument), as the
+// tests drew it before this helper.
+void makeInputs(RankData& x, RouteKind kind, int T, const Dims& d, uint64_t routeSeed, std::mt19937_64& g,
+                bool fp16 = false) {
+  x.route = makeRouting(kind, T, d, routeSeed);
+  x.X = randomHalves((size_t)T * d.hidden, fp16, g);
+  x.uploadInputs();
+}
 
 // Handles of one configuration on every rank of w (created together, destroyed together).
 struct Handles {
@@ -276,11 +300,7 @@ void runCase(InProcessRanks& w, const Case& c, uint64_t seed) {
     cudaSetDevice(w.devs[r]);
     RankData& x = rd[r];
     const int T = c.T(r);
-    x.route = makeRouting(c.kind, T, d, g());
-    x.X = randomHalves((size_t)T * c.H, c.fp16, g);
-    x.dX = upload(x.X.data(), x.X.size() * 2);
-    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    makeInputs(x, c.kind, T, d, g(), g, c.fp16);
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
     test::poison(x.dOut, (size_t)T * c.H * 2, w.streams[r]);
     test::poison(x.buf.recvX, x.buf.maxRecvRows * x.buf.rowPitch * 2, w.streams[r]);
@@ -390,8 +410,7 @@ std::vector<Case> cases() {
 }
 
 void runAllCases(int ws) {
-  const TestEnv env;
-  InProcessRanks w(devicesFor(ws));
+  MoeRanks w(ws);
   ASSERT_TRUE(w.ok());
   uint64_t seed = freshSeed();
   for (const Case& c : cases()) runCase(w, c, ++seed);
@@ -446,12 +465,8 @@ TEST(MoeGpu, FiftyCallsBackToBack) {
         cudaSetDevice(w.devs[r]);
         RankData& x = rd[i][r];
         const int T = (i + r) % 7 == 0 ? 0 : (int)(g() % (cap + 1));
-        x.route = makeRouting(i % 3 == 1 ? RouteKind::Skewed : i % 3 == 2 ? RouteKind::Dropped : RouteKind::Uniform,
-                              T, d, g());
-        x.X = randomHalves((size_t)T * c.H, false, g);
-        x.dX = upload(x.X.data(), x.X.size() * 2);
-        x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-        x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+        makeInputs(x, i % 3 == 1 ? RouteKind::Skewed : i % 3 == 2 ? RouteKind::Dropped : RouteKind::Uniform, T, d,
+                   g(), g);
         ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
         test::poison(x.dOut, (size_t)T * c.H * 2, w.streams[r]);
       }
@@ -516,9 +531,8 @@ TEST(MoeGpu, FiftyCallsBackToBack) {
 // same clear error and nothing is written; the host-side capacity (T) is refused at once.
 TEST(MoeGpu, CapacityOverflowIsAnErrorNotAWrite) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env;
   const int ws = 2;
-  InProcessRanks w(devicesFor(ws));
+  MoeRanks w(ws);
   ASSERT_TRUE(w.ok());
   Case c{"overflow", 4, 4, 64, RouteKind::OneRank, 0, false, [](int) { return 100; }, Case::YRandom};
   mkcclMoeConfig_t cfg = configOf(c, ws, 100);
@@ -532,12 +546,8 @@ TEST(MoeGpu, CapacityOverflowIsAnErrorNotAWrite) {
     RankData& x = rd[r];
     ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
     EXPECT_EQ(512u, x.buf.maxRecvRows);
-    x.route = makeRouting(RouteKind::OneRank, 100, d, 5 + r);
     std::mt19937_64 g(r);
-    x.X = randomHalves(100 * c.H, false, g);
-    x.dX = upload(x.X.data(), x.X.size() * 2);
-    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    makeInputs(x, RouteKind::OneRank, 100, d, 5 + r, g);
     EXPECT_EQ(mkcclInvalidArgument,
               mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 101, w.streams[r]))
         << "T above maxTokensPerRank";
@@ -575,9 +585,8 @@ TEST(MoeGpu, CapacityOverflowIsAnErrorNotAWrite) {
 // rank that passed it reports which id.
 TEST(MoeGpu, BadExpertIdIsReported) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env;
   const int ws = 2;
-  InProcessRanks w(devicesFor(ws));
+  MoeRanks w(ws);
   ASSERT_TRUE(w.ok());
   Case c{"bad id", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 10; }, Case::YRandom};
   const mkcclMoeConfig_t cfg = configOf(c, ws, 10);
@@ -591,9 +600,7 @@ TEST(MoeGpu, BadExpertIdIsReported) {
     if (r == 1) rd[r].route.idx[7] = 4 * ws + 3;
     std::mt19937_64 g(r);
     rd[r].X = randomHalves(10 * c.H, false, g);
-    rd[r].dX = upload(rd[r].X.data(), rd[r].X.size() * 2);
-    rd[r].dIdx = upload(rd[r].route.idx.data(), rd[r].route.idx.size() * 4);
-    rd[r].dW = upload(rd[r].route.w.data(), rd[r].route.w.size() * 4);
+    rd[r].uploadInputs();
   }
   w.onEveryRank([&](int r) {
     EXPECT_EQ(mkcclSuccess, mkcclMoeDispatch(hs.h[r], rd[r].dX, (const int32_t*)rd[r].dIdx, (const float*)rd[r].dW,
@@ -613,8 +620,7 @@ TEST(MoeGpu, BadExpertIdIsReported) {
 // error reaches mkcclCommGetAsyncError and the next call.
 TEST(MoeGpu, PeerNeverJoins) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env(1500);
-  InProcessRanks w(devicesFor(2));
+  MoeRanks w(2, 1500);
   ASSERT_TRUE(w.ok());
   Case c{"lonely", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
   const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
@@ -624,12 +630,8 @@ TEST(MoeGpu, PeerNeverJoins) {
     const Dims d = dimsOf(cfg, 2, 0);
     cudaSetDevice(w.devs[0]);
     RankData x;
-    x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
     std::mt19937_64 g(3);
-    x.X = randomHalves(8 * c.H, false, g);
-    x.dX = upload(x.X.data(), x.X.size() * 2);
-    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    makeInputs(x, RouteKind::Uniform, 8, d, 1, g);
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(mkcclSuccess,
               mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, w.streams[0]));
@@ -651,8 +653,7 @@ TEST(MoeGpu, PeerNeverJoins) {
 // Mistakes refused before anything is queued, with a message; the handle stays usable.
 TEST(MoeGpu, BadArguments) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env;
-  InProcessRanks w(devicesFor(2));
+  MoeRanks w(2);
   ASSERT_TRUE(w.ok());
   // Configs refused on every rank (nothing collective happens before the checks).
   w.onEveryRank([&](int r) {
@@ -722,12 +723,8 @@ TEST(MoeGpu, BadArguments) {
     cudaSetDevice(w.devs[r]);
     RankData& x = rd[r];
     ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
-    x.route = makeRouting(RouteKind::Uniform, 16, d, 2 + r);
     std::mt19937_64 g(r);
-    x.X = randomHalves(16 * c.H, false, g);
-    x.dX = upload(x.X.data(), x.X.size() * 2);
-    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    makeInputs(x, RouteKind::Uniform, 16, d, 2 + r, g);
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, 16 * c.H * 2));
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.buf.maxRecvRows * x.buf.rowPitch * 2));
   }
@@ -776,9 +773,8 @@ TEST(MoeGpu, BadArguments) {
 // the calls allocate nothing and never synchronise with the host.
 TEST(MoeGpu, CapturedInACudaGraph) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env;
   const int ws = 2;
-  InProcessRanks w(devicesFor(ws));
+  MoeRanks w(ws);
   ASSERT_TRUE(w.ok());
   Case c{"graph", 4, 4, 128, RouteKind::Uniform, 0, false, [](int) { return 64; }, Case::YDevice};
   const mkcclMoeConfig_t cfg = configOf(c, ws, 64);
@@ -790,12 +786,8 @@ TEST(MoeGpu, CapturedInACudaGraph) {
     cudaSetDevice(w.devs[r]);
     RankData& x = rd[r];
     ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
-    x.route = makeRouting(RouteKind::Uniform, 64, d, 40 + r);
     std::mt19937_64 g(60 + r);
-    x.X = randomHalves(64 * c.H, false, g);
-    x.dX = upload(x.X.data(), x.X.size() * 2);
-    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    makeInputs(x, RouteKind::Uniform, 64, d, 40 + r, g);
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, 64 * c.H * 2));
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.buf.maxRecvRows * x.buf.rowPitch * 2));
     test::poison(x.dOut, 64 * c.H * 2, w.streams[r]);
@@ -997,9 +989,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
     const std::vector<uint16_t> w1 = packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
     x.dW1 = upload(w1.data(), w1.size() * 2);
     x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
-    x.d.dX = upload(x.d.X.data(), x.d.X.size() * 2);
-    x.d.dIdx = upload(x.d.route.idx.data(), x.d.route.idx.size() * 4);
-    x.d.dW = upload(x.d.route.w.data(), x.d.route.w.size() * 4);
+    x.d.uploadInputs();
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dAct, x.d.buf.maxRecvRows * c.I * 2));
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dY, x.d.buf.maxRecvRows * c.H * 2));
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
@@ -1113,9 +1103,8 @@ TEST(MoeGpu, LayerComposedOneToFourRanks) {
 // join of the handle's second stream captured too). both: the second half fused too
 // (mkcclMoeGemmCombine: its memset, fork and join captured as well).
 void runGraphLayer(bool fused, bool both = false) {
-  const TestEnv env;
   const int ws = 2, rounds = 100;
-  InProcessRanks w(devicesFor(ws));
+  MoeRanks w(ws);
   ASSERT_TRUE(w.ok());
   const LayerCase c{4, 3, 136, 128, RouteKind::Uniform, [](int r) { return 96 - 23 * r; }};
   Case base{"graph layer", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
@@ -1384,9 +1373,7 @@ TEST(MoeGpu, DispatchGemmPlainAgainstFp32) {
         x.X = randomHalves((size_t)p.T * p.H, false, g);
         W[r] = randomHalves(size_t(p.El) * p.N * p.H, false, g);
         dW1[r] = upload(W[r].data(), W[r].size() * 2);
-        x.dX = upload(x.X.data(), x.X.size() * 2);
-        x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-        x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+        x.uploadInputs();
         ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct[r], x.buf.maxRecvRows * p.N * 2));
       }
       std::vector<mkcclResult_t> res(ws, mkcclInternalError);
@@ -1452,9 +1439,8 @@ TEST(MoeGpu, DispatchGemmPlainAgainstFp32) {
 // the fused dispatch zeroes and fills), after mkcclMoeDispatchGemm on even calls and after
 // mkcclMoeDispatch + mkcclGroupedGemmSwiglu on odd ones.
 void runFusedFifty(bool both) {
-  const TestEnv env;
   const int ws = 2, calls = 50;
-  InProcessRanks w(devicesFor(ws));
+  MoeRanks w(ws);
   ASSERT_TRUE(w.ok());
   const uint64_t seed = freshSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
@@ -1486,11 +1472,7 @@ void runFusedFifty(bool both) {
     const int T = c.T(r);
     for (int i = 0; i < calls; ++i) {
       RankData& y = x.d[i];
-      y.route = makeRouting(i % 3 == 2 ? RouteKind::Skewed : c.kind, T, d, g());
-      y.X = randomHalves((size_t)T * c.H, false, g);
-      y.dX = upload(y.X.data(), y.X.size() * 2);
-      y.dIdx = upload(y.route.idx.data(), y.route.idx.size() * 4);
-      y.dW = upload(y.route.w.data(), y.route.w.size() * 4);
+      makeInputs(y, i % 3 == 2 ? RouteKind::Skewed : c.kind, T, d, g(), g);
       ASSERT_EQ(cudaSuccess, cudaMalloc(&y.dOut, (size_t)T * c.H * 2));
       test::poison(y.dOut, (size_t)T * c.H * 2, w.streams[r]);
     }
@@ -1573,8 +1555,7 @@ TEST(MoeGpu, BothHalvesFusedFiftyCallsBackToBack) {
 // both kernels finished (the GEMM drained), and the next call refused.
 TEST(MoeGpu, FusedPeerNeverJoins) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env(1500);
-  InProcessRanks w(devicesFor(2));
+  MoeRanks w(2, 1500);
   ASSERT_TRUE(w.ok());
   Case c{"lonely fused", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
   const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
@@ -1586,12 +1567,8 @@ TEST(MoeGpu, FusedPeerNeverJoins) {
     mkcclMoeBuffers b{};
     ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[0], &b));
     RankData x;
-    x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
     std::mt19937_64 g(3);
-    x.X = randomHalves(8 * c.H, false, g);
-    x.dX = upload(x.X.data(), x.X.size() * 2);
-    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    makeInputs(x, RouteKind::Uniform, 8, d, 1, g);
     const size_t N = 64;
     std::vector<uint16_t> W1 = randomHalves(size_t(c.El) * N * c.H, false, g);
     void* dW1 = upload(W1.data(), W1.size() * 2);
@@ -1621,8 +1598,7 @@ TEST(MoeGpu, FusedPeerNeverJoins) {
 // Mistakes refused before anything is queued, with a message; the handle stays usable.
 TEST(MoeGpu, DispatchGemmBadArguments) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env;
-  InProcessRanks w(devicesFor(1));
+  MoeRanks w(1);
   ASSERT_TRUE(w.ok());
   Case c{"bad fused args", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
   const mkcclMoeConfig_t cfg = configOf(c, 1, 8);
@@ -1633,11 +1609,7 @@ TEST(MoeGpu, DispatchGemmBadArguments) {
   std::mt19937_64 g(5);
   const Dims d = dimsOf(cfg, 1, b.maxRecvRows);
   RankData x;
-  x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
-  x.X = randomHalves(8 * c.H, false, g);
-  x.dX = upload(x.X.data(), x.X.size() * 2);
-  x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-  x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+  makeInputs(x, RouteKind::Uniform, 8, d, 1, g);
   const size_t I = 64, Ip = 128;
   void *dW1 = nullptr, *dAct = nullptr;
   ASSERT_EQ(cudaSuccess, cudaMalloc(&dW1, size_t(c.El) * 2 * Ip * c.H * 2));
@@ -1665,8 +1637,7 @@ TEST(MoeGpu, DispatchGemmBadArguments) {
 // (no room for both grids) are refused by the fused call.
 TEST(MoeGpu, DispatchGemmNeedsAlignAndCtas) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env;
-  InProcessRanks w(devicesFor(1));
+  MoeRanks w(1);
   ASSERT_TRUE(w.ok());
   for (int variant = 0; variant < 2; ++variant) {
     Case c{"fused limits", 2, 2, 64, RouteKind::Uniform, variant == 0 ? 64 : 0, false, [](int) { return 8; },
@@ -1680,11 +1651,7 @@ TEST(MoeGpu, DispatchGemmNeedsAlignAndCtas) {
     std::mt19937_64 g(7);
     const Dims d = dimsOf(cfg, 1, b.maxRecvRows);
     RankData x;
-    x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
-    x.X = randomHalves(8 * c.H, false, g);
-    x.dX = upload(x.X.data(), x.X.size() * 2);
-    x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-    x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+    makeInputs(x, RouteKind::Uniform, 8, d, 1, g);
     void *dW1 = nullptr, *dAct = nullptr;
     ASSERT_EQ(cudaSuccess, cudaMalloc(&dW1, size_t(c.El) * 64 * c.H * 2));
     ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct, b.maxRecvRows * 64 * 2));
@@ -1705,8 +1672,7 @@ TEST(MoeGpu, DispatchGemmNeedsAlignAndCtas) {
 // recorded, the GEMM beside it finishes, and the next call is refused.
 TEST(MoeGpu, GemmCombinePeerNeverJoins) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env(1500);
-  InProcessRanks w(devicesFor(2));
+  MoeRanks w(2, 1500);
   ASSERT_TRUE(w.ok());
   Case c{"lonely gemm combine", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
   const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
@@ -1719,12 +1685,8 @@ TEST(MoeGpu, GemmCombinePeerNeverJoins) {
     for (int r = 0; r < 2; ++r) {
       cudaSetDevice(w.devs[r]);
       ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &b[r]));
-      x[r].route = makeRouting(RouteKind::Uniform, 8, d, 1 + r);
       std::mt19937_64 g(3 + r);
-      x[r].X = randomHalves(8 * c.H, false, g);
-      x[r].dX = upload(x[r].X.data(), x[r].X.size() * 2);
-      x[r].dIdx = upload(x[r].route.idx.data(), x[r].route.idx.size() * 4);
-      x[r].dW = upload(x[r].route.w.data(), x[r].route.w.size() * 4);
+      makeInputs(x[r], RouteKind::Uniform, 8, d, 1 + r, g);
     }
     std::vector<mkcclResult_t> res(2, mkcclInternalError);
     w.onEveryRank([&](int r) {
@@ -1764,8 +1726,7 @@ TEST(MoeGpu, GemmCombinePeerNeverJoins) {
 // stays usable (a correct call after them succeeds).
 TEST(MoeGpu, GemmCombineBadArguments) {
   MKCCL_REQUIRE_GPUS(1);
-  const TestEnv env;
-  InProcessRanks w(devicesFor(1));
+  MoeRanks w(1);
   ASSERT_TRUE(w.ok());
   Case c{"bad gemm combine args", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
   const mkcclMoeConfig_t cfg = configOf(c, 1, 8);
@@ -1776,11 +1737,7 @@ TEST(MoeGpu, GemmCombineBadArguments) {
   std::mt19937_64 g(5);
   const Dims d = dimsOf(cfg, 1, b.maxRecvRows);
   RankData x;
-  x.route = makeRouting(RouteKind::Uniform, 8, d, 1);
-  x.X = randomHalves(8 * c.H, false, g);
-  x.dX = upload(x.X.data(), x.X.size() * 2);
-  x.dIdx = upload(x.route.idx.data(), x.route.idx.size() * 4);
-  x.dW = upload(x.route.w.data(), x.route.w.size() * 4);
+  makeInputs(x, RouteKind::Uniform, 8, d, 1, g);
   const size_t I = 64;
   void *dW2 = nullptr, *dAct = nullptr, *dY = nullptr, *dOut = nullptr;
   ASSERT_EQ(cudaSuccess, cudaMalloc(&dW2, size_t(c.El) * c.H * I * 2));
