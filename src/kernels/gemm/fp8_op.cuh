@@ -57,7 +57,7 @@ struct Fp8TensorOp : GemmOpDefaults {
 // tensor cores' partial sums: 64 + 2 x 64 registers at 128 x 128, 96 + 2 x 48 at 128 x 192;
 // neither fits the 168 registers of a 384-thread CTA.
 template <int kBN>
-struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore, 132 * 4> {  // + the scales' slot per stage
+struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore> {
   static constexpr bool kRegRealloc = true;
 };
 
@@ -69,69 +69,13 @@ struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore, 132 * 4> {  // + 
 // promoted (wait_group 1), so this warpgroup's own wgmma runs during its promotion, not only the
 // other consumer warpgroup's. Registers: 64 + 2 x 64 (128 x 128) or 96 + 2 x 48 (128 x 192), with
 // the consumers' setmaxnreg share (Fp8BlockCfg). One partial set of 96 waited for each k-block
-// (wait_group 0, DeepGEMM's form) measured 1-5% slower on 128 x 192; 128 x 256 would need 128 +
+// (wait_group 0, DeepGEMM's form) measured 1-4% slower on 128 x 192; 128 x 256 would need 128 +
 // 2 x 64 registers. A tile of 192 columns straddles two W scale blocks (its first 64 or 128
 // columns in block col0 / 128, the rest in the next); 128-wide tiles lie in one.
 template <int kSlices>
 struct Fp8BlockOp : GemmOpDefaults {
   using Params = Fp8Params;
   static constexpr bool kMainloop = true;
-
-  // The scales travel through shared memory with the stage they belong to: one warp of the
-  // producer warpgroup (its idle warps: sideWarps) loads each k-block's 128 row scales of the tile
-  // and the tile's two W block scales into the stage's slot of a ring, once the stage is free (the
-  // stage's empty barrier, as the TMA producer waits), and arrives on the stage's full barrier,
-  // which then completes on the TMA bytes and both arrivals. A consumer reads its two rows and
-  // the two W scales with shared loads right after that barrier, where it loaded them from L2
-  // itself before (per thread 4 global loads, their addresses and the registers that held them a
-  // k-block ahead: the consumers' instruction stream is what bounds this kernel).
-  static constexpr int kRingFloats = 132;  // 128 rows, 2 W blocks, padded to 16 bytes
-  // Stage s's slot: Fp8BlockCfg keeps it beside the stage (Cfg::kStageExtra).
-  template <class Cfg>
-  __device__ __forceinline__ static float* scaleSlot(const SmemLayout<Cfg>& sm, uint32_t s) {
-    static_assert(Cfg::kStageExtra >= kRingFloats * 4, "the configuration keeps the scales' slot");
-    return reinterpret_cast<float*>(__cvta_shared_to_generic(sm.extra(s)));
-  }
-  static constexpr bool kSideWarps = true;
-  static constexpr uint32_t kFullArrivals = 2;  // the TMA producer's and the scale warp's
-  template <class Cfg>
-  __device__ static void sideWarps(const GemmArgs& g, const Params& p, const SmemLayout<Cfg>& sm,
-                                   const RasterScheduler& schedule, uint32_t tid, int) {
-    if (tid >= 32) return;  // one warp: lane l loads rows l, l + 32, l + 64, l + 96
-    const uint32_t lane = tid;
-    const volatile int* flags = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
-    // 32-bit element offsets: the scale arrays hold M K / 128 and N K / 16384 floats, far below
-    // 2^32 for any A that fits a GPU (M K bytes).
-    const uint32_t kS = static_cast<uint32_t>(p.kScaleBlocks);
-    const int64_t wBlocks = (g.N + 127) / 128;
-    RasterScheduler sched = schedule;
-    dev::PipeState<Cfg::kStages> pipe;
-    RasterScheduler::Tile t;
-    while (sched.next(t)) {
-      uint32_t ia[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {  // rows past M read the last row's scales (clipped anyway)
-        const int64_t row = static_cast<int64_t>(t.m) * Cfg::BM + lane + 32 * j;
-        ia[j] = static_cast<uint32_t>(row < g.M ? row : g.M - 1) * kS;
-      }
-      const int64_t b0 = static_cast<int64_t>(t.n) * Cfg::BN / 128;
-      const uint32_t iw = static_cast<uint32_t>(lane == 0 || b0 + 1 >= wBlocks ? b0 : b0 + 1) * kS;
-      for (int kb = 0; kb < g.kBlocks; ++kb) {
-        if (!dev::mbarWait(sm.empty(pipe.stage), pipe.phase ^ 1u, g.waitTimeoutNs, flags)) {
-          gemmFault<Cfg>(g, sm, g.clusterSize > 1 ? dev::clusterCtaRank() : 0u, kGemmFaultProducer);
-          return;
-        }
-        float* slot = scaleSlot<Cfg>(sm, pipe.stage);
-        const uint32_t k = static_cast<uint32_t>(kb);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) slot[lane + 32 * j] = __ldg(p.scaleA + (ia[j] + k));
-        if (lane < 2) slot[128 + lane] = __ldg(p.scaleW + (iw + k));
-        __syncwarp();  // the lanes' stores before lane 0's arrival (release at CTA scope)
-        if (lane == 0) dev::mbarArrive(sm.full(pipe.stage));
-        pipe.advance();
-      }
-    }
-  }
 
   // One k-block's scales as loaded (a: this thread's two rows; w: the tile's two W blocks), and
   // their products (row r, W block b).
@@ -161,20 +105,35 @@ struct Fp8BlockOp : GemmOpDefaults {
     const uint32_t aOffset = static_cast<uint32_t>(consumer) * 64u * (Cfg::BK * 2);
     const int nk = g.kBlocks;
 
-    // This thread's two rows of the tile (wgmma.cuh's D layout: 16 w + l / 4, and 8 below): where
-    // its scales sit in a stage's slot of the ring.
+    // This thread's two rows (wgmma.cuh's D layout: 16 w + l / 4, and 8 below); rows past M read
+    // the last row's scales (their A rows are TMA's zero fill, the products are clipped anyway).
     const uint32_t warp = (threadIdx.x % 128u) >> 5;
-    const uint32_t rowInTile = static_cast<uint32_t>(consumer) * 64u + warp * 16u + (lane >> 2);
+    const int64_t row = static_cast<int64_t>(t.m) * Cfg::BM + consumer * 64 + warp * 16 + (lane >> 2);
+    // Element offsets of the rows' and blocks' scales in 32 bits: the scale arrays hold M K / 128
+    // and N K / 16384 floats, far below 2^32 for any A that fits a GPU (M K bytes). 64-bit
+    // pointers here were rebuilt from the parameters before every k-block's loads (~25
+    // instructions per warp: the consumers' registers are full).
+    const uint32_t kS = static_cast<uint32_t>(p.kScaleBlocks);
+    const uint32_t ia0 = static_cast<uint32_t>(row < g.M ? row : g.M - 1) * kS;
+    const uint32_t ia1 = static_cast<uint32_t>(row + 8 < g.M ? row + 8 : g.M - 1) * kS;
     const int64_t col0 = static_cast<int64_t>(t.n) * Cfg::BN;
+    const int64_t wBlocks = (g.N + 127) / 128;
+    const int64_t b0 = col0 / 128, b1 = b0 + 1 < wBlocks ? b0 + 1 : b0;
+    const uint32_t iw0 = static_cast<uint32_t>(b0) * kS, iw1 = static_cast<uint32_t>(b1) * kS;
     // Columns 64..127 of the tile lie in block b0 when the tile starts on a block boundary.
     const bool midInB0 = !kTwoW || (col0 % 128) == 0;
-    // A stage's scales, read once its full barrier has passed (the scale warp arrived on it).
-    auto read = [&](uint32_t stage) -> Raw {
-      const float* slot = scaleSlot<Cfg>(sm, stage);
-      return {slot[rowInTile], slot[rowInTile + 8], slot[128], slot[129]};
+    auto load = [&](int kb) -> Raw {
+      const uint32_t k = static_cast<uint32_t>(kb < nk ? kb : nk - 1);  // past the end: valid, unused
+      return {__ldg(p.scaleA + (ia0 + k)), __ldg(p.scaleA + (ia1 + k)), __ldg(p.scaleW + (iw0 + k)),
+              kTwoW ? __ldg(p.scaleW + (iw1 + k)) : 0.f};
     };
-    Prod cur{};
-    Raw next{};
+
+    // The next k-block's scales are loaded as a k-block starts, a k-block's time (~1000 cycles)
+    // before its promotion reads them, into the one register set that the promotion then reads.
+    // (Two k-blocks ahead through a rotation next1 = next2 was slower: the copy is a move that
+    // waits for the load it copies, one k-block after issuing it, ~4% of the stall samples.)
+    Prod cur = product(load(0));
+    Raw next = load(1);
 
 #pragma unroll
     for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
@@ -195,10 +154,13 @@ struct Fp8BlockOp : GemmOpDefaults {
       }
     };
     // After the last slice of a k-block: its stage is read (free it), and the scales move on.
+    int kbDone = 0;
     auto kBlockDone = [&]() {
       consumerRelease(sm.empty(pipe.stage), g.clusterSize, lane);
       pipe.advance();
-      cur = product(next);  // the next k-block's, read when its group was issued
+      ++kbDone;
+      cur = product(next);
+      next = load(kbDone + 1);
     };
 
     // Issue side: its own position in the ring (one k-block ahead of `pipe` at most).
@@ -208,7 +170,6 @@ struct Fp8BlockOp : GemmOpDefaults {
     auto issue = [&](float (&part)[kP], int kb, int h) -> bool {
       if (h == 0) {
         if (!dev::mbarWait(sm.full(ip.stage), ip.phase, g.waitTimeoutNs, abortFlag)) return false;
-        next = read(ip.stage);
         descA = dev::smemDescSw128(sm.a(ip.stage) + aOffset);
         descB = dev::smemDescSw128(sm.b(ip.stage));
       }
@@ -239,7 +200,6 @@ struct Fp8BlockOp : GemmOpDefaults {
     const int n = nk * kSlices;
     constexpr int kH1 = kSlices == 2 ? 1 : 0;  // h of the pair's second slice
     if (!issue(part0, 0, 0)) return fail();
-    cur = product(next);
     int s = 0;
     for (; s + 2 < n; s += 2) {
       if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();

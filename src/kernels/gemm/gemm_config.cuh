@@ -7,7 +7,7 @@
 
 namespace mkccl {
 
-template <class InT, int kBN, class Epi, uint32_t kStageExtraBytes = 0>
+template <class InT, int kBN, class Epi>
 struct GemmCfg {
   using In = InT;        // dev::Bf16 or dev::F16 (A and W)
   using Epilogue = Epi;  // EpilogueTmaStore, EpilogueRegStore, EpilogueRegAdd (epilogue.cuh)
@@ -35,14 +35,11 @@ struct GemmCfg {
   static constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;  // TMA bytes per stage
   static constexpr uint32_t kEpiBytes = Epi::template smemBytes<kConsumers>();
   static constexpr uint32_t kBarrierBytes = 256;  // full[S], empty[S], two flag words
-  // Bytes an op keeps beside each stage, after the barriers (fp8_op.cuh: the block scales' slot).
-  static constexpr uint32_t kStageExtra = kStageExtraBytes;
-  static_assert(kStageExtra % 16 == 0, "16-byte aligned slots");
   static constexpr uint32_t kSmemLimit = 227 * 1024;  // sm_90 opt-in maximum per block
   static constexpr uint32_t kAlignSlack = 1024;        // dynamic smem is re-aligned to 1024 B
   static constexpr int kMaxStages = 8;
   static constexpr int kFitStages =
-      static_cast<int>((kSmemLimit - kAlignSlack - kBarrierBytes - kEpiBytes) / (kStageBytes + kStageExtra));
+      static_cast<int>((kSmemLimit - kAlignSlack - kBarrierBytes - kEpiBytes) / kStageBytes);
   static constexpr int kStages = kFitStages < kMaxStages ? kFitStages : kMaxStages;
   static_assert(kStages >= 3, "pipeline too shallow for the shared-memory budget");
   static_assert(2 * kStages * 8 + 8 <= kBarrierBytes, "barrier area");
@@ -53,8 +50,7 @@ struct GemmCfg {
   static constexpr uint32_t kOffB = kOffA + kStages * kStageBytesA;
   static constexpr uint32_t kOffEpi = kOffB + kStages * kStageBytesB;
   static constexpr uint32_t kOffBar = kOffEpi + kEpiBytes;
-  static constexpr uint32_t kOffExtra = kOffBar + kBarrierBytes;
-  static constexpr uint32_t kSmemBytes = kOffExtra + kStages * kStageExtra + kAlignSlack;
+  static constexpr uint32_t kSmemBytes = kOffBar + kBarrierBytes + kAlignSlack;
   static_assert(kSmemBytes <= kSmemLimit, "shared memory");
 };
 
@@ -71,8 +67,6 @@ struct SmemLayout {
   __device__ __forceinline__ uint32_t empty(uint32_t s) const {
     return base + Cfg::kOffBar + (Cfg::kStages + s) * 8;
   }
-  // The op's bytes beside stage s (Cfg::kStageExtra of them).
-  __device__ __forceinline__ uint32_t extra(uint32_t s) const { return base + Cfg::kOffExtra + s * Cfg::kStageExtra; }
   // Word 0: abort (a role gave up: every wait of this CTA gives up). Word 1: a load hook failed
   // (the kernel drains; tile hooks are told).
   static constexpr uint32_t kOffFlags = Cfg::kOffBar + 2 * Cfg::kStages * 8;

@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      dev::mbarInit(sm.full(s), Op::kFullArrivals);
+      dev::mbarInit(sm.full(s), 1);
       dev::mbarInit(sm.empty(s), Cfg::kConsumerWarps * cs);
     }
     volatile uint32_t* words = reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(sm.flags()));

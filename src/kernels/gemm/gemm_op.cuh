@@ -195,9 +195,6 @@ struct GemmOpDefaults {
   __device__ static void end(const GemmArgs&, const Params&) {}
 
   static constexpr uint32_t kSharedWords = 2;
-  // Arrivals that complete a stage's "full" barrier: the producer's (with the TMA bytes), and one
-  // more per op role that also fills the stage (fp8_op.cuh: the block scales' warp).
-  static constexpr uint32_t kFullArrivals = 1;
   static constexpr uint32_t kProducerRegs = 0, kConsumerRegs = 0;
 
   // The consumer mainloop, when the op accumulates differently (kernels/gemm/fp8_op.cuh):
