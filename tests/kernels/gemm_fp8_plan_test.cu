@@ -1,6 +1,7 @@
 // CPU checks of the fp8 GEMM's plan (gemm_fp8_plan.h): block scales get 128 x 192 or 128 x 128
 // tiles (never 128 x 256: the promotion's partial sums), no cluster around a single M-block;
-// per-tensor scales get the bf16 planner's choice on K / 2 columns; every plan is launchable.
+// per-tensor scales get the engine's wave model with the fp8 tiles' efficiencies; every plan is
+// launchable.
 #include <gtest/gtest.h>
 #include <stdint.h>
 #include <random>
@@ -49,25 +50,43 @@ TEST(GemmFp8Plan, BlockScalesTiles) {
   EXPECT_EQ(128, mkccl::gemmFp8PlanModel(mkcclFp8ScaleBlock, 4096, 4096, 4096, GemmVariant::Auto, kSms, kClusters).bn);
 }
 
-TEST(GemmFp8Plan, TensorScalesFollowTheEngine) {
+TEST(GemmFp8Plan, TensorScalesTiles) {
   std::mt19937_64 rng(6789);
+  const GemmVariant forced[] = {GemmVariant::F256C2, GemmVariant::F256C1, GemmVariant::F128C2, GemmVariant::F128C1};
   for (int i = 0; i < 500; ++i) {
     const int64_t M = 1 + rng() % 20000, N = 8 * (1 + rng() % 3000), K = 16 * (1 + rng() % 1000);
     SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K);
     const GemmPlan p = mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, M, N, K, GemmVariant::Auto, kSms, kClusters);
-    const GemmPlan e = mkccl::gemmPlanModel(M, N, K / 2, GemmVariant::Auto, kSms, kClusters);
-    EXPECT_EQ(e.bn, p.bn);
-    EXPECT_EQ(e.clusterSize, p.clusterSize);
-    EXPECT_EQ(e.ctas, p.ctas);
+    EXPECT_FALSE(p.simple);
+    EXPECT_TRUE(p.bn == 128 || p.bn == 256) << p.bn;
+    if (M <= 128) EXPECT_EQ(1, p.clusterSize) << "a cluster around one M-block";
     expectLaunchable(p, M, N);
+    for (GemmVariant v : forced) {  // a forced variant is taken as named
+      const GemmPlan f = mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, M, N, K, v, kSms, kClusters);
+      EXPECT_EQ(v == GemmVariant::F256C2 || v == GemmVariant::F256C1 ? 256 : 128, f.bn);
+      EXPECT_EQ(v == GemmVariant::F256C2 || v == GemmVariant::F128C2 ? 2 : 1, f.clusterSize);
+      expectLaunchable(f, M, N);
+    }
     // simple has no fp8 kernel: 128x1.
     const GemmPlan s = mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, M, N, K, GemmVariant::Simple, kSms, kClusters);
     EXPECT_FALSE(s.simple);
     EXPECT_EQ(128, s.bn);
     EXPECT_EQ(1, s.clusterSize);
   }
-  // Large shapes take 128 x 256 tiles.
-  EXPECT_EQ(256, mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, 8192, 8192, 8192, GemmVariant::Auto, kSms, kClusters).bn);
+  auto plan = [](int64_t M, int64_t N, int64_t K) {
+    return mkccl::gemmFp8PlanModel(mkcclFp8ScaleTensor, M, N, K, GemmVariant::Auto, kSms, kClusters);
+  };
+  // Large shapes take 128 x 256 tiles (4096^3: 3.9 waves of them against 7.8 of 128 x 128).
+  EXPECT_EQ(256, plan(8192, 8192, 8192).bn);
+  EXPECT_EQ(256, plan(4096, 4096, 4096).bn);
+  // Shapes whose 128 x 256 tiles leave the last wave nearly empty take 128 x 128 with the cluster
+  // (one H200: 1000 x 4104 x 4112 52.5 -> 42.4 us; 4096 x 2112 x 7168 117.7 -> 104.3).
+  for (const GemmPlan& q : {plan(1000, 4104, 4112), plan(4096, 2112, 7168)}) {
+    EXPECT_EQ(128, q.bn);
+    EXPECT_EQ(2, q.clusterSize);
+  }
+  // One wave of 128 x 256 tiles against two of 128 x 128: the wide tile (2049 x 1544 x 1040).
+  EXPECT_EQ(256, plan(2049, 1544, 1040).bn);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 namespace mkccl {
 
 // Per-tensor scales: the configuration the tuner's gemm.variant `v` means, as for bf16 (simple has
-// no fp8 kernel: 128x1).
+// no fp8 kernel: 128x1). Auto: the engine's wave model with the fp8 kernels' own tile
+// efficiencies (gemmFp8TensorEfficiency).
 inline GemmVariant gemmFp8Variant(mkcclFp8ScaleKind_t kind, int64_t M, GemmVariant v) {
   (void)kind;
   (void)M;
@@ -34,13 +35,30 @@ inline GemmPlan gemmFp8BlockPlanModel(int64_t M, int64_t N, GemmVariant v, int c
   return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmFp8BlockEfficiency);
 }
 
-// The plan: block scales as above; per-tensor scales the engine's model on the problem's bytes
-// (K / 2 16-bit columns: what the tensor maps and k-blocks count).
+// Per-tensor scales: the tiles' throughput relative to 128 x 256, measured on one H200 with each
+// configuration forced (perf/results/20261127-s5-1xNVIDIA_H200/11-fp8-variants/; 4096^3: 256x1 93.4,
+// 256x2 94.4, 128x2 and 128x1 100.0 us). The bf16 engine's efficiencies (128 x 128 at 0.72) made
+// auto keep 128 x 256 on shapes whose last wave it fills badly: 1000 x 4104 x 4112 ran 52.5 us in
+// 128 x 256 tiles (136 on 132 SMs) against 42.4 in 128 x 128 with the cluster (264), and
+// 4096 x 2112 x 7168 117.7 against 104.3. The cluster leads among the narrow tiles (those two
+// shapes: 42.4 / 52.6 and 104.3 / 110.6 us with / without).
+inline double gemmFp8TensorEfficiency(int bn, int clusterSize) {
+  if (bn == 256) return clusterSize == 2 ? 0.99 : 1.0;
+  return clusterSize == 2 ? 0.94 : 0.93;
+}
+
+// The plan: block scales as above; per-tensor scales the engine's wave model with the fp8
+// efficiencies (the engine counts K / 2 16-bit columns; the wave model does not use K).
 inline GemmPlan gemmFp8PlanModel(mkcclFp8ScaleKind_t kind, int64_t M, int64_t N, int64_t K, GemmVariant v,
                                  int ctaBudget, int maxClusters2) {
+  (void)K;
   if (kind == mkcclFp8ScaleBlock)
     return gemmFp8BlockPlanModel(M, N, v == GemmVariant::Simple ? GemmVariant::F128C1 : v, ctaBudget, maxClusters2);
-  return gemmPlanModel(M, N, K / 2, gemmFp8Variant(kind, M, v), ctaBudget, maxClusters2);
+  static const GemmTileCandidate kAuto[4] = {{256, 1}, {256, 2}, {128, 2}, {128, 1}};
+  GemmTileCandidate forced{256, 2};
+  const GemmTileCandidate* cands = nullptr;
+  const int n = gemmTileCandidates(gemmFp8Variant(kind, M, v), 256, kAuto, &forced, &cands);
+  return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmFp8TensorEfficiency);
 }
 
 }  // namespace mkccl
