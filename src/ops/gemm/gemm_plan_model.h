@@ -10,19 +10,17 @@
 namespace mkccl {
 
 // Sustained throughput of each tile configuration per SM on large shapes, relative to 128 x 256
-// without a cluster. What separates them is the L2 -> SM traffic per flop (TMA bytes per CTA per
-// k-block over the tile's flops): 256x1 48 KB per 4.2 MFLOP, 128x1 32 KB per 2.1 MFLOP (1.33x),
-// 256x2 32 KB per 4.2 MFLOP (multicast halves W), 128x2 24 KB per 2.1 MFLOP (1.0x).
-// Measured (H100, 2026-11-22, TFLOP/s at 8192^3): 256x1 798, 128x1 574 -> 0.72; 256x1 and 128x1
-// both moved ~39 B/clk/SM, so that traffic looks like the limit. The cluster variants measured
-// 446 / 262 then, slowed by a fence in every consumer release (fixed); until they are measured
-// again their values are predictions from the same traffic model, kept below it (the 2-CTA
-// hand-off costs something): replace them with measured ratios.
+// without a cluster. Measured on one H200 with each configuration forced
+// (perf/results/20261127-s5-1xNVIDIA_H200/13-gemm-odd-variants/): 128 x 128 at 0.94-0.95 of
+// 128 x 256 (4096^3: 180-181 against 170 us; 8192 x 8192 x 4160: 770-778 against 736-740), the
+// cluster a little ahead among the narrow tiles (2000 x 2056 x 4096: 68.9 against 72.7 us) and
+// at par among the wide. The 0.72 used before came from an H100 run of 2026-11-22 (8192^3: 128x1
+// 574 against 798 TFLOP/s), an older kernel; with it auto kept 128 x 256 on shapes whose last wave
+// it fills badly, 15-25% slower than 128 x 128 (3072 x 3072 x 4096 130.4 against 113.5 us,
+// 2000 x 2056 x 4104 109.7 against 90.0).
 inline double gemmTileEfficiency(int bn, int clusterSize) {
-  // The cluster values are kept just below the measured 256x1 until the fixed cluster hand-off has
-  // been measured on a GPU: auto stays on the configuration that is proven to reach cuBLAS.
   if (bn == 256) return clusterSize == 2 ? 0.98 : 1.0;
-  return clusterSize == 2 ? 0.70 : 0.72;
+  return clusterSize == 2 ? 0.95 : 0.94;
 }
 
 // A tile configuration the wave model weighs: 128 x bn tiles, clusters of cs CTAs along M.
@@ -32,18 +30,24 @@ struct GemmTileCandidate {
 
 // Wave-quantisation model: a persistent CTA (cluster) works through its share of the output tiles
 // one after the other, so the time is ~ (tiles per cluster, rounded up) x (time per tile), and a
-// tile's time is its width over its efficiency (efficiency(bn, cs)). Ties (within 0.5%) go to the
-// plan that uses fewer CTAs (fused ops can use the rest), then to the earlier candidate. forced:
-// the one candidate the tuner named, taken even where a cluster cannot be filled.
+// tile's time is its width over its efficiency (efficiency(bn, cs)). Ties (within 0.5% of the
+// fastest) go to the plan that uses fewer CTAs (fused ops can use the rest), then to the earlier
+// candidate. forced: the one candidate the tuner named, taken even where a cluster cannot be
+// filled.
 template <class Efficiency>
 inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cands, int nCands, bool forced,
                              int ctaBudget, int maxClusters2, Efficiency efficiency) {
-  GemmPlan plan;
   const int64_t mBlocks = ceilDiv(M, 128);
   ctaBudget = std::max(ctaBudget, 1);
+  // Each candidate's plan and cost (cost < 0: it cannot run here), then the fastest, then among
+  // those within 0.5% of it the fewest CTAs (a tie is measured against the fastest, so choices
+  // never drift from it by a chain of ties).
+  GemmPlan plans[4];
+  double costs[4];
   double best = -1;
-  for (int i = 0; i < nCands; ++i) {
+  for (int i = 0; i < nCands && i < 4; ++i) {
     const GemmTileCandidate& c = cands[i];
+    costs[i] = -1;
     int ctas = ctaBudget;
     if (c.cs == 2) {
       // A single M-block leaves the second CTA of every cluster with nothing but zero padding.
@@ -56,16 +60,19 @@ inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cand
     }
     const int64_t units = ceilDiv(mBlocks, c.cs) * ceilDiv(N, c.bn);  // cluster tiles
     const int64_t parallel = ctas / c.cs;
-    const double cost = static_cast<double>(ceilDiv(units, parallel)) * c.bn / efficiency(c.bn, c.cs);
-    const int used = static_cast<int>(std::min<int64_t>(ctas, units * c.cs));
-    const bool tie = best >= 0 && cost > best * 0.995 && cost < best * 1.005;
-    if (best < 0 || (tie ? used < plan.ctas : cost < best)) {
-      best = tie ? std::min(best, cost) : cost;
-      plan.bn = c.bn;
-      plan.clusterSize = c.cs;
-      plan.ctas = used;
-    }
+    costs[i] = static_cast<double>(ceilDiv(units, parallel)) * c.bn / efficiency(c.bn, c.cs);
+    plans[i].bn = c.bn;
+    plans[i].clusterSize = c.cs;
+    plans[i].ctas = static_cast<int>(std::min<int64_t>(ctas, units * c.cs));
+    if (best < 0 || costs[i] < best) best = costs[i];
   }
+  GemmPlan plan;
+  int chosen = -1;
+  for (int i = 0; i < nCands && i < 4; ++i) {
+    if (costs[i] < 0 || costs[i] > best * 1.005) continue;
+    if (chosen < 0 || plans[i].ctas < plans[chosen].ctas) chosen = i;
+  }
+  if (chosen >= 0) plan = plans[chosen];
   return plan;
 }
 
