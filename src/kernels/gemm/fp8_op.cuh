@@ -110,9 +110,9 @@ struct Fp8BlockOp : GemmOpDefaults {
     const uint32_t warp = (threadIdx.x % 128u) >> 5;
     const int64_t row = static_cast<int64_t>(t.m) * Cfg::BM + consumer * 64 + warp * 16 + (lane >> 2);
     // Element offsets of the rows' and blocks' scales in 32 bits: the scale arrays hold M K / 128
-    // and N K / 16384 floats, far below 2^32 for any A that fits a GPU (M K bytes). 64-bit
-    // pointers here were rebuilt from the parameters before every k-block's loads (~25
-    // instructions per warp: the consumers' registers are full).
+    // and N K / 16384 floats, far below 2^32 for any A that fits a GPU (M K bytes). 64-bit pointers
+    // would be rebuilt from the parameters before every k-block's loads (~25 instructions per
+    // warp: the consumers' registers are full).
     const uint32_t kS = static_cast<uint32_t>(p.kScaleBlocks);
     const uint32_t ia0 = static_cast<uint32_t>(row < g.M ? row : g.M - 1) * kS;
     const uint32_t ia1 = static_cast<uint32_t>(row + 8 < g.M ? row + 8 : g.M - 1) * kS;
@@ -130,8 +130,8 @@ struct Fp8BlockOp : GemmOpDefaults {
 
     // The next k-block's scales are loaded as a k-block starts, a k-block's time (~1000 cycles)
     // before its promotion reads them, into the one register set that the promotion then reads.
-    // (Two k-blocks ahead through a rotation next1 = next2 was slower: the copy is a move that
-    // waits for the load it copies, one k-block after issuing it, ~4% of the stall samples.)
+    // Not two k-blocks ahead through a rotation (next1 = next2): the copy compiles to a move that
+    // waits for the load it copies, one k-block after issuing it.
     Prod cur = product(load(0));
     Raw next = load(1);
 

@@ -354,8 +354,7 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
 #pragma unroll
     for (int j = 0; j < kPer; ++j) buf[tid + 128 * j] = s[j];
     dev::namedBarrierSync(this->ec.barrierId, 128);
-    // Every thread reloads (threads past kL a copy they do not store), so that the accumulators
-    // are dead, not kept, while the loads are in flight.
+    // Threads past kL read a copy of column tid % kL: their rows lie past M and are not stored.
 #pragma unroll
     for (int i = 0; i < Cfg::kAcc; ++i) sum[i] = buf[i * kL + tid % kL];
     // The store's first buffer acquisition synchronises the warpgroup before it writes over these.
