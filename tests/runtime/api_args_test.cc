@@ -4,6 +4,7 @@
 #include <string.h>
 #include <set>
 #include <string>
+#include "ops/tuner/tuning.h"
 #include "test_util.h"
 
 namespace {
@@ -153,9 +154,13 @@ TEST(Api, MoeCtaTuningKeys) {
   EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
 }
 
-// gemm_rs.net / gemm_ar.net (the route across nodes: sequential, the default, or the fused kernel) parse without a device; anything else is mkcclInvalidUsage naming
-// the key. Process-wide; reset at the end.
+// gemm_rs.net / gemm_ar.net (the route across nodes: the fused kernel, the default, or sequential)
+// parse without a device; anything else is mkcclInvalidUsage naming the key. Process-wide; reset
+// at the end.
 TEST(Api, GemmReduceNetTuningKeys) {
+  const mkccl::Tuning defaults;
+  EXPECT_EQ(1, defaults.gemmRs.net) << "fused by default across nodes";
+  EXPECT_EQ(1, defaults.gemmAr.net) << "fused by default across nodes";
   for (const char* key : {"gemm_rs.net", "gemm_ar.net"}) {
     const std::string k = key;
     for (const char* v : {"sequential", "fused"})
