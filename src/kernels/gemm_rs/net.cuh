@@ -1,6 +1,6 @@
-// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused; net_layout.h has the plan): the
-// network roles of the kernel's existing teams. The one-put-per-counterpart version ran on one H200
-// on emulated nodes (gemm_rs_net_test); the per-piece puts below have not yet run on a GPU.
+// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused, the default; net_layout.h has the
+// plan): the network roles of the kernel's existing teams. Run on one H200 on emulated nodes
+// (gemm_rs_net_test), not on a real NIC.
 //   netStart     block 0's thread 0, when the kernel starts: tells every counterpart that this
 //                rank's window in slots are free for this call (every earlier reader of them is an
 //                earlier kernel of this rank's stream).
