@@ -1,4 +1,4 @@
-// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused; off by default): whether the kernel
+// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused, the default): whether the kernel
 // can run a call and its layout, from what every rank knows alike (the call's shape, the node map,
 // the flag area, the network's flags per sender and its window), so every rank takes the same route
 // without talking. Host arithmetic, checked on the CPU (tests/fused/gemm_rs_net_layout_test.cc).
