@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # Session-5 probe call: build, gemm probe (epilogue stamps), fp8 block kernel SASS, ncu of the fp8
 # kernels at 8192^3, fp8 timings. Everything into $OUT/s5.tgz.
-set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
-R=$OUT/r; mkdir -p $R
-B=/tmp/b; root=$(pwd)
-export LD_LIBRARY_PATH=$root/.deps/libfabric/lib:${LD_LIBRARY_PATH:-}
-export MKCCL_COMMIT=${MKCCL_COMMIT:-unknown}
-( time (cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIBFABRIC_ROOT=$root/.deps/libfabric >/dev/null && cmake --build $B -j16 --target ${TARGETS:-mkccl mkccl-perf gemm_probe_test}) ) > $R/build.log 2>&1 || { tail -50 $R/build.log; }
+. "$(dirname "$0")/common.sh"
+mk A "mkccl mkccl-perf gemm_probe_test"; B=/tmp/b_A
 nvidia-smi > $R/smi.txt 2>&1
 P=$(find $B -name mkccl-perf -type f | head -1); echo "perf=$P"
 T=$(find $B -name gemm_probe_test -type f | head -1)

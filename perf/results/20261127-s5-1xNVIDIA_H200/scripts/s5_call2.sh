@@ -3,14 +3,8 @@
 # the decode set with every part count forced (for the split model's refit); the fused GEMM+RS
 # across emulated nodes (per-piece puts) tests and overlap; ncu source-level stalls of the fp8
 # block kernel. Everything into $OUT/s5b.tgz.
-set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
-R=$OUT/r; mkdir -p $R
-B=/tmp/b; root=$(pwd)
-export LD_LIBRARY_PATH=$root/.deps/libfabric/lib:${LD_LIBRARY_PATH:-}
-export MKCCL_COMMIT=${MKCCL_COMMIT:-unknown}
-t0=$(date +%s)
-( time (cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIBFABRIC_ROOT=$root/.deps/libfabric >/dev/null && cmake --build $B -j16 --target mkccl mkccl-perf gemm_probe_test gemm_test gemm_rs_net_test gemm_rs_net_layout_test) ) > $R/build.log 2>&1 || { tail -50 $R/build.log; }
+. "$(dirname "$0")/common.sh"
+mk A "mkccl mkccl-perf gemm_probe_test gemm_test gemm_rs_net_test gemm_rs_net_layout_test"; B=/tmp/b_A
 echo "built at $(( $(date +%s) - t0 )) s"
 P=$B/perf/mkccl-perf
 timeout 60 $B/tests/kernels/gemm_probe_test > $R/probe.log 2>&1; echo "probe rc=$?"

@@ -3,20 +3,8 @@
 # without the early descriptor prefetch), C (A without the warp-uniform warpgroup index), D (A
 # without all three: prefetch, uniform index, spread split-K sum); times the decode set (auto) on
 # each, and gemm_fp8 on A and C. Output: $OUT/s5c.tgz.
-set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
-R=$OUT/r; mkdir -p $R
-root=$(pwd)
-export LD_LIBRARY_PATH=$root/.deps/libfabric/lib:${LD_LIBRARY_PATH:-}
-export MKCCL_COMMIT=${MKCCL_COMMIT:-unknown}
-t0=$(date +%s)
-mk() {  # name, patches to reverse
-  local n=$1; shift; local d=/tmp/src_$n
-  rm -rf $d; mkdir -p $d; tar cf - --exclude=./build --exclude=./.git . | tar xf - -C $d
-  for p in "$@"; do (cd $d && patch -s -R -p1 < $root/tools/probes/s5patches/$p.patch) || echo "patch $p failed for $n"; done
-  (cd $d && cmake -S . -B /tmp/b_$n -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIBFABRIC_ROOT=$root/.deps/libfabric >/dev/null && cmake --build /tmp/b_$n -j16 --target mkccl-perf) > $R/build_$n.log 2>&1 || tail -20 $R/build_$n.log
-}
-mk A; mk B prefetch; mk C uniform; mk D uniform spread prefetch
+. "$(dirname "$0")/common.sh"
+mk A mkccl-perf; mk B mkccl-perf prefetch; mk C mkccl-perf uniform; mk D mkccl-perf uniform spread prefetch
 echo "built at $(( $(date +%s) - t0 )) s"
 for n in A B C D; do
   MKCCL_PERF_GEMM_SET=decode timeout 100 /tmp/b_$n/perf/mkccl-perf gemm --json $R/decode_$n.json > $R/decode_$n.log 2>&1; echo "decode $n rc=$?"

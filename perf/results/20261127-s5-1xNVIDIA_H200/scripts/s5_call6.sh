@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Session-5 call 6: ncu warp-stall sampling per SASS instruction of the fp8 block kernel (tree).
-set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
-R=$OUT/r; mkdir -p $R; B=/tmp/b; root=$(pwd)
-export LD_LIBRARY_PATH=$root/.deps/libfabric/lib:${LD_LIBRARY_PATH:-}
-(cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIBFABRIC_ROOT=$root/.deps/libfabric >/dev/null && cmake --build $B -j16 --target mkccl-perf) > $R/build.log 2>&1 || tail -20 $R/build.log
+. "$(dirname "$0")/common.sh"
+mk A "mkccl-perf"; B=/tmp/b_A
 P=$B/perf/mkccl-perf
 timeout 150 ncu --clock-control none --kernel-name-base demangled -k regex:Fp8BlockOp -c 1 --section WarpStateStats --section SourceCounters --section ComputeWorkloadAnalysis --section SpeedOfLight --import-source no -o $R/fp8blk \
   $P gemm_fp8 --shapes 8192x8192x8192 --iters 2 --rounds 1 > $R/ncu.log 2>&1; echo "ncu rc=$?"
