@@ -50,13 +50,13 @@ TEST(MoeLayout, RegionPiecesAreAlignedAndDisjoint) {
       for (size_t cap : {1, 3, 4096}) {
         Dims d = dims(ranks, 16 * ranks, 8, H, cap);
         const moe::Region r = moe::regionFor(d);
-        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.copyFrom, r.recvX, r.landing, r.arrivals, r.bytes};
+        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.recvX, r.landing, r.landReady, r.arrivals, r.bytes};
         const size_t sizes[] = {(size_t)ranks * d.keys() * 4,
                                 (size_t)ranks * cap * d.pairStride() * 4,
                                 d.rows * 16,
-                                d.rows * 4,
                                 d.rows * d.rowBytes(),
                                 (size_t)(ranks - 1) * cap * d.landingPitch(),
+                                (size_t)(ranks - 1) * cap * d.landPieces() * 8,
                                 (1 + moe::arrivalBlocks(d)) * 8};
         EXPECT_GE(r.counts, moe::kFlagBytes);
         for (int i = 0; i < 7; ++i) {
@@ -225,26 +225,6 @@ TEST(MoeLayout, FusedArrivalsMatchTheGemmsWait) {
               EXPECT_EQ(want, arrived[q][b]) << "rank " << q << " expert " << le << " block " << b;
             }
         }
-      }
-}
-
-// The expansion's lookup: every row of every segment (empty ones included) maps to its expert.
-TEST(MoeLayout, SegmentOfEveryRow) {
-  std::mt19937_64 g(13);
-  for (int El : {1, 2, 3, 8, 64, 257})
-    for (int align : {1, 4, 128})
-      for (int rep = 0; rep < 4; ++rep) {
-        std::vector<long long> start(El + 1);
-        const long long base = (long long)(g() % 1000);  // as the kernel's global scan: a rank's offset
-        start[0] = base;
-        std::vector<int> count(El);
-        for (int le = 0; le < El; ++le) {
-          count[le] = g() % 3 == 0 ? 0 : (int)(g() % 300);  // a third of the experts empty
-          start[le + 1] = start[le] + (long long)alignUp((size_t)count[le], (size_t)align);
-        }
-        for (int le = 0; le < El; ++le)
-          for (long long r = start[le] - base; r < start[le + 1] - base; ++r)
-            ASSERT_EQ(le, moe::segmentOf(start.data(), El, base, r)) << "row " << r << ", El " << El;
       }
 }
 

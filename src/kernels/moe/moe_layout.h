@@ -23,6 +23,7 @@ constexpr int kMaxRanks = 16;  // kMaxLocalRanks
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kDefaultAlign = 128;
+constexpr int kLandChunks = 8;  // 2048 elements: 8 KB of an fp32 landing row
 
 // 64-bit flags at the start of every rank's MoE region (zeroed once at creation, never reset):
 //   kCountFlag + q: source q's key counts have landed here       (flagValue(seq, 1), dispatch)
@@ -55,6 +56,9 @@ struct Dims {
   // A combine result row: fp32 (a partial sum of several rows) or one dtype row; 8-element groups
   // (what a lane reads) never run past it.
   MOE_HD size_t landingPitch() const { return alignUp(hidden, 8) * 4; }
+  // A landing row is written, and announced, in pieces of kLandChunks 256-element chunks (whole
+  // combine; the reduce of a token waits only for the pieces it sums).
+  MOE_HD int landPieces() const { return (int)((hidden + 256 * kLandChunks - 1) / (256 * kLandChunks)); }
   // int32 words of a pair record: the row count m, then m rows of the expert-major buffer.
   MOE_HD int pairStride() const { return (int)alignUp((size_t)topk + 1, 4); }
 };
@@ -76,9 +80,10 @@ struct Region {
   size_t counts = 0;    // int32 [ranks][keys]: row q = source q's counts (experts, then pairs per rank)
   size_t pairs = 0;     // int32 [ranks][cap][pairStride]: the pair records of source q, by pair index
   size_t rowInfo = 0;   // mkcclMoeRowInfo [rows]
-  size_t copyFrom = 0;  // int32 [rows]: row to copy this row from after the arrivals (itself: none)
   size_t recvX = 0;     // [rows][pitch] elements
   size_t landing = 0;   // [ranks - 1][cap][landingPitch bytes]: combine results from each peer
+  size_t landReady = 0; // uint64 [ranks - 1][cap][landPieces]: piece q of a landing row holds
+                        // this call's data once its word is flagValue(seq, 1) (zeroed at creation)
   size_t arrivals = 0;  // uint64 [1 + arrivalBlocks]: the fused dispatch+GEMM's layout flag, then
                         // one counter per 128-row block of recvX (rows of this call landed in it)
   size_t bytes = 0;
@@ -93,29 +98,16 @@ MOE_HD Region regionFor(const Dims& d) {
   at = alignUp(at + (size_t)d.ranks * d.cap * d.pairStride() * 4, 256);
   r.rowInfo = at;
   at = alignUp(at + d.rows * 16, 256);
-  r.copyFrom = at;
-  at = alignUp(at + d.rows * 4, 256);
   r.recvX = at;
   at = alignUp(at + d.rows * d.rowBytes(), 256);
   r.landing = at;
   at = alignUp(at + (size_t)(d.ranks - 1) * d.cap * d.landingPitch(), 256);
+  r.landReady = at;
+  at = alignUp(at + (size_t)(d.ranks - 1) * d.cap * d.landPieces() * 8, 256);
   r.arrivals = at;
   at = alignUp(at + (1 + arrivalBlocks(d)) * 8, 256);
   r.bytes = at;
   return r;
-}
-
-// The segment holding row r of a receive buffer whose El segments start at start[le] - base
-// (non-decreasing; an empty segment starts where the next one does): the last le whose start is
-// at or before r. r must be below the last segment's end.
-MOE_HD int segmentOf(const long long* start, int El, long long base, long long r) {
-  int lo = 0, hi = El - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (start[mid] - base <= r) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
 }
 
 // Index of `other` among `owner`'s peers (0 .. ranks-2): other = owner+1+i, wrapping.

@@ -15,14 +15,14 @@
 //              see the same counts), with an error and nothing written.
 //   4. send    a warp per token: for each rank d it routes to, the row goes to the position of
 //              its first slot on d (or to every slot's position when d is this rank), with the
-//              rowInfo and copyFrom of each slot and, for d != me, the pair record combine uses.
+//              rowInfo of each slot and, for d != me, the pair record (combine and the expansion).
 //   -- grid sync --   then CTA 0 raises done flag [me] at every peer.
 //   4b. fused  (mkcclMoeDispatchGemm) the send step wrote the metadata and a send list only; now
 //              every slot's row goes to its own row, walked in the destinations' row order, each
 //              raising its 128-row block's arrival counter there (the GEMM waits for those).
 //   5. expand  every CTA waits for every peer's done flag and copies, inside this rank's buffer,
-//              each row whose copyFrom names another row (a token's further experts here; none
-//              in fused mode).
+//              each pair's row from its first slot's row to its other slots' rows (a token's
+//              further experts here; none in fused mode).
 #include "kernels/moe/moe_common.cuh"
 #include "ops/moe/moe_kernels.h"
 
@@ -255,7 +255,6 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       const bool first = d >= 0 && firstLane == j;
       if (first) pr = ctaBase[E + d] + warpCnt[w1 * K + E + d] + a.local.pairRank[(size_t)t * k + j];
       const int src = firstLane >= 0 ? firstLane : j;
-      const int primary = __shfl_sync(0xffffffffu, pos, src);
       const int pairIdx = __shfl_sync(0xffffffffu, pr, src);
       if (j < k) {
         Route rt;
@@ -269,7 +268,6 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
         char* R = a.region[d];
         reinterpret_cast<int4*>(R + a.reg.rowInfo)[pos] =
             make_int4(t, (me & 0xffff) | (j << 16), __float_as_int(wt), e - d * El);
-        reinterpret_cast<int32_t*>(R + a.reg.copyFrom)[pos] = d == me || a.fused ? pos : primary;
         if (d != me) {
           int32_t* rec = reinterpret_cast<int32_t*>(R + a.reg.pairs) + ((size_t)me * cap + pairIdx) * stride;
           rec[1 + sub] = pos;
@@ -347,30 +345,30 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   // ---- 5. expand ----
   if (!waitRanks(c, moeFlags(a.region[me]) + kDoneFlag, dev::flagValue(seq, 2), false, kSiteMoeDispatch)) return;
   if (!a.fused) {  // fused: every row was stored where it belongs
+    // A warp per pair record a peer left here (its token's m rows on my experts, the row itself
+    // landed at the first): the row is read once and stored at the other m - 1 (a copy per row
+    // would read the first row m - 1 times).
+    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
+    const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.pairs);
     char* X = a.region[me] + a.reg.recvX;
-    const int32_t* from = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.copyFrom);
-    const size_t rowBytes = D.rowBytes();
-    const long long* seg = segScan + me * El;  // seg[le] - myFirst: where local expert le's segment starts
-    const long long total = seg[El] - myFirst;
+    const size_t rowBytes = D.rowBytes(), cap = D.cap;
+    const int stride = D.pairStride();
+    int pre[kMaxRanks + 1];
+    pre[0] = 0;
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
     const int gw = b * kWarps + warp, nw = a.ctas * kWarps;
-    // 32 rows per warp and pass, a lane each: every lane finds its row's segment (a binary search
-    // in shared memory) and reads its copyFrom at once; then the warp copies the rows that name
-    // another. (A warp walking the experts one by one made a chain of E_loc dependent loads.)
-    for (long long r0 = (long long)gw * 32; r0 < total; r0 += (long long)nw * 32) {
-      const long long r = r0 + lane;
-      int f = -1;
-      if (r < total) {
-        const int lo = segmentOf(seg, El, myFirst, r);
-        if (r < seg[lo] - myFirst + colSum[me * El + lo]) {
-          const int v = __ldcg(from + r);
-          if (v != r) f = v;
-        }
-      }
-      for (unsigned m = __ballot_sync(0xffffffffu, f >= 0); m; m &= m - 1) {
-        const int l = __ffs(m) - 1;
-        const int src = __shfl_sync(0xffffffffu, f, l);
-        warpCopy16(X + (size_t)(r0 + l) * rowBytes, X + (size_t)src * rowBytes, rowBytes / 16);
-      }
+    for (int item = gw; item < pre[kMaxRanks]; item += nw) {
+      int s = 0;
+#pragma unroll
+      for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
+      const int32_t* rec = pairs + ((size_t)s * cap + (item - pre[s])) * stride;
+      const int m = __ldcg(rec);
+      if (m < 2) continue;  // uniform over the warp
+      const int row = lane < m ? __ldcg(rec + 1 + lane) : 0;
+      const int first = __shfl_sync(0xffffffffu, row, 0);
+      warpCopy16Multi(X + (size_t)row * rowBytes, __ballot_sync(0xffffffffu, lane >= 1 && lane < m),
+                      X + (size_t)first * rowBytes, rowBytes / 16);
     }
   }
   // Found while counting; reported last, once this rank's part of the protocol is done (an

@@ -186,13 +186,16 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
     h->local.expertOffsets = reinterpret_cast<int32_t*>(base + l.offsets);
     h->local.expertCounts = reinterpret_cast<int32_t*>(base + l.counts);
     h->local.sendList = reinterpret_cast<int32_t*>(base + l.sendList);
-    // Flags must start below every call's values (the counts and pair tables are zeroed too). No
+    // Flags must start below every call's values (the counts and pair tables are zeroed too, and the
+    // landing rows' ready words). No
     // peer writes here before this rank has entered a call on the handle, i.e. after this. A
     // stream of our own: ranks sharing a GPU may already run kernels (a device-wide sync could
     // wait for a peer's kernel that waits for us).
     cudaStream_t s = nullptr;
     e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMemsetAsync(h->region.peer[comm->localRank], 0, h->reg.rowInfo, s);
+    if (e == cudaSuccess)
+      e = cudaMemsetAsync(h->region.peer[comm->localRank] + h->reg.landReady, 0, h->reg.arrivals - h->reg.landReady, s);
     if (e == cudaSuccess) e = cudaMemsetAsync(h->localBlock, 0, l.bytes, s);
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
     if (s) cudaStreamDestroy(s);
