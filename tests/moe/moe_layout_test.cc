@@ -50,16 +50,18 @@ TEST(MoeLayout, RegionPiecesAreAlignedAndDisjoint) {
       for (size_t cap : {1, 3, 4096}) {
         Dims d = dims(ranks, 16 * ranks, 8, H, cap);
         const moe::Region r = moe::regionFor(d);
-        const size_t starts[] = {r.counts, r.pairs, r.rowInfo, r.recvX, r.landing, r.landReady, r.arrivals, r.bytes};
+        const size_t starts[] = {r.counts, r.pairs, r.queueTail, r.pairQueue, r.rowInfo, r.recvX, r.landing, r.landReady, r.arrivals, r.bytes};
         const size_t sizes[] = {(size_t)ranks * d.keys() * 4,
                                 (size_t)ranks * cap * d.pairStride() * 4,
+                                (size_t)ranks * 8,
+                                (size_t)(ranks - 1) * cap * 8,
                                 d.rows * 16,
                                 d.rows * d.rowBytes(),
                                 (size_t)(ranks - 1) * cap * d.landingPitch(),
                                 (size_t)(ranks - 1) * cap * d.landPieces() * 8,
                                 (1 + moe::arrivalBlocks(d)) * 8};
         EXPECT_GE(r.counts, moe::kFlagBytes);
-        for (int i = 0; i < 7; ++i) {
+        for (int i = 0; i < 9; ++i) {
           EXPECT_EQ(0u, starts[i] % 256) << i;
           EXPECT_LE(starts[i] + sizes[i], starts[i + 1]) << "piece " << i << " runs into the next";
         }

@@ -79,6 +79,10 @@ MOE_HD size_t worstRecvRows(const Dims& d) {
 struct Region {
   size_t counts = 0;    // int32 [ranks][keys]: row q = source q's counts (experts, then pairs per rank)
   size_t pairs = 0;     // int32 [ranks][cap][pairStride]: the pair records of source q, by pair index
+  size_t queueTail = 0; // uint64 [ranks]: source q's next queue slot, (seq << 32) + slots taken
+                        // (set to seq << 32 by this rank before it lets q in)
+  size_t pairQueue = 0; // uint64 [ranks - 1][cap]: source q's pairs in the order their rows landed,
+                        // (seq << 32) | pair index (the dispatch's expansion follows the arrivals)
   size_t rowInfo = 0;   // mkcclMoeRowInfo [rows]
   size_t recvX = 0;     // [rows][pitch] elements
   size_t landing = 0;   // [ranks - 1][cap][landingPitch bytes]: combine results from each peer
@@ -96,6 +100,10 @@ MOE_HD Region regionFor(const Dims& d) {
   at = alignUp(at + (size_t)d.ranks * d.keys() * 4, 256);
   r.pairs = at;
   at = alignUp(at + (size_t)d.ranks * d.cap * d.pairStride() * 4, 256);
+  r.queueTail = at;
+  at = alignUp(at + (size_t)d.ranks * 8, 256);
+  r.pairQueue = at;
+  at = alignUp(at + (size_t)(d.ranks - 1) * d.cap * 8, 256);
   r.rowInfo = at;
   at = alignUp(at + d.rows * 16, 256);
   r.recvX = at;

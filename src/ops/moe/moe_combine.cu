@@ -121,8 +121,8 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
 }
 
 // Step 2 on warps gw of nw (`warp` its index in the CTA, for the shared tables). Work items: a
-// token's row in pieces of G chunks of 256 elements (a warp's pass), G chosen so that small T still
-// gives every warp work. With `waitLand` each landing row is read only once the pieces it sums are
+// token's row in pieces of G chunks of 256 elements (a warp's pass each), G chosen so that small T
+// still gives every warp work. With `waitLand` each landing row is read only once the pieces it sums are
 // announced (the whole combine); otherwise the combine flags said every return is done.
 constexpr int kReduceBatch = 8;  // loads in flight per lane and pass (kMaxTopk a multiple of it)
 
@@ -140,7 +140,9 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
   const uint64_t readyValue = dev::flagValue(c.seq, 1);
   const int chunks = (int)((H + 255) / 256);
   const long long allChunks = (long long)a.T * chunks;
-  const int G = (int)max(1ll, min((long long)chunks, allChunks / (2ll * nw)));
+  // Whole combine: at most a landing piece per item, so that the warps follow the return closely
+  // and the last pieces to land leave a short tail.
+  const int G = (int)max(1ll, min((long long)(waitLand ? kLandChunks : chunks), allChunks / (2ll * nw)));
   const int pieces = (chunks + G - 1) / G;
   for (long long item = gw; item < (long long)a.T * pieces; item += nw) {
     const int t = (int)(item / pieces), p = (int)(item % pieces);

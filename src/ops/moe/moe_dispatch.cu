@@ -1,7 +1,9 @@
 // The MoE dispatch kernel: routing read on the device, each (token, rank) row pushed once into its
 // owner's expert-major receive buffer (symmetric memory), rows duplicated there for the owner's
-// other experts. One persistent grid (all CTAs co-resident: it syncs the grid twice).
+// other experts. One persistent grid (all CTAs co-resident: it syncs the grid).
 //
+//   0. entry   CTA 0 restarts every source's queue tail here (seq << 32), then tells the source
+//              it may come in.
 //   1. count   each warp ranks its tokens' slots per key (expert, or destination rank for the
 //              token's first slot there) with __match_any_sync, in a fixed order (warp, token
 //              round, slot, lane): the layout is a function of the routing alone.
@@ -15,14 +17,17 @@
 //              see the same counts), with an error and nothing written.
 //   4. send    a warp per token: for each rank d it routes to, the row goes to the position of
 //              its first slot on d (or to every slot's position when d is this rank), with the
-//              rowInfo of each slot and, for d != me, the pair record (combine and the expansion).
+//              rowInfo of each slot and, for d != me, the pair record; then the pair takes a slot
+//              of d's queue for this rank (an atomic add on d's tail) and writes its index there.
+//   5. expand  at the same time, on the other half of every CTA's warps: the pairs that peers
+//              send here, taken in the order of their queue slots (the order they landed); each
+//              pair's row is read once and stored at its other rows (a token's further experts
+//              here). The kernel ends when every peer's pair has landed.
+//   Fused (mkcclMoeDispatchGemm): every warp sends, writing the metadata and a send list only;
 //   -- grid sync --   then CTA 0 raises done flag [me] at every peer.
-//   4b. fused  (mkcclMoeDispatchGemm) the send step wrote the metadata and a send list only; now
-//              every slot's row goes to its own row, walked in the destinations' row order, each
-//              raising its 128-row block's arrival counter there (the GEMM waits for those).
-//   5. expand  every CTA waits for every peer's done flag and copies, inside this rank's buffer,
-//              each pair's row from its first slot's row to its other slots' rows (a token's
-//              further experts here; none in fused mode).
+//   4b.        every slot's row goes to its own row, walked in the destinations' row order, each
+//              raising its 128-row block's arrival counter there (the GEMM waits for those); no
+//              expansion. The kernel ends when every peer's done flag has arrived.
 #include "kernels/moe/moe_common.cuh"
 #include "ops/moe/moe_kernels.h"
 
@@ -82,7 +87,13 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   long long* segScan = reinterpret_cast<long long*>(smem + alignUp((size_t)(kWarps * K + K + 2 * E) * 4, 8));  // [E+1]
   long long* myScan = segScan + E + 1;  // [E+1] fused: my rows of global expert e start at myScan[e] of my send list
 
-  if (b == 0) postEntry(c);
+  if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me) {
+    // Source q's queue slots restart for this call, then q may come in (the same thread: the
+    // release covers the store).
+    const int q = threadIdx.x;
+    dev::storeRelaxed(reinterpret_cast<uint64_t*>(a.region[me] + a.reg.queueTail) + q, seq << 32);
+    dev::storeRelease(dev::flagsOf(c, q) + kBarrierSlot + me, dev::flagValue(seq, 0));
+  }
 
   // ---- 1. count ----
   for (int i = threadIdx.x; i < kWarps * K; i += blockDim.x) warpCnt[i] = 0;
@@ -225,12 +236,13 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     }
   }
 
-  // ---- 4. send ----
-  {
+  // ---- 4. send ---- (every warp when fused; else half of them, the other half expands at once)
+  const int sendWarps = a.fused ? kWarps : kWarps / 2;
+  if (warp < sendWarps) {
     const int t0 = sp.ctaStart(b), t1 = sp.ctaStart(b + 1);
     const size_t H = D.hidden, es = D.esize, rowBytes = D.rowBytes(), cap = D.cap;
     const int stride = D.pairStride();
-    for (int t = t0 + warp; t < t1; t += kWarps) {
+    for (int t = t0 + warp; t < t1; t += sendWarps) {
       const int w1 = sp.warpOf(t);
       const int j = lane;
       int e = -1;
@@ -284,7 +296,65 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       const char* xrow = a.x + (size_t)t * H * es;
       if (a.xVec) warpCopy16Multi(dst, todo, xrow, H * es / 16);
       else warpCopy2Multi(dst, todo, xrow, H);
+      // Each remote pair joins its destination's queue once its row and metadata are visible
+      // there: a slot from the destination's tail for this source, then the slot's entry.
+      const bool remote = first && d != me;
+      if (__any_sync(0xffffffffu, remote)) {
+        __syncwarp();
+        dev::fenceSys();
+        if (remote) {
+          char* R = a.region[d];
+          const unsigned long long old =
+              atomicAdd_system(reinterpret_cast<unsigned long long*>(R + a.reg.queueTail) + me, 1ull);
+          const size_t slot = (size_t)(old & 0xffffffffull);
+          if (slot < cap)
+            dev::storeRelease(reinterpret_cast<uint64_t*>(R + a.reg.pairQueue) + (size_t)peerIndex(d, me, n) * cap + slot,
+                              (seq << 32) | (uint32_t)pairIdx);
+        }
+      }
     }
+  } else {
+    // ---- 5. expand ---- (not fused) a warp per pair a peer sent here, in the order they landed
+    // (the peer's queue for this rank): the row is read once from the pair's first row and stored
+    // at its other m - 1 (a token's further experts here). Waiting for every pair also covers every
+    // row and rowInfo a peer writes here: when this kernel ends, the receive buffer is complete.
+    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
+    const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.pairs);
+    const uint64_t* queue = reinterpret_cast<const uint64_t*>(a.region[me] + a.reg.pairQueue);
+    char* X = a.region[me] + a.reg.recvX;
+    const size_t rowBytes = D.rowBytes(), cap = D.cap;
+    const int stride = D.pairStride();
+    int pre[kMaxRanks + 1];
+    pre[0] = 0;
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
+    const int half = kWarps - sendWarps, gw = b * half + warp - sendWarps, nw = a.ctas * half;
+    for (int item = gw; item < pre[kMaxRanks]; item += nw) {
+      int s = 0;
+#pragma unroll
+      for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
+      const uint64_t* entry = queue + (size_t)peerIndex(me, s, n) * cap + (item - pre[s]);
+      int ok = 1;
+      uint64_t ent = 0;
+      if (lane == 0 && (ok = dev::waitGeq(c, entry, seq << 32, s, kSiteMoeDispatch))) ent = dev::loadAcquire(entry);
+      __syncwarp();  // hands lane 0's acquire to the warp
+      if (!__shfl_sync(0xffffffffu, ok, 0)) break;  // the error is recorded
+      const size_t pi = (size_t)(__shfl_sync(0xffffffffu, ent, 0) & 0xffffffffull);
+      if (pi >= cap) continue;
+      const int32_t* rec = pairs + ((size_t)s * cap + pi) * stride;
+      const int m = __ldcg(rec);
+      if (m < 2) continue;  // uniform over the warp
+      const int row = lane < m ? __ldcg(rec + 1 + lane) : 0;
+      const int first = __shfl_sync(0xffffffffu, row, 0);
+      warpCopy16Multi(X + (size_t)row * rowBytes, __ballot_sync(0xffffffffu, lane >= 1 && lane < m),
+                      X + (size_t)first * rowBytes, rowBytes / 16);
+    }
+  }
+  if (!a.fused) {
+    // Found while counting; reported last, once this rank's part of the protocol is done (an
+    // error makes every later wait of the communicator give up).
+    if (threadIdx.x == 0 && s_bad) recordBadId(c, s_badId, E);
+    return;
   }
   if (!dev::gridSync(c, 0, 2)) return;
   if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me)
@@ -342,35 +412,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     }
   }
 
-  // ---- 5. expand ----
+  // Fused: the metadata every peer wrote here (combine's concern) is complete.
   if (!waitRanks(c, moeFlags(a.region[me]) + kDoneFlag, dev::flagValue(seq, 2), false, kSiteMoeDispatch)) return;
-  if (!a.fused) {  // fused: every row was stored where it belongs
-    // A warp per pair record a peer left here (its token's m rows on my experts, the row itself
-    // landed at the first): the row is read once and stored at the other m - 1 (a copy per row
-    // would read the first row m - 1 times).
-    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
-    const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.pairs);
-    char* X = a.region[me] + a.reg.recvX;
-    const size_t rowBytes = D.rowBytes(), cap = D.cap;
-    const int stride = D.pairStride();
-    int pre[kMaxRanks + 1];
-    pre[0] = 0;
-#pragma unroll
-    for (int s = 0; s < kMaxRanks; ++s) pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
-    const int gw = b * kWarps + warp, nw = a.ctas * kWarps;
-    for (int item = gw; item < pre[kMaxRanks]; item += nw) {
-      int s = 0;
-#pragma unroll
-      for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
-      const int32_t* rec = pairs + ((size_t)s * cap + (item - pre[s])) * stride;
-      const int m = __ldcg(rec);
-      if (m < 2) continue;  // uniform over the warp
-      const int row = lane < m ? __ldcg(rec + 1 + lane) : 0;
-      const int first = __shfl_sync(0xffffffffu, row, 0);
-      warpCopy16Multi(X + (size_t)row * rowBytes, __ballot_sync(0xffffffffu, lane >= 1 && lane < m),
-                      X + (size_t)first * rowBytes, rowBytes / 16);
-    }
-  }
   // Found while counting; reported last, once this rank's part of the protocol is done (an
   // error makes every later wait of the communicator give up).
   if (threadIdx.x == 0 && s_bad) recordBadId(c, s_badId, E);
