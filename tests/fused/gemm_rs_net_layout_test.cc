@@ -402,6 +402,17 @@ TEST(GemmRsNetFused, PlanRefusesAtItsBoundaries) {
   x = in;
   x.ctaBudget = 0;
   EXPECT_TRUE(refused(x));
+  // gemm_rs.net=auto (the default) refuses a GEMM of one wave of tiles; fused on request runs it.
+  x = in;
+  x.autoRoute = true;
+  EXPECT_FALSE(refused(x)) << "more tiles than CTAs";
+  x.ctaBudget = int(ok.L.orderLength());
+  EXPECT_TRUE(refused(x)) << "one wave";
+  x.autoRoute = false;
+  EXPECT_FALSE(refused(x)) << "one wave, fused on request";
+  x.autoRoute = true;
+  x.ctaBudget = int(ok.L.orderLength()) - 1;
+  EXPECT_FALSE(refused(x)) << "a tile more than one wave";
   // Every rank of every node plans the same tiles and grid (only `node` differs).
   for (int node = 0; node < c.nodes; ++node) {
     const NetFusedPlan p = netFusedPlan(inputsOf(c, node));

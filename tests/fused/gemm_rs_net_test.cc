@@ -9,7 +9,8 @@
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
 // GemmRsNet* set gemm_rs.net / gemm_ar.net = sequential (the hierarchical collectives after the GEMM);
-// GemmRsNetFused* run the default, fused route (GEMM+ReduceScatter with the network inside the
+// GemmRsNetFused* run the fused route on request, gemm_rs.net / gemm_ar.net = fused (the default,
+// auto, fuses only GEMMs of more than one wave of tiles) (GEMM+ReduceScatter with the network inside the
 // persistent kernel, a put per 128-row M-block waited for per piece; the AllReduce as that
 // ReduceScatter then the hierarchical AllGather): the same references, odd shapes (several pieces
 // per rank in the 200-, 333- and 1000-row shapes, the last clipped), cluster tiles
@@ -169,8 +170,11 @@ std::string describe(const Shape& s, const char* plan, bool exact, uint64_t seed
          (exact ? ", exact route" : "") + ", seed " + std::to_string(seed);
 }
 
-// The sequential route across nodes (the fused one is the default: gemm_rs.net / gemm_ar.net).
+// The sequential route across nodes (gemm_rs.net / gemm_ar.net).
 constexpr const char* kSequential = "gemm_rs.net=sequential;gemm_ar.net=sequential";
+// The fused route on request (the default, auto, takes the sequential one for a GEMM of one wave
+// of tiles, as most of these test shapes are).
+constexpr const char* kFused = "gemm_rs.net=fused;gemm_ar.net=fused";
 
 void runShapes(NetWorld& w, uint64_t seed) {
   const char* plans[] = {kSequential, "gemm_rs.plan=fused;gemm_ar.plan=fused;gemm_rs.net=sequential;gemm_ar.net=sequential"};
@@ -278,14 +282,14 @@ TEST_P(GemmRsNetFused, Shapes) {
 
 TEST_P(GemmRsNetFused, TwentyCallsBackToBack) {
   NET_WORLD_OR_SKIP(w, GetParam());
-  runBackToBack(w, seedOf(), "gemm_rs.net=fused;gemm_ar.net=fused");
+  runBackToBack(w, seedOf(), kFused);
 }
 
 INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, MKCCL_NET_SPLITS);
 
 // Rank 1 (the other node) never makes the call: rank 0's waits end in an error within the
 // timeout, and its kernels leave.
-// tuning: kSequential (the sequential route) or "" (the default: the fused route).
+// tuning: kSequential (the sequential route) or kFused (the fused route).
 void counterpartNeverJoins(const char* tuning) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}), 0, 3000);
   std::vector<Call> calls(2);
@@ -304,7 +308,7 @@ TEST(GemmRsNetErrors, CounterpartNeverJoins) { counterpartNeverJoins(kSequential
 // The fused route's waits (the counterpart's window, its node sums: 256 rows per rank, 2 pieces)
 // end in an error too. Passed on one H200 with one put per counterpart; the per-piece waits have
 // not yet run on a GPU.
-TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins(""); }
+TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins(kFused); }
 
 // Overlap on emulated nodes (2 x 1, both ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape and op, the median over
@@ -339,7 +343,7 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kSequential));
       call[r] = timeIt([&] { return c.run(w.comms[r], st); });
       // The fused route across nodes, timed in the same run.
-      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "gemm_rs.net=fused;gemm_ar.net=fused"));
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kFused));
       fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(c.A, c.W, P, b.M, b.N, b.K, mkcclBfloat16, mkcclBfloat16, st); });

@@ -154,18 +154,19 @@ TEST(Api, MoeCtaTuningKeys) {
   EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
 }
 
-// gemm_rs.net / gemm_ar.net (the route across nodes: the fused kernel, the default, or sequential)
+// gemm_rs.net / gemm_ar.net (the route across nodes: the fused kernel, sequential, or auto, the
+// default: fused unless the GEMM is one wave)
 // parse without a device; anything else is mkcclInvalidUsage naming the key. Process-wide; reset
 // at the end.
 TEST(Api, GemmReduceNetTuningKeys) {
   const mkccl::Tuning defaults;
-  EXPECT_EQ(1, defaults.gemmRs.net) << "fused by default across nodes";
-  EXPECT_EQ(1, defaults.gemmAr.net) << "fused by default across nodes";
+  EXPECT_EQ(2, defaults.gemmRs.net) << "auto by default across nodes (fused unless one wave)";
+  EXPECT_EQ(2, defaults.gemmAr.net) << "auto by default across nodes (fused unless one wave)";
   for (const char* key : {"gemm_rs.net", "gemm_ar.net"}) {
     const std::string k = key;
-    for (const char* v : {"sequential", "fused"})
+    for (const char* v : {"sequential", "fused", "auto"})
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, (k + "=" + v).c_str())) << k << "=" << v << ": " << lastErr();
-    for (const char* v : {"auto", "on", "1x", ""}) {
+    for (const char* v : {"on", "1x", ""}) {
       EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, (k + "=" + v).c_str())) << k << "=" << v;
       EXPECT_NE(std::string::npos, lastErr().find(key)) << lastErr();
     }

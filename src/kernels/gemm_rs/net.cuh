@@ -1,4 +1,4 @@
-// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused, the default; net_layout.h has the
+// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused, or auto, the default, beyond one wave of tiles; net_layout.h has the
 // plan): the network roles of the kernel's existing teams. Run on one H200 on emulated nodes
 // (gemm_rs_net_test), not on a real NIC.
 //   netStart     block 0's thread 0, when the kernel starts: tells every counterpart that this

@@ -316,7 +316,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     MKCCL_TRACE("%s call #%llu: across %d nodes, exact route", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
     return runExact(ctx, a, mode, v);
   }
-  if (over.net == 1) {  // gemm_rs.net / gemm_ar.net = fused (net_fused.h)
+  if (over.net != 0) {  // gemm_rs.net / gemm_ar.net = fused or auto (net_fused.h)
     bool ran = false;
     MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran));
     if (ran) return mkcclSuccess;

@@ -1,4 +1,4 @@
-// GEMM+ReduceScatter across nodes as one persistent kernel (gemm_rs.net=fused, the default): the
+// GEMM+ReduceScatter across nodes as one persistent kernel (gemm_rs.net=fused, or auto, the default, beyond one wave of tiles): the
 // plan (kernels/gemm_rs/net_layout.h) and the launch. Run on one H200 on emulated nodes
 // (gemm_rs_net_test), per-piece puts included; not on a real NIC.
 // The node level is the one-node fused kernel over this node's ranks (by local index), with the
@@ -96,12 +96,14 @@ mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
   in.flagSlots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
   in.flagsPerPeer = kFifoMaxFlags;
   in.windowBytes = info->windowBytes;
+  in.autoRoute = over.net == 2;
   const NetFusedPlan plan = netFusedPlan(in);
   if (!plan.ok) {
     static std::atomic<bool> warned[2] = {{false}, {false}};
     if (!warned[mode == kModeAllReduce ? 1 : 0].exchange(true))
-      MKCCL_INFO("%s: %s.net=fused cannot run %zux%zux%zu on %d nodes of %d ranks (%s): the sequential route runs",
-                 name, mode == kModeAllReduce ? "gemm_ar" : "gemm_rs", a.M, w.N, a.K, in.nodes, in.perNode, plan.why);
+      MKCCL_INFO("%s: %s.net=%s does not fuse %zux%zux%zu on %d nodes of %d ranks (%s): the sequential route runs",
+                 name, mode == kModeAllReduce ? "gemm_ar" : "gemm_rs", in.autoRoute ? "auto" : "fused", a.M, w.N,
+                 a.K, in.nodes, in.perNode, plan.why);
     return mkcclSuccess;
   }
   MKCCL_TRACE("%s call #%llu: across %d nodes, fused ReduceScatter%s (tile 128x%d, cluster %d, %d CTAs, %d tiles per "

@@ -1,4 +1,4 @@
-// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused, the default): whether the kernel
+// GEMM+ReduceScatter across nodes, fused (gemm_rs.net=fused, or auto, the default, beyond one wave of tiles): whether the kernel
 // can run a call and its layout, from what every rank knows alike (the call's shape, the node map,
 // the flag area, the network's flags per sender and its window), so every rank takes the same route
 // without talking. Host arithmetic, checked on the CPU (tests/fused/gemm_rs_net_layout_test.cc).
@@ -23,6 +23,7 @@ struct NetFusedInputs {
   int64_t flagSlots = 0;       // the flag area past kOpFlagSlot
   int flagsPerPeer = 0;        // network arrival flags per sender
   uint64_t windowBytes = 0;    // the network window (the same on every rank)
+  bool autoRoute = false;      // gemm_rs.net=auto: refuse a GEMM of one wave of tiles
 };
 
 struct NetFusedPlan {
@@ -59,6 +60,12 @@ inline NetFusedPlan netFusedPlan(const NetFusedInputs& in) {
     return no("a rank's rows need more 128-row pieces than the network has arrival flags per peer");
   if (L.orderLength() >= (int64_t(1) << 30)) return no("too many tiles");
   if (uint64_t(netWindowBytes(L, in.es)) > in.windowBytes) return no("the network window is too small");
+  // One wave: every tile, foreign or own, ends with the whole GEMM, so no piece leaves earlier and
+  // the overlap is gone; the hierarchical collective after the GEMM moves the same bytes in fewer,
+  // larger transfers (2 x H200, one GPU per emulated node: 1024x2048x65536 took 1.33-1.41x the
+  // sequential route's time fused, docs/INTERNODE.md 7.1).
+  if (in.autoRoute && L.orderLength() <= ctas / cs)
+    return no("the GEMM is one wave of tiles, so nothing would leave for the network before it ends");
   out.ok = true;
   out.L = L;
   out.ctas = int(std::min<int64_t>(ctas / cs, L.orderLength())) * cs;

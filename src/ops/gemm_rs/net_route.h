@@ -3,7 +3,7 @@
 // stream's capture state), so every rank takes the same route without talking.
 //
 // Across nodes the one-node fused kernel does not run (its partials and finished tiles travel by
-// NVLink stores into the peers' scratch); gemm_rs.net=fused (the default) runs the ReduceScatter in
+// NVLink stores into the peers' scratch); gemm_rs.net=fused (or auto, the default, for a GEMM of more than one wave of tiles) runs the ReduceScatter in
 // a kernel of its own design instead (net_plan.h; run on one H200 on emulated nodes only), falling
 // back to the sequential route where its plan refuses a shape. gemm_rs.net=sequential: the
 // hierarchical collectives (src/ops/coll/coll_net.cc): the GEMM engine writes this rank's partial

@@ -45,9 +45,10 @@ struct Tuning {
     int ring = 0;          // reduce: direct (0) | ring (1)
     int order = -1;        // order: phases (0) | interleaved (1); -1 the rule's
     int publish = -1;      // publish: late (0) | early (1); -1 the rule's
-    int net = 1;           // net: across nodes, sequential (0) | fused (1, the default): the fused
-                           // ReduceScatter kernel with the network inside (AR: then the hierarchical
-                           // AllGather); run on emulated nodes only (docs/INTERNODE.md 7.1)
+    int net = 2;           // net: across nodes, sequential (0) | fused (1): the fused ReduceScatter
+                           // kernel with the network inside (AR: then the hierarchical AllGather);
+                           // auto (2, the default): fused unless the GEMM is one wave of tiles;
+                           // run on emulated nodes only (docs/INTERNODE.md 7.1)
   } gemmRs, gemmAr;
 
   coll::Tuning coll;  // coll.* and allreduce.*: the collectives' protocols and layout
