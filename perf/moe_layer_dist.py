@@ -26,24 +26,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(_here, "..", "python"), _here]
 import mkccl  # noqa: E402
 import mkccl.moe  # noqa: E402
-
-SHAPES = {"ds": ("DeepSeek-V3-like", 7168, 2048, 256, 8), "qwen": ("Qwen3-30B-A3B-like", 2048, 768, 128, 8),
-          "mixtral": ("Mixtral-like", 4096, 14336, 8, 2)}
-
-
-def routing(T, E, k, skewed, gen):
-    """topk_idx [T, k] (distinct experts per token), topk_w [T, k]; skewed: a quarter of the experts
-    get about half of the slots."""
-    score = torch.rand(T, E, device="cuda", generator=gen)
-    if skewed:
-        score[:, : max(1, E // 4)] += 0.5
-    idx = score.topk(k, dim=1).indices.to(torch.int32)
-    w = torch.rand(T, k, device="cuda", generator=gen) * 0.25 + 0.05
-    return idx.contiguous(), w.contiguous()
-
+from moe_vs_torch import SHAPES, routing  # noqa: E402  (the same shapes and routings as one GPU)
 
 def torch_layer(x, idx, w, gate_up_t, down_t, El, I, ws, me):
     T, k = idx.shape

@@ -92,6 +92,25 @@ __device__ __forceinline__ void warpCopy2Multi(char* dst, unsigned dsts, const c
   }
 }
 
+// The pairs the peers sent here in the last dispatch (the counts table, key E + me of each source),
+// numbered source by source: item i is pair i - start(s) of source s = sourceOf(i).
+struct PeerPairs {
+  int pre[kMaxRanks + 1];
+  __device__ __forceinline__ PeerPairs(const int32_t* counts, int K, int E, int me, int n) {
+    pre[0] = 0;
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
+  }
+  __device__ __forceinline__ int total() const { return pre[kMaxRanks]; }
+  __device__ __forceinline__ int sourceOf(long long item) const {
+    int s = 0;
+#pragma unroll
+    for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
+    return s;
+  }
+  __device__ __forceinline__ int start(int s) const { return pre[s]; }
+};
+
 // Block-uniform: every flag base[q] (q < n local ranks, q != me unless withMe) reaches want.
 // Threads q wait in parallel, each bounded by the communicator's timeout.
 __device__ __forceinline__ bool waitRanks(const DevComm& c, const uint64_t* base, uint64_t want, bool withMe,

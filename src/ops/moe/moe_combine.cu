@@ -54,21 +54,15 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
   const int4* info = reinterpret_cast<const int4*>(a.region[me] + a.reg.rowInfo);
   const int stride = D.pairStride(), LP = D.landPieces();
   const uint64_t readyValue = dev::flagValue(c.seq, 1);
-  int pre[kMaxRanks + 1];
-  pre[0] = 0;
-#pragma unroll
-  for (int s = 0; s < kMaxRanks; ++s) pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
-  const int total = pre[kMaxRanks];
+  const PeerPairs peers(counts, K, E, me, n);
+  const int total = peers.total();
   const int chunks = (int)((H + 255) / 256);
   const int G = announce ? kLandChunks
                          : (int)max(1ll, min((long long)chunks, (long long)total * chunks / (2ll * nw)));
   const int pieces = (chunks + G - 1) / G;
   for (long long it = gw; it < (long long)total * pieces; it += nw) {
     const int item = (int)(it / pieces), p = (int)(it % pieces);
-    int s = 0;
-#pragma unroll
-    for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
-    const int i = item - pre[s];
+    const int s = peers.sourceOf(item), i = item - peers.start(s);
     const int32_t* rec = pairs + ((size_t)s * cap + i) * stride;
     const int m = __ldcg(rec);
     const size_t li = (size_t)peerIndex(s, me, n) * cap + i;

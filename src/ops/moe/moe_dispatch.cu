@@ -324,16 +324,11 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     char* X = a.region[me] + a.reg.recvX;
     const size_t rowBytes = D.rowBytes(), cap = D.cap;
     const int stride = D.pairStride();
-    int pre[kMaxRanks + 1];
-    pre[0] = 0;
-#pragma unroll
-    for (int s = 0; s < kMaxRanks; ++s) pre[s + 1] = pre[s] + (s < n && s != me ? __ldcg(counts + s * K + E + me) : 0);
+    const PeerPairs peers(counts, K, E, me, n);
     const int half = kWarps - sendWarps, gw = b * half + warp - sendWarps, nw = a.ctas * half;
-    for (int item = gw; item < pre[kMaxRanks]; item += nw) {
-      int s = 0;
-#pragma unroll
-      for (int q = 1; q < kMaxRanks; ++q) s += item >= pre[q] ? 1 : 0;
-      const uint64_t* entry = queue + (size_t)peerIndex(me, s, n) * cap + (item - pre[s]);
+    for (int item = gw; item < peers.total(); item += nw) {
+      const int s = peers.sourceOf(item);
+      const uint64_t* entry = queue + (size_t)peerIndex(me, s, n) * cap + (item - peers.start(s));
       int ok = 1;
       uint64_t ent = 0;
       if (lane == 0 && (ok = dev::waitGeq(c, entry, seq << 32, s, kSiteMoeDispatch))) ent = dev::loadAcquire(entry);

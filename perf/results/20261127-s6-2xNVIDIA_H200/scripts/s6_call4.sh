@@ -2,17 +2,8 @@
 # Session-6 call 4 (1 x H200): the grouped GEMM's own cost (perf/grouped_vs_dense.py: equal
 # groups, no padding, against our dense GEMM and cuBLAS on the same rows), with the raster band
 # at 8 (as built), 4 and 16 (patches/band*.patch), and the dense engine's tiles forced.
-set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-root=$(pwd); export LD_LIBRARY_PATH=$root/.deps/libfabric/lib:${LD_LIBRARY_PATH:-}
-export MKCCL_COMMIT=${MKCCL_COMMIT:-unknown}
-export R=$OUT/r; mkdir -p $R
-P=$root/perf/results/20261127-s6-2xNVIDIA_H200/scripts/patches
-B=/tmp/bg
-t0=$(date +%s)
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIBFABRIC_ROOT=$root/.deps/libfabric > $R/configure.log 2>&1
-cmake --build $B -j 16 --target mkccl mkccl-perf > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
-echo "built $(( $(date +%s) - t0 ))s"
+. "$(dirname "$0")/common.sh"
+build "mkccl mkccl-perf"
 SH="8x1024x4096x14336,8x1024x28672x4096,4x2048x4096x14336,4x2048x28672x4096,128x256x2048x7168,128x256x7168x2048,64x512x1536x2048"
 gvd() { timeout 120 python3 perf/grouped_vs_dense.py --lib $B/libmkccl.so --shapes $SH --json $R/gvd-$1.json > $R/gvd-$1.log 2>&1; echo "gvd $1 rc=$?"; cat $R/gvd-$1.log; }
 gvd band8

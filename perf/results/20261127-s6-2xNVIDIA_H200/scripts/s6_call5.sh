@@ -2,16 +2,8 @@
 # Session-6 call 5 (2 x H200): the MoE layer at 2 ranks (one process per GPU) against the unfused
 # PyTorch + NCCL layer (perf/moe_layer_dist.py), and mkccl-perf moe at T = 16384 (its lower-bound
 # baseline), on the tree with the dispatch queue and the overlapped combine.
-set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-root=$(pwd); export LD_LIBRARY_PATH=$root/.deps/libfabric/lib:${LD_LIBRARY_PATH:-}
-export MKCCL_COMMIT=${MKCCL_COMMIT:-unknown}
-export R=$OUT/r; mkdir -p $R
-B=/tmp/bg
-t0=$(date +%s)
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIBFABRIC_ROOT=$root/.deps/libfabric > $R/configure.log 2>&1
-cmake --build $B -j 32 --target mkccl mkccl-perf > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
-echo "built $(( $(date +%s) - t0 ))s"
+. "$(dirname "$0")/common.sh"
+build "mkccl mkccl-perf"
 MKCCL_SO_PATH=$B/libmkccl.so timeout 300 python3 -m torch.distributed.run --nproc_per_node 2 perf/moe_layer_dist.py \
   --tokens 4096,16384 --json $R/moe-layer-dist.json > $R/moe-layer-dist.log 2>&1
 echo "dist rc=$? $(( $(date +%s) - t0 ))s"; grep -v "^W1\|^ *$" $R/moe-layer-dist.log | tail -16
