@@ -118,6 +118,7 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
 // token's row in pieces of G chunks of 256 elements (a warp's pass each), G chosen so that small T
 // still gives every warp work. With `waitLand` each landing row is read only once the pieces it sums are
 // announced (the whole combine); otherwise the combine flags said every return is done.
+constexpr int kReturnWarps = kWarps / 2;  // of each CTA in the whole combine; the rest reduce
 constexpr int kReduceBatch = 8;  // loads in flight per lane and pass (kMaxTopk a multiple of it)
 
 template <class T>
@@ -244,12 +245,12 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
       dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kCombFlag + me, dev::flagValue(seq, 1));
     return;
   }
-  // The whole combine: half of each CTA's warps return pairs (NVLink-bound), the other half reduce
-  // tokens (HBM-bound) as the pieces they sum land, so the two overlap. No grid sync: a token's
+  // The whole combine: kReturnWarps of each CTA's warps return pairs (NVLink-bound), the others
+  // reduce tokens (HBM-bound) as the pieces they sum land, so the two overlap. No grid sync: a token's
   // rank waits for each landing piece's ready word, raised by the warp that wrote it.
-  constexpr int kHalf = kWarps / 2;
-  if (warp < kHalf) returnPairs<T>(a, c, b * kHalf + warp, a.ctas * kHalf, true);
-  else reduceTokens<T>(a, c, b * kHalf + warp - kHalf, a.ctas * kHalf, warp, true);
+  constexpr int kRet = kReturnWarps, kRed = kWarps - kReturnWarps;
+  if (warp < kRet) returnPairs<T>(a, c, b * kRet + warp, a.ctas * kRet, true);
+  else reduceTokens<T>(a, c, b * kRed + warp - kRet, a.ctas * kRed, warp, true);
 }
 
 const void* combineKernelFn(bool fp16) {
