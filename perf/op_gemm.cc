@@ -114,6 +114,15 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     return 1;
   }
   const std::vector<std::string> variants = variantsToRun();
+  // MKCCL_PERF_GEMM_CHAIN=n: each timed run is n calls back to back (input sets rotating), its time
+  // divided by n: the kernels follow each other with no event between them, as in a model's layer
+  // or a graph (where the plain GEMM's programmatic dependent launch overlaps their edges).
+  const char* chainEnv = getenv("MKCCL_PERF_GEMM_CHAIN");
+  const int chain = chainEnv ? atoi(chainEnv) : 1;
+  if (chain < 1 || chain > 1000) {
+    fprintf(stderr, "gemm: MKCCL_PERF_GEMM_CHAIN=%s: expected 1..1000\n", chainEnv);
+    return 1;
+  }
   for (const Shape& s : shapes) {
     const size_t M = s.m, N = s.n, K = s.k;
     if (M == 0 || N == 0 || K == 0 || K % 8 != 0 || N % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) {
@@ -184,26 +193,33 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     const bool base = args.baseline && env.cublas;
     if (base)
       cand.emplace_back("cuBLAS", [&](int i) {
-        const int k = i % nsets;
-        if (cublasGemmRef(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+        for (int c = 0; c < chain; ++c) {
+          const int k = (i * chain + c) % nsets;
+          if (cublasGemmRef(env.cublas, A[k].p, W[k].p, R.p, M, N, K, t) != CUBLAS_STATUS_SUCCESS) failed = true;
+        }
       });
     for (const std::string& variant : variants)
       cand.emplace_back("mkcclGemm " + (variant.empty() ? std::string("auto") : variant),
                         [&](int i) {
-                          const int k = i % nsets;
-                          if (mkcclGemm(A[k].p, W[k].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess) failed = true;
+                          for (int c = 0; c < chain; ++c) {
+                            const int k = (i * chain + c) % nsets;
+                            if (mkcclGemm(A[k].p, W[k].p, C.p, M, N, K, t, t, env.stream) != mkcclSuccess)
+                              failed = true;
+                          }
                         },
                         nullptr, variant.empty() ? std::string() : "gemm.variant=" + variant);
     if (!timeAlternating(cand, args.warmup, args.iters, args.rounds, env.stream) || failed) {
       fprintf(stderr, "gemm: a timed run failed: %s\n", mkcclGetLastError(nullptr));
       return 1;
     }
+    for (Candidate& c : cand) c.us /= chain;
     const double baseUs = base ? cand[0].us : -1;
     for (size_t v = 0; v < variants.size(); ++v) {
       Result& r = rows[v];
       const std::string& variant = variants[v];
       r.timeUs = cand[v + (base ? 1 : 0)].us;
       r.extra["tflops"] = flop / (r.timeUs * 1e-6) / 1e12;
+      r.extra["chain"] = chain;
       const double ioBytes = 2.0 * (M * K + N * K + M * N);
       r.extra["hbm_gbps"] = ioBytes / (r.timeUs * 1e-6) / 1e9;
       if (baseUs > 0) {
@@ -216,6 +232,7 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
       const std::string tuning = userTuning();
       r.note = "variant " + (variant.empty() ? std::string("auto") : variant) +
                (tuning.empty() ? "" : ", tuning " + tuning) + ", " + std::to_string(nsets) + " input sets, " +
+               (chain > 1 ? std::to_string(chain) + " calls back to back per timed run (time per call), " : "") +
                timingNote(args.rounds);
       results->push_back(r);
     }
@@ -230,7 +247,8 @@ MKCCL_PERF_OP("gemm", runGemm,
               "C[M,N] = A[M,K] . W[N,K]^T on one GPU, against cuBLAS. -m M -n N -k K or --shapes MxNxK,... "
               "(default: the issue-5 figure shapes, 2048x8192x8192, decode M and odd shapes); -d bf16|fp16; "
               "MKCCL_PERF_GEMM_VARIANTS=auto,256x2,... times each engine configuration (the tuner's gemm.variant; "
-              "\"auto;gemm.split_k=2\" adds tuning); MKCCL_PERF_GEMM_SET=decode|odd|all: issue 26's sweeps");
+              "\"auto;gemm.split_k=2\" adds tuning); MKCCL_PERF_GEMM_SET=decode|odd|all: issue 26's sweeps; "
+              "MKCCL_PERF_GEMM_CHAIN=n: n calls back to back per timed run");
 
 }  // namespace perf
 }  // namespace mkccl

@@ -351,6 +351,91 @@ TEST(Gemm, OddKPacked) {
   checkGemm(4097, 4104, 4104, mkcclBfloat16, mkcclBfloat16, "auto");  // packed by the rule
 }
 
+// Programmatic dependent launch (gemm.pdl, on by default): a call may start while the kernel before
+// it in the stream finishes, so it must wait for it before any access to its memory. A chain in
+// which each call reads the previous call's output (read after write) and a W that the kernel just
+// before it rewrote, then a call that writes the buffer the call before it read (write after read);
+// eagerly, with PDL off for comparison, and replayed from a graph. Every step is checked against
+// cuBLAS on the step's own inputs.
+static void pdlChain(size_t M, size_t K, const std::string& tuning) {
+  SCOPED_TRACE(tuning + " " + std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(K));
+  VariantScope vs(tuning);
+  constexpr int kSteps = 4;
+  constexpr float kWScale = 1.0f / 16;  // keeps the chain's values in range
+  std::vector<DeviceBuf> X(kSteps + 2);
+  for (DeviceBuf& x : X) x.alloc(M * K * 2);
+  DeviceBuf W(K * K * 2), Wv(K * K * 2), R(M * K * 2);
+  for (const DeviceBuf& x : X) ASSERT_TRUE(x.p);
+  ASSERT_TRUE(W.p && Wv.p && R.p);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const uint64_t seed = mkccl::test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto enqueue = [&](uint64_t sd) {
+    for (int i = 0; i < kSteps; ++i) {
+      mkccl::test::fillRandom(W.p, K * K, mkcclBfloat16, sd + 1 + i, kWScale, s);
+      EXPECT_EQ(mkcclSuccess, mkcclGemm(X[i].p, W.p, X[i + 1].p, M, K, K, mkcclBfloat16, mkcclBfloat16, s))
+          << mkcclGetLastError(nullptr);
+    }
+    // Write after read: the spare buffer takes X[0] . W^T, then X[0] is overwritten by the next call.
+    EXPECT_EQ(mkcclSuccess, mkcclGemm(X[0].p, W.p, X[kSteps + 1].p, M, K, K, mkcclBfloat16, mkcclBfloat16, s));
+    EXPECT_EQ(mkcclSuccess, mkcclGemm(X[kSteps + 1].p, W.p, X[0].p, M, K, K, mkcclBfloat16, mkcclBfloat16, s));
+  };
+  auto check = [&](uint64_t sd, const DeviceBuf& x0, const std::string& what) {
+    SCOPED_TRACE(what);
+    for (int i = 0; i <= kSteps + 1; ++i) {
+      const void* in = i == 0 ? x0.p : i < kSteps ? X[i].p : i == kSteps ? x0.p : X[kSteps + 1].p;
+      const void* out = i < kSteps ? X[i + 1].p : i == kSteps ? X[kSteps + 1].p : X[0].p;
+      mkccl::test::fillRandom(Wv.p, K * K, mkcclBfloat16, sd + 1 + (i < kSteps ? i : kSteps - 1), kWScale, s);
+      mkccl::test::cublasGemmRef(in, Wv.p, R.p, M, K, K, mkcclBfloat16, mkcclBfloat16, s);
+      CUDA_OK(cudaStreamSynchronize(s));
+      const ErrStats e = compare(mkccl::test::toHostDouble(out, M * K, mkcclBfloat16),
+                                 mkccl::test::toHostDouble(R.p, M * K, mkcclBfloat16), kTol);
+      EXPECT_EQ(e.wrong, 0u) << "step " << i;
+    }
+  };
+  DeviceBuf x0(M * K * 2);  // X[0]'s first contents, for the check
+  ASSERT_TRUE(x0.p);
+  for (int rep = 0; rep < 2; ++rep) {
+    mkccl::test::fillRandom(X[0].p, M * K, mkcclBfloat16, seed + 100 * rep, 1.0f, s);
+    CUDA_OK(cudaMemcpyAsync(x0.p, X[0].p, M * K * 2, cudaMemcpyDeviceToDevice, s));
+    for (size_t i = 1; i < X.size(); ++i) mkccl::test::poison(X[i].p, X[i].bytes, s);
+    CUDA_OK(cudaStreamSynchronize(s));
+    enqueue(seed + 100 * rep);
+    check(seed + 100 * rep, x0, "eager " + std::to_string(rep));
+  }
+  // The same chain from a graph (programmatic edges between its kernels), replayed twice.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  const uint64_t gseed = seed + 1000;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  enqueue(gseed);
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 2; ++rep) {
+    mkccl::test::fillRandom(X[0].p, M * K, mkcclBfloat16, gseed + 7 + rep, 1.0f, s);
+    CUDA_OK(cudaMemcpyAsync(x0.p, X[0].p, M * K * 2, cudaMemcpyDeviceToDevice, s));
+    for (size_t i = 1; i < X.size(); ++i) mkccl::test::poison(X[i].p, X[i].bytes, s);
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    check(gseed, x0, "graph replay " + std::to_string(rep));
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+TEST(Gemm, PdlDependentChain) {
+  MKCCL_REQUIRE_GPUS(1);
+  for (const char* t : {"auto", "auto;gemm.pdl=off"}) {
+    pdlChain(1, 4096, t);     // split K: the workspace of one call is the next call's
+    pdlChain(64, 4096, t);
+    pdlChain(2048, 4096, t);  // 128 x 256 tiles, clusters of 2
+    pdlChain(2048, 1032, t);  // K = 1032: packed operands (the pack kernel between the calls)
+  }
+  pdlChain(200, 1032, "simple");
+  pdlChain(3000, 2048, "128x2");
+}
+
 // A capture on a stream that has never run a split-K or packed GEMM: no workspace may be made
 // inside the capture, so the call runs unsplit / unpacked, and is still right when replayed.
 TEST(Gemm, CaptureOnFreshStream) {

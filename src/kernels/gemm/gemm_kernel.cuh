@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "kernels/device/cluster.cuh"
 #include "kernels/device/mbarrier.cuh"
+#include "kernels/device/pdl.cuh"
 #include "kernels/device/tma.cuh"
 #include "kernels/device/warpgroup.cuh"
 #include "kernels/gemm/epilogue.cuh"
@@ -51,6 +52,25 @@ __device__ __forceinline__ void consumerRole(const GemmArgs& g, const typename O
   epi.finish();
 }
 
+// The L2 prefetch of a PDL launch: the A and W boxes of the first kStages k-blocks of the CTA's
+// first tile (what the producer loads first), by the producer thread before it may load.
+template <class Cfg, class Op>
+__device__ __forceinline__ void prefetchFirstStages(const GemmArgs& g, const typename Op::Params& op,
+                                                    const CUtensorMap* mapA, const CUtensorMap* mapB,
+                                                    typename Op::Scheduler sched, uint32_t ctaRank) {
+  typename Op::Scheduler::Tile t;
+  if (!sched.next(t)) return;
+  const typename Op::template Loads<Cfg, Op> loads(g, op, mapA, 0u);
+  const TileA a = loads.a(t);
+  const int32_t rowB = loads.bRow(t) + static_cast<int32_t>(ctaRank) * (Cfg::BN / g.clusterSize);
+  const KRange kr = tileKRange(g, t);
+  const int end = kr.end - kr.begin > Cfg::kStages ? kr.begin + Cfg::kStages : kr.end;
+  for (int kb = kr.begin; kb < end; ++kb) {
+    dev::tmaPrefetchL2(a.map, kb * Cfg::BK, a.row);
+    dev::tmaPrefetchL2(mapB, kb * Cfg::BK, rowB);
+  }
+}
+
 template <class Cfg, class Op>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     persistentGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
@@ -72,7 +92,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const SmemLayout<Cfg> sm{base};
   const int cs = g.clusterSize;
   const uint32_t ctaRank = cs > 1 ? dev::clusterCtaRank() : 0u;
+  const int computeCta = static_cast<int>(blockIdx.x) - g.nCommCtas;
+  const int numClusters = (static_cast<int>(gridDim.x) - g.nCommCtas) / cs;
+  const typename Op::Scheduler sched(g, op, computeCta / cs, numClusters, static_cast<int>(ctaRank));
 
+  if constexpr (Op::kPdl) {
+    // Launched behind the previous kernel (PDL): warm L2 with the first tile's first stages while
+    // that kernel finishes, then wait for it before any access to memory it may write.
+    if (threadIdx.x == 0) prefetchFirstStages<Cfg, Op>(g, op, &mapA, &mapB, sched, ctaRank);
+    dev::gridDepWait();
+    if (threadIdx.x == 0) dev::gridDepLaunchDependents();
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
       dev::mbarInit(sm.full(s), 1);
@@ -85,10 +115,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   // Barriers initialised in both CTAs before any remote arrival or multicast reaches them.
   if (cs > 1) dev::clusterSync(); else __syncthreads();
-
-  const int computeCta = static_cast<int>(blockIdx.x) - g.nCommCtas;
-  const int numClusters = (static_cast<int>(gridDim.x) - g.nCommCtas) / cs;
-  const typename Op::Scheduler sched(g, op, computeCta / cs, numClusters, static_cast<int>(ctaRank));
 
   // The register split when the consumers hold 128 x 256 accumulators: the op's, else 40 / 232
   // (56 / 224 when the producer calls out of line for a load hook).

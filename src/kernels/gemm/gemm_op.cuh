@@ -197,6 +197,13 @@ struct GemmOpDefaults {
   static constexpr uint32_t kSharedWords = 2;
   static constexpr uint32_t kProducerRegs = 0, kConsumerRegs = 0;
 
+  // Launched as a programmatic dependent of the kernel before it in the stream (PDL; the host
+  // adds the launch attribute where the tuner's gemm.pdl allows): each CTA prefetches its first
+  // stages into L2, every thread waits for that kernel's completion before anything else
+  // (griddepcontrol.wait), and the CTA lets the next PDL launch start. Only for ops with no
+  // hook that touches global memory before the wait (the default Loads' a / bRow are pure).
+  static constexpr bool kPdl = false;
+
   // The consumer mainloop, when the op accumulates differently (kernels/gemm/fp8_op.cuh):
   //   template <class Cfg, class Tile, class Hook>
   //   static bool mainloop(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>&, const GemmArgs&,
@@ -212,7 +219,9 @@ struct GemmOpDefaults {
   __device__ static void epilogueStamp(const Params&, int point) {}
 };
 
-// The plain GEMM: no hooks.
-struct PlainGemmOp : GemmOpDefaults {};
+// The plain GEMM: no hooks; launched behind the previous kernel (PDL) where the tuner allows.
+struct PlainGemmOp : GemmOpDefaults {
+  static constexpr bool kPdl = true;
+};
 
 }  // namespace mkccl

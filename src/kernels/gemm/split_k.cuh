@@ -375,6 +375,7 @@ struct SplitKGemmOp : GemmOpDefaults {
   template <class Cfg, class Op>
   using Epilogue = SplitKEpilogue<Cfg, Op>;
   static constexpr uint32_t kSharedWords = 4;
+  static constexpr bool kPdl = true;  // the workspace is touched only after the wait
 };
 
 }  // namespace mkccl

@@ -23,14 +23,16 @@ struct GemmLauncher {
 
   // Launches g.nCommCtas + computeCtas blocks (computeCtas a multiple of g.clusterSize, and no
   // more than fit at once: the kernel is persistent). prepare() must have run on this device.
+  // pdl: as a programmatic dependent of the stream's previous kernel, for ops built for it
+  // (Op::kPdl; ignored otherwise).
   static mkcclResult_t launch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,
                               const GemmArgs& g, const typename Op::Params& op, int computeCtas,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, bool pdl = false) {
     if (computeCtas < g.clusterSize || computeCtas % g.clusterSize != 0 || g.nCommCtas % g.clusterSize != 0)
       return setError(mkcclInternalError, "gemm launch: %d compute CTAs, %d comm CTAs, cluster %d", computeCtas,
                       g.nCommCtas, g.clusterSize);
-    return persistentLaunch(kernel(), g.nCommCtas + computeCtas, Cfg::kThreads, Cfg::kSmemBytes, g.clusterSize, stream,
-                            mapA, mapB, mapC, g, op);
+    return persistentLaunchPdl(pdl && Op::kPdl, kernel(), g.nCommCtas + computeCtas, Cfg::kThreads, Cfg::kSmemBytes,
+                               g.clusterSize, stream, mapA, mapB, mapC, g, op);
   }
 };
 

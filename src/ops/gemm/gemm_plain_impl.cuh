@@ -94,7 +94,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   int unused = 0;
   if (plan.simple) {
     MKCCL_CHECK(Simple::prepare(dev, info.smCount, 1, &unused));
-    return Simple::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
+    return Simple::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
   }
   if (plan.splits != 1) {
     SplitKParams sp{ws.partials, ws.counters, plan.splits};
@@ -103,14 +103,14 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     sp.ctas = plan.ctas;
     if (plan.bn == 256) {
       MKCCL_CHECK(StreamK256::prepare(dev, info.smCount, 1, &unused));
-      return StreamK256::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
+      return StreamK256::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
     }
     MKCCL_CHECK(SplitK::prepare(dev, info.smCount, 1, &unused));
-    return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream);
+    return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
   }
-  if (plan.bn == 256) return Fast256::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
+  if (plan.bn == 256) return Fast256::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
   MKCCL_CHECK(Fast128::prepare(dev, info.smCount, plan.clusterSize, &unused));
-  return Fast128::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream);
+  return Fast128::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
 }
 
 // Loads (and opts into shared memory) every plain GEMM kernel of this input type on `dev`.

@@ -30,9 +30,9 @@ mkcclResult_t persistentPrepare(const void* kernel, int dev, int smCount, int th
   if (entry == 0) {
     int n = smCount;
     if (clusterSize > 1) {
-      cudaLaunchAttribute attr;
+      cudaLaunchAttribute attrs[2];
       const cudaLaunchConfig_t cfg =
-          persistentConfig(clusterSize * smCount, threads, smemBytes, clusterSize, nullptr, &attr);
+          persistentConfig(clusterSize * smCount, threads, smemBytes, clusterSize, nullptr, attrs);
       if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
         cudaGetLastError();
         MKCCL_INFO("device %d: clusters of %d are not available for a GEMM kernel: single CTAs", dev, clusterSize);

@@ -53,6 +53,8 @@ const std::vector<Key>& keys() {
     v.push_back({"gemm.stream_k", {"auto", "off", "on"}, 0, 0,
                  [](Tuning& t, long long x) { t.gemm.streamK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.streamK; }});
+    v.push_back({"gemm.pdl", {"on", "off"}, 0, 0, [](Tuning& t, long long x) { t.gemm.pdl = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemm.pdl; }});
     v.push_back({"gemm.pack_k", {"auto", "off", "on"}, 0, 0, [](Tuning& t, long long x) { t.gemm.packK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.packK; }});
     v.push_back({"ag_gemm.plan", {"auto", "fused", "sequential", "ce"}, 0, 0,

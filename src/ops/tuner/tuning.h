@@ -22,6 +22,9 @@ struct Tuning {
     // Off by default until the model's costs are measured (auto is the model's choice).
     int streamK = 1;
     int packK = 0;   // gemm.pack_k: auto (0) | off (1) | on (2): pack A and W whose K is not a multiple of 64 (gemm_pack.h)
+    // gemm.pdl: on (0) | off (1): the plain GEMM launched as a programmatic dependent of the
+    // stream's previous kernel (its CTAs set up and prefetch while that kernel finishes).
+    int pdl = 0;
   } gemm;
 
   struct AgGemm {
