@@ -90,9 +90,15 @@ mkcclResult_t encodeTileMap(CUtensorMap* map, const void* base, mkcclDataType_t 
   const cuuint64_t strides[1] = {ld * elt};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elt), boxRows};
   const cuuint32_t estrides[2] = {1, 1};
+  // A row pitch off a multiple of 128 bytes puts each 128-byte box row across two lines; with
+  // 256-byte promotion the L2 then fetches up to twice the bytes it needs: 8192 x 8192 x 4104
+  // unpacked took 1124 us with 256-byte promotion, 935 with 128 and 959 with none (one H200,
+  // perf/results/20261127-s7-1xNVIDIA_H200/2-oddk-load/); aligned rows keep 256.
+  const CUtensorMapL2promotion promotion =
+      (ld * elt) % 128 == 0 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
   CU_CHECK(cu().tensorMapEncodeTiled(map, mapType(t), 2, const_cast<void*>(base), dims, strides, box, estrides,
-                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
+                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return mkcclSuccess;
 }
 
