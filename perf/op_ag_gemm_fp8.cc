@@ -55,8 +55,10 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
     fillInput(W[i].p, N * K, mkcclFloat8e4m3, seed + 2 * i + 1, env.rank, 0, env.stream);
   }
   const float scaleA = 0.75f, scaleW = 1.5f;  // sA the same on every rank (the API's rule)
-  if (!cudaOk(kOp, cudaMemcpy(sA.p, &scaleA, 4, cudaMemcpyHostToDevice), "scales") ||
-      !cudaOk(kOp, cudaMemcpy(sW.p, &scaleW, 4, cudaMemcpyHostToDevice), "scales") ||
+  // On env.stream (non-blocking): a pageable cudaMemcpy may return before its DMA lands, and the
+  // legacy stream does not order env.stream.
+  if (!cudaOk(kOp, cudaMemcpyAsync(sA.p, &scaleA, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
+      !cudaOk(kOp, cudaMemcpyAsync(sW.p, &scaleW, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
       !cudaOk(kOp, cudaStreamSynchronize(env.stream), "fill"))
     return 1;
   const mkcclFp8Scales_t scales =

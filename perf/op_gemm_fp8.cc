@@ -79,10 +79,12 @@ int runGemmFp8(const Args& args, Env& env, std::vector<Result>* results) {
     // Scales that are not 1; the block scales hold the same values in every block.
     const float scaleA = 0.75f, scaleW = 1.5f;
     std::vector<float> hA(M * kb, scaleA), hW(nb * kb, scaleW);
-    if (!cudaOk(kOp, cudaMemcpy(sA.p, &scaleA, 4, cudaMemcpyHostToDevice), "scales") ||
-        !cudaOk(kOp, cudaMemcpy(sW.p, &scaleW, 4, cudaMemcpyHostToDevice), "scales") ||
-        !cudaOk(kOp, cudaMemcpy(bA.p, hA.data(), hA.size() * 4, cudaMemcpyHostToDevice), "scales") ||
-        !cudaOk(kOp, cudaMemcpy(bW.p, hW.data(), hW.size() * 4, cudaMemcpyHostToDevice), "scales") ||
+    // On env.stream (non-blocking): a pageable cudaMemcpy may return before its DMA lands, and the
+    // legacy stream does not order env.stream.
+    if (!cudaOk(kOp, cudaMemcpyAsync(sA.p, &scaleA, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
+        !cudaOk(kOp, cudaMemcpyAsync(sW.p, &scaleW, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
+        !cudaOk(kOp, cudaMemcpyAsync(bA.p, hA.data(), hA.size() * 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
+        !cudaOk(kOp, cudaMemcpyAsync(bW.p, hW.data(), hW.size() * 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
         !cudaOk(kOp, cudaStreamSynchronize(env.stream), "fill"))
       return 1;
     const double flop = 2.0 * M * N * K;

@@ -60,8 +60,10 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   }
   // Scales that differ per rank: each partial is scaled before the reduction.
   const float scaleA = 0.75f * (1.f + 0.125f * float(env.rank)), scaleW = 1.5f;
-  if (!cudaOk(name, cudaMemcpy(sA.p, &scaleA, 4, cudaMemcpyHostToDevice), "scales") ||
-      !cudaOk(name, cudaMemcpy(sW.p, &scaleW, 4, cudaMemcpyHostToDevice), "scales") ||
+  // On env.stream (non-blocking): a pageable cudaMemcpy may return before its DMA lands, and the
+  // legacy stream does not order env.stream.
+  if (!cudaOk(name, cudaMemcpyAsync(sA.p, &scaleA, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
+      !cudaOk(name, cudaMemcpyAsync(sW.p, &scaleW, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
       !cudaOk(name, cudaStreamSynchronize(env.stream), "fill"))
     return 1;
   const mkcclFp8Scales_t scales =

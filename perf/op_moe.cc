@@ -76,8 +76,10 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
     if (!X[i].alloc(T * H * es, kOp, "X") || !I[i].alloc(T * k * 4, kOp, "idx") || !W[i].alloc(T * k * 4, kOp, "w"))
       return 1;
     fillInput(X[i].p, T * H, t, seed + i, me, 0, env.stream);
-    cudaMemcpy(I[i].p, idx[i].data(), T * k * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(W[i].p, wt[i].data(), T * k * 4, cudaMemcpyHostToDevice);
+    // On env.stream (non-blocking), which reads them: a pageable cudaMemcpy may return before its
+    // DMA lands, and the legacy stream does not order env.stream.
+    cudaMemcpyAsync(I[i].p, idx[i].data(), T * k * 4, cudaMemcpyHostToDevice, env.stream);
+    cudaMemcpyAsync(W[i].p, wt[i].data(), T * k * 4, cudaMemcpyHostToDevice, env.stream);
   }
   DevBuf out;
   if (!out.alloc(T * H * es, kOp, "out")) return 1;

@@ -87,8 +87,10 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
         !Wt[i].alloc(std::max<size_t>(T * k * 4, 16), kOp, "w"))
       return 1;
     fillInput(X[i].p, T * H, t, seed + i, me, 0, env.stream);
-    cudaMemcpy(Ix[i].p, idx[i].data(), T * k * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(Wt[i].p, wt[i].data(), T * k * 4, cudaMemcpyHostToDevice);
+    // On env.stream (non-blocking), which reads them: a pageable cudaMemcpy may return before its
+    // DMA lands, and the legacy stream does not order env.stream.
+    cudaMemcpyAsync(Ix[i].p, idx[i].data(), T * k * 4, cudaMemcpyHostToDevice, env.stream);
+    cudaMemcpyAsync(Wt[i].p, wt[i].data(), T * k * 4, cudaMemcpyHostToDevice, env.stream);
   }
   DevBuf W1, W2, act, Y, out;
   if (!W1.alloc(size_t(El) * 2 * Ip * H * es, kOp, "W1") || !W2.alloc(size_t(El) * H * I * es, kOp, "W2") ||

@@ -327,7 +327,9 @@ TEST(Coll, CheckerCatchesErrors) {
     uint32_t w2;
     memcpy(&w2, &f, 4);
     h = (uint16_t)(w2 >> 16);
-    cudaMemcpy(out.c() + 2 * 1234, &h, 2, cudaMemcpyHostToDevice);
+    // On the rank's stream: a pageable cudaMemcpy may return before its DMA lands, and the legacy
+    // stream does not order the non-blocking stream the check runs on.
+    cudaMemcpyAsync(out.c() + 2 * 1234, &h, 2, cudaMemcpyHostToDevice, r.stream);
     if (check(perf::CollKind::AllReduce) != cudaSuccess || chk.wrong != 1)
       return "one corrupted AllReduce element counted as " + std::to_string(chk.wrong) + " wrong";
     // An AllGather that never ran: its poisoned output must be wrong everywhere.

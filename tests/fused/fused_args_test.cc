@@ -174,6 +174,9 @@ struct AgRank {
       dBias.push_back(b);
       args.weights[i] = mkcclFusedWeight_t{dW[i], C, b, c.N[i], c.ldw[i], c.ldc[i]};
     }
+    // The uploads and fills ran on the legacy stream (a pageable cudaMemcpy may return before its
+    // DMA lands), which does not order the non-blocking rank streams that read them.
+    ok = ok && cudaDeviceSynchronize() == cudaSuccess;
     EXPECT_TRUE(ok) << "allocations";
   }
   // New inputs in the same buffers (a graph replays on fixed addresses), outputs poisoned again.
@@ -264,6 +267,7 @@ struct RsRank {
     args.outType = c.out;
     args.biasType = c.bias == mkcclNumTypes ? mkcclNumTypes : c.bias;
     args.weights[0] = mkcclFusedWeight_t{dW, dC, dBias, c.N, c.ldw, c.ldc};
+    ok = ok && cudaDeviceSynchronize() == cudaSuccess;  // (see AgRank::make)
     EXPECT_TRUE(ok) << "allocations";
   }
   bool refill(const RsCase& c, bool allReduce, uint64_t seed, int rank, int ws, cudaStream_t s) {

@@ -211,8 +211,10 @@ void runAg(RegWorld& w, const AgShape& s, GMode g, const char* plan, uint64_t se
     char* G = g == GMode::Plain ? static_cast<char*>(w.plainG[r]) : w.regG(r);
     char* C = g == GMode::Plain ? static_cast<char*>(w.plainC[r]) : w.regC(r);
     void *A = nullptr, *W = nullptr;
+    // Uploads on the rank's stream: a cudaMemcpy from pageable memory may return before its DMA
+    // lands, and the legacy stream does not order the non-blocking rank streams.
     bool ok = cudaMalloc(&W, d.W[r].bytes()) == cudaSuccess &&
-              cudaMemcpy(W, d.W[r].b.data(), d.W[r].bytes(), cudaMemcpyHostToDevice) == cudaSuccess;
+              cudaMemcpyAsync(W, d.W[r].b.data(), d.W[r].bytes(), cudaMemcpyHostToDevice, st) == cudaSuccess;
     poison(G, M * s.K * 2, st);
     poison(C, M * s.N * 2, st);
     if (g == GMode::RegInPlace) {
@@ -220,7 +222,7 @@ void runAg(RegWorld& w, const AgShape& s, GMode g, const char* plan, uint64_t se
       ok = ok && cudaMemcpyAsync(A, d.A[r].b.data(), d.A[r].bytes(), cudaMemcpyHostToDevice, st) == cudaSuccess;
     } else {
       ok = ok && cudaMalloc(&A, d.A[r].bytes()) == cudaSuccess &&
-           cudaMemcpy(A, d.A[r].b.data(), d.A[r].bytes(), cudaMemcpyHostToDevice) == cudaSuccess;
+           cudaMemcpyAsync(A, d.A[r].b.data(), d.A[r].bytes(), cudaMemcpyHostToDevice, st) == cudaSuccess;
     }
     ok = ok && cudaStreamSynchronize(st) == cudaSuccess;
     if (!ok) {
@@ -307,9 +309,12 @@ void runRs(RegWorld& w, const RsShape& s, bool allReduce, bool reg, const std::s
     }
     char* C = reg ? w.regC(r) : static_cast<char*>(w.plainC[r]);
     void *dA = nullptr, *dW = nullptr;
+    // Uploads on the rank's stream (synchronised below): a cudaMemcpy from pageable memory may
+    // return before its DMA lands, and the legacy stream does not order the non-blocking rank
+    // streams, so the kernel could read a rank's A or W before it arrived.
     const bool ok = cudaMalloc(&dA, A[r].bytes()) == cudaSuccess && cudaMalloc(&dW, W[r].bytes()) == cudaSuccess &&
-                    cudaMemcpy(dA, A[r].b.data(), A[r].bytes(), cudaMemcpyHostToDevice) == cudaSuccess &&
-                    cudaMemcpy(dW, W[r].b.data(), W[r].bytes(), cudaMemcpyHostToDevice) == cudaSuccess;
+                    cudaMemcpyAsync(dA, A[r].b.data(), A[r].bytes(), cudaMemcpyHostToDevice, st) == cudaSuccess &&
+                    cudaMemcpyAsync(dW, W[r].b.data(), W[r].bytes(), cudaMemcpyHostToDevice, st) == cudaSuccess;
     poison(C, rows * s.N * 2, st);
     if (!ok || cudaStreamSynchronize(st) != cudaSuccess) {
       errs[r] = "setup";
@@ -415,10 +420,11 @@ TEST(FusedReg, CapturedAndReplayed) {
         A2s[q].make(ar.M, ar.K, ar.K, rng);
         W2s[q].make(ar.N, ar.K, ar.K, rng);
       }
-      cudaMemcpy(A, d.A[r].b.data(), d.A[r].bytes(), cudaMemcpyHostToDevice);
-      cudaMemcpy(W, d.W[r].b.data(), d.W[r].bytes(), cudaMemcpyHostToDevice);
-      cudaMemcpy(A2, A2s[r].b.data(), A2s[r].bytes(), cudaMemcpyHostToDevice);
-      cudaMemcpy(W2, W2s[r].b.data(), W2s[r].bytes(), cudaMemcpyHostToDevice);
+      // On the rank's stream, ahead of the calls (see runRs).
+      cudaMemcpyAsync(A, d.A[r].b.data(), d.A[r].bytes(), cudaMemcpyHostToDevice, st);
+      cudaMemcpyAsync(W, d.W[r].b.data(), d.W[r].bytes(), cudaMemcpyHostToDevice, st);
+      cudaMemcpyAsync(A2, A2s[r].b.data(), A2s[r].bytes(), cudaMemcpyHostToDevice, st);
+      cudaMemcpyAsync(W2, W2s[r].b.data(), W2s[r].bytes(), cudaMemcpyHostToDevice, st);
       poison(G, M * ag.K * 2, st);
       poison(C1, M * ag.N * 2, st);
       poison(C2, ar.M * ar.N * 2, st);

@@ -164,21 +164,19 @@ TEST(GemmSplitK, ForcedValues) {
 
 namespace {
 
-// The packing rule (gemm_pack.h): only K off a 64-element multiple, only large compute-bound
-// shapes (the measured crossover), within the workspace bound, never for the debug kernel or with
-// gemm.pack_k=off; gemm.pack_k=on packs any such K.
+// The packing rule (gemm_pack.h): only on request (gemm.pack_k=on), only K off a 64-element
+// multiple, within the workspace bound, never for the debug kernel; auto and off never pack (the
+// unpacked GEMM measured as fast or faster once misaligned rows got 128-byte L2 promotion).
 TEST(GemmPack, Rule) {
-  EXPECT_TRUE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 0));
-  EXPECT_TRUE(mkccl::gemmShouldPack(4097, 4104, 4104, false, 0));
-  EXPECT_FALSE(mkccl::gemmShouldPack(1000, 1032, 4104, false, 0));  // measured slower packed
-  EXPECT_TRUE(mkccl::gemmShouldPack(2000, 2056, 4104, false, 0));   // measured faster packed
-  EXPECT_TRUE(mkccl::gemmShouldPack(1000, 1032, 4104, false, 2));   // gemm.pack_k=on
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 0));  // auto
+  EXPECT_FALSE(mkccl::gemmShouldPack(2000, 2056, 4104, false, 0));
+  EXPECT_TRUE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 2));   // gemm.pack_k=on
+  EXPECT_TRUE(mkccl::gemmShouldPack(1000, 1032, 4104, false, 2));
   EXPECT_TRUE(mkccl::gemmShouldPack(8, 8, 72, false, 2));
-  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4096, false, 0));  // aligned already
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4096, false, 2));  // aligned already
   EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, false, 1));  // gemm.pack_k=off
-  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, true, 0));   // simple
-  EXPECT_FALSE(mkccl::gemmShouldPack(128, 8192, 8200, false, 0));   // decode: one pass over W
-  EXPECT_FALSE(mkccl::gemmShouldPack(300000, 8192, 4104, false, 0));  // over the workspace bound
+  EXPECT_FALSE(mkccl::gemmShouldPack(8000, 8184, 4104, true, 2));   // simple
+  EXPECT_FALSE(mkccl::gemmShouldPack(300000, 8192, 4104, false, 2));  // over the workspace bound
   EXPECT_EQ(mkccl::gemmPackedPitch(4104), 4160);
   EXPECT_EQ(mkccl::gemmPackedPitch(64), 64);
 }

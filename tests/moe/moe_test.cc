@@ -125,6 +125,9 @@ void* upload(const void* h, size_t bytes) {
   void* d = nullptr;
   EXPECT_EQ(cudaSuccess, cudaMalloc(&d, bytes ? bytes : 16));
   if (bytes) EXPECT_EQ(cudaSuccess, cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+  // Waited for: a copy from pageable memory may return before its DMA lands, and the legacy
+  // stream does not order the non-blocking rank streams that read the buffer.
+  if (bytes) EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(0));
   return d;
 }
 
@@ -1148,9 +1151,12 @@ void runGraphLayer(bool fused, bool both = false) {
       const int T = c.T(r);
       x.route = makeRouting(c.kind, T, d, g());
       x.X = randomHalves((size_t)T * c.H, false, g);
-      ASSERT_EQ(cudaSuccess, cudaMemcpy(x.dX, x.X.data(), x.X.size() * 2, cudaMemcpyHostToDevice));
-      ASSERT_EQ(cudaSuccess, cudaMemcpy(x.dIdx, x.route.idx.data(), x.route.idx.size() * 4, cudaMemcpyHostToDevice));
-      ASSERT_EQ(cudaSuccess, cudaMemcpy(x.dW, x.route.w.data(), x.route.w.size() * 4, cudaMemcpyHostToDevice));
+      // On the rank's stream, ahead of the layer (see upload).
+      cudaStream_t s = w.streams[r];
+      ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(x.dX, x.X.data(), x.X.size() * 2, cudaMemcpyHostToDevice, s));
+      ASSERT_EQ(cudaSuccess,
+                cudaMemcpyAsync(x.dIdx, x.route.idx.data(), x.route.idx.size() * 4, cudaMemcpyHostToDevice, s));
+      ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(x.dW, x.route.w.data(), x.route.w.size() * 4, cudaMemcpyHostToDevice, s));
     }
   };
   auto layer = [&](int r, void* out) {

@@ -14,20 +14,16 @@ inline int64_t gemmPackedPitch(int64_t K) { return (K + 63) / 64 * 64; }
 // Workspace bound: above it the GEMM runs on the unpacked operands.
 constexpr int64_t kGemmPackMaxBytes = 2ll << 30;
 
-// Outputs smaller than this (elements) are not packed by the rule: measured on an H100, packing
-// made 1000 x 1032 x 4104 slower (53 against 48 us: the copy costs more than the misaligned loads
-// there) and 2000 x 2056 x 4104 and larger faster (116 against 122 us; 288 against 378 us at
-// 4097 x 4104 x 4104; 832 against 1304 us at 8000 x 8184 x 4104).
-constexpr int64_t kGemmPackMinOutput = 2ll << 20;
-
-// The rule: pack when K * 2 is not a multiple of 128 bytes and the GEMM is large and compute-bound
-// (M and N at least 256 and M * N at least kGemmPackMinOutput: the copy reads and writes A and W
-// once, ~15% of such a GEMM's time; at decode M the GEMM is one pass over W, and a copy would
-// triple its traffic), within the workspace bound. packTuning: the tuner's gemm.pack_k (0 auto,
-// 1 off, 2 on: whenever K is off 64, for tests).
+// The rule: pack only on request (the tuner's gemm.pack_k: 0 auto, 1 off, 2 on: whenever K * 2 is
+// not a multiple of 128 bytes), within the workspace bound. Auto does not pack: packing paid off
+// (e.g. 8000 x 8184 x 4104 on an H100, 832 against 1304 us) while the tensor maps of such rows
+// asked the L2 for 256-byte promotion, which fetched up to twice the bytes; with 128-byte
+// promotion and the tile efficiencies of misaligned rows (gemm_plan_model.h) the unpacked GEMM
+// was as fast or faster at every odd shape measured on one H200 (8000 x 8184 x 4104 776 against
+// 846 us packed, 2000 x 2056 x 4104 89.6 against 93.1; perf/results/20261127-s7-1xNVIDIA_H200/),
+// and it needs neither the copy's HBM traffic nor its workspace.
 inline bool gemmShouldPack(int64_t M, int64_t N, int64_t K, bool simple, int packTuning) {
-  if (packTuning == 1 || simple || K % 64 == 0) return false;
-  if (packTuning != 2 && (M < 256 || N < 256 || M * N < kGemmPackMinOutput)) return false;
+  if (packTuning != 2 || simple || K % 64 == 0) return false;
   return (M + N) * gemmPackedPitch(K) * 2 <= kGemmPackMaxBytes;
 }
 

@@ -26,8 +26,15 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
-  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2), p.M, p.N, v,
-                                         info.smCount, maxClusters2);
+  const int64_t lda = p.lda ? p.lda : p.K, ldw = p.ldw ? p.ldw : p.K, ldc = p.ldc ? p.ldc : p.N;
+  // Operands whose rows are off a multiple of 128 bytes and stay so (not packed, below): the
+  // planner weighs the tiles by their efficiencies on such rows.
+  const bool aligned16 = ((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) == 0;
+  const bool packAsked =
+      aligned16 && lda == p.K && ldw == p.K && gemmShouldPack(p.M, p.N, p.K, v == GemmVariant::Simple, p.packK);
+  const bool misalignedRows = !packAsked && ((lda * 2) % 128 != 0 || (ldw * 2) % 128 != 0);
+  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2, misalignedRows),
+                                         p.M, p.N, v, info.smCount, maxClusters2);
   SplitKWorkspace ws;
   const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount),
                                         splitKRatesFor(info.hbmPeakBytesPerUs));
@@ -49,7 +56,6 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   GemmArgs g;
   memset(&g, 0, sizeof(g));
   gemmArgsFor(plan, p.M, p.N, p.K, &g);
-  const int64_t lda = p.lda ? p.lda : p.K, ldw = p.ldw ? p.ldw : p.K, ldc = p.ldc ? p.ldc : p.N;
   g.outType = p.outType;
   g.C = p.C;
   g.ldc = ldc;
@@ -58,13 +64,13 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   g.waitTimeoutNs = kGemmWaitTimeoutNs;
   MKCCL_CHECK(gemmFaultWord(&g.fault));
 
-  // A row pitch that is not a multiple of 128 bytes: copy A and W to one that is (gemm_pack.h).
+  // On request (gemm.pack_k=on), rows off a multiple of 128 bytes are copied to a pitch that is
+  // (gemm_pack.h).
   const void* opA = p.A;
   const void* opW = p.W;
   int64_t ldk = p.K, ldA = lda, ldW = ldw;
-  const bool aligned16 = ((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) == 0;
   // (Strided operands are not packed: their pitch is the caller's.)
-  if (aligned16 && lda == p.K && ldw == p.K && gemmShouldPack(p.M, p.N, p.K, plan.simple, p.packK)) {
+  if (packAsked && !plan.simple) {
     const void* Ap = nullptr;
     const void* Wp = nullptr;
     MKCCL_CHECK(gemmPackOperands(p.A, p.W, p.M, p.N, p.K, dev, stream, &Ap, &Wp));

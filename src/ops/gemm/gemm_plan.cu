@@ -46,8 +46,9 @@ mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info) {
   return mkcclSuccess;
 }
 
-GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2) {
-  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2);
+GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
+                     bool misalignedRows) {
+  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2, misalignedRows);
 }
 
 mkcclResult_t groupedGemmArgs(int64_t maxRows, int64_t N, int64_t K, mkcclDataType_t outType, void* C,

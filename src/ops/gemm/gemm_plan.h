@@ -44,8 +44,10 @@ inline double gemmHbmPeakBytesPerUs(int dev) {
 
 // The configuration for C[M, N] = A[M, K] . W[N, K]^T on at most ctaBudget CTAs.
 // maxClusters2: how many 2-CTA clusters of the 128 x 256 kernel fit on the GPU at once (0: none).
-// The model and the configurations' relative efficiencies: gemm_plan_model.h.
-GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2);
+// The model and the configurations' relative efficiencies: gemm_plan_model.h. misalignedRows: A's
+// or W's row pitch is off a multiple of 128 bytes (other efficiencies).
+GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
+                     bool misalignedRows = false);
 
 // Shape, k-blocks, schedule and cluster size of `args` for the plan (other fields untouched).
 // Inline: tests that launch their own instantiation of the kernel set their arguments with it.

@@ -23,6 +23,17 @@ inline double gemmTileEfficiency(int bn, int clusterSize) {
   return clusterSize == 2 ? 0.95 : 0.94;
 }
 
+// The same when the rows of A or W are off a multiple of 128 bytes (K = 4104: 8208-byte rows) and
+// unpacked: each 128-byte box row spans two lines, the L2 serves ~30% fewer operand bytes per
+// second (tools/probes/operand_load.cu: 5.6 against 8.0 TB/s on one H200), and the configurations
+// that load fewer bytes per flop gain: the W multicast of a 2-CTA cluster most, the narrow tile
+// (a third more bytes per flop) least. Measured on one H200 with each configuration forced
+// (perf/results/20261127-s7-1xNVIDIA_H200/4-misaligned-tiles/).
+inline double gemmTileEfficiencyMisaligned(int bn, int clusterSize) {
+  if (bn == 256) return clusterSize == 2 ? 1.0 : 0.83;
+  return clusterSize == 2 ? 0.80 : 0.70;
+}
+
 // A tile configuration the wave model weighs: 128 x bn tiles, clusters of cs CTAs along M.
 struct GemmTileCandidate {
   int bn, cs;
@@ -90,7 +101,9 @@ inline int gemmTileCandidates(GemmVariant v, int wide, const GemmTileCandidate (
   return 1;
 }
 
-inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2) {
+// misalignedRows: A's or W's row pitch is not a multiple of 128 bytes (gemmTileEfficiencyMisaligned).
+inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
+                              bool misalignedRows = false) {
   (void)K;  // per-tile costs (epilogue, pipeline fill) scale with the tile width as the mainloop does
   if (v == GemmVariant::Simple) {
     GemmPlan plan;
@@ -104,6 +117,8 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
   GemmTileCandidate forced{256, 2};
   const GemmTileCandidate* cands = nullptr;
   const int n = gemmTileCandidates(v, 256, kAuto, &forced, &cands);
+  if (misalignedRows)
+    return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmTileEfficiencyMisaligned);
   return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmTileEfficiency);
 }
 
