@@ -79,6 +79,8 @@ def run_layer(devices, E, k, H, I, Ts, check_layer=True):
                     # Create is collective: every rank's thread calls it at once.
                     moes[r] = m = mkccl.moe.Moe(comms[r], E, k, H, max(max(Ts), 1), max_ctas=max_ctas)
                     s = torch.cuda.Stream()
+                    # The inputs were made on the default stream, which a new stream does not follow.
+                    s.wait_stream(torch.cuda.default_stream(devices[r]))
                     with torch.cuda.stream(s):
                         if check_layer:
                             outs[r] = m.layer(xs[r], idxs[r], ws[r], w1s[r], downs[r])
