@@ -127,26 +127,39 @@ TEST(GemmPlan, SmallAndOddShapes) {
   EXPECT_EQ(p.ctas, 2);
 }
 
-// Rows off a multiple of 128 bytes, unpacked (K = 4104): the L2 limits, so the plans that load
-// fewer bytes per flop win: 4097 x 4104 takes 128 x 256 in clusters of 2 (W multicast; one H200:
-// 231 us against 267 in the aligned rows' 128 x 128 pick), 2000 x 2056 keeps 128 x 128 in clusters
-// (two waves of wide tiles against three of narrow ones: 89.6 against 93.8 us), and large shapes
-// keep the wide clusters.
-TEST(GemmPlan, MisalignedRowsWeighBytesPerFlop) {
+// The plain GEMM's tables (gemmTileRatesFor). Rows off a multiple of 128 bytes, unpacked
+// (K = 4104): the L2 limits, so the plans that load fewer bytes per flop win: 4097 x 4104 takes
+// 128 x 256 in clusters of 2 (W multicast; one H200: 231 us against 267 in the aligned rows'
+// 128 x 128 pick), 2000 x 2056 keeps 128 x 128 in clusters (two waves of wide tiles against three
+// of narrow ones: 89.6 against 93.8 us), and large shapes keep the wide clusters.
+TEST(GemmPlan, TileRatesPerGpuAndRows) {
   const GemmPlan a = mkccl::gemmPlanModel(4097, 4104, 4104, GemmVariant::Auto, kSms, kClusters);
   EXPECT_EQ(a.bn, 128);  // aligned-row efficiencies
-  GemmPlan p = mkccl::gemmPlanModel(4097, 4104, 4104, GemmVariant::Auto, kSms, kClusters, true);
+  GemmPlan p = mkccl::gemmPlanModel(4097, 4104, 4104, GemmVariant::Auto, kSms, kClusters, mkccl::kGemmTilesMisaligned);
   EXPECT_EQ(p.bn, 256);
   EXPECT_EQ(p.clusterSize, 2);
   expectLaunchable(p, 4097, 4104, kSms, kClusters, false);
-  p = mkccl::gemmPlanModel(2000, 2056, 4104, GemmVariant::Auto, kSms, kClusters, true);
+  p = mkccl::gemmPlanModel(2000, 2056, 4104, GemmVariant::Auto, kSms, kClusters, mkccl::kGemmTilesMisaligned);
   EXPECT_EQ(p.bn, 128);
   EXPECT_EQ(p.clusterSize, 2);
-  p = mkccl::gemmPlanModel(8000, 8184, 4104, GemmVariant::Auto, kSms, kClusters, true);
+  p = mkccl::gemmPlanModel(8000, 8184, 4104, GemmVariant::Auto, kSms, kClusters, mkccl::kGemmTilesMisaligned);
   EXPECT_EQ(p.bn, 256);
   EXPECT_EQ(p.clusterSize, 2);
+  // Aligned rows on an H100 (its narrow tiles measured less efficient): 4097 x 4104 in wide
+  // clusters, 2000 x 2056 still narrow clusters (three waves against two of wide tiles).
+  p = mkccl::gemmPlainPreferCluster(
+      mkccl::gemmPlanModel(4097, 4104, 4096, GemmVariant::Auto, kSms, kClusters, mkccl::kGemmTilesH100), 4097, 4104,
+      GemmVariant::Auto, kSms, kClusters);
+  EXPECT_EQ(p.bn, 256);
+  EXPECT_EQ(p.clusterSize, 2);
+  p = mkccl::gemmPlanModel(2000, 2056, 4096, GemmVariant::Auto, kSms, kClusters, mkccl::kGemmTilesH100);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.clusterSize, 2);
+  EXPECT_EQ(&mkccl::gemmTileRatesFor(4.8e6, false), &mkccl::kGemmTilesH200);
+  EXPECT_EQ(&mkccl::gemmTileRatesFor(3.35e6, false), &mkccl::kGemmTilesH100);
+  EXPECT_EQ(&mkccl::gemmTileRatesFor(4.8e6, true), &mkccl::kGemmTilesMisaligned);
   // Forced variants are honoured whatever the rows.
-  p = mkccl::gemmPlanModel(4097, 4104, 4104, GemmVariant::F128C1, kSms, kClusters, true);
+  p = mkccl::gemmPlanModel(4097, 4104, 4104, GemmVariant::F128C1, kSms, kClusters, mkccl::kGemmTilesMisaligned);
   EXPECT_EQ(p.bn, 128);
   EXPECT_EQ(p.clusterSize, 1);
 }

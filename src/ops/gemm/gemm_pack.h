@@ -20,7 +20,7 @@ constexpr int64_t kGemmPackMaxBytes = 2ll << 30;
 // asked the L2 for 256-byte promotion, which fetched up to twice the bytes; with 128-byte
 // promotion and the tile efficiencies of misaligned rows (gemm_plan_model.h) the unpacked GEMM
 // was as fast or faster at every odd shape measured on one H200 (8000 x 8184 x 4104 776 against
-// 846 us packed, 2000 x 2056 x 4104 89.6 against 93.1; perf/results/20261127-s7-1xNVIDIA_H200/),
+// 846 us packed, 2000 x 2056 x 4104 89.6 against 93.1; perf/results/20261127-s7-1xH100-H200/),
 // and it needs neither the copy's HBM traffic nor its workspace.
 inline bool gemmShouldPack(int64_t M, int64_t N, int64_t K, bool simple, int packTuning) {
   if (packTuning != 2 || simple || K % 64 == 0) return false;

@@ -33,8 +33,9 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   const bool packAsked =
       aligned16 && lda == p.K && ldw == p.K && gemmShouldPack(p.M, p.N, p.K, v == GemmVariant::Simple, p.packK);
   const bool misalignedRows = !packAsked && ((lda * 2) % 128 != 0 || (ldw * 2) % 128 != 0);
-  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2, misalignedRows),
-                                         p.M, p.N, v, info.smCount, maxClusters2);
+  const GemmTileRates& rates = gemmTileRatesFor(info.hbmPeakBytesPerUs, misalignedRows);
+  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2, &rates), p.M,
+                                         p.N, v, info.smCount, maxClusters2);
   SplitKWorkspace ws;
   const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount),
                                         splitKRatesFor(info.hbmPeakBytesPerUs));

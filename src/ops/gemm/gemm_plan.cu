@@ -47,8 +47,8 @@ mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info) {
 }
 
 GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
-                     bool misalignedRows) {
-  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2, misalignedRows);
+                     const GemmTileRates* rates) {
+  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2, rates ? *rates : kGemmTilesH200);
 }
 
 mkcclResult_t groupedGemmArgs(int64_t maxRows, int64_t N, int64_t K, mkcclDataType_t outType, void* C,
@@ -94,7 +94,7 @@ mkcclResult_t encodeTileMap(CUtensorMap* map, const void* base, mkcclDataType_t 
   // A row pitch off a multiple of 128 bytes puts each 128-byte box row across two lines; with
   // 256-byte promotion the L2 then fetches up to twice the bytes it needs: 8192 x 8192 x 4104
   // unpacked took 1124 us with 256-byte promotion, 935 with 128 and 959 with none (one H200,
-  // perf/results/20261127-s7-1xNVIDIA_H200/2-oddk-load/); aligned rows keep 256.
+  // perf/results/20261127-s7-1xH100-H200/2-oddk-load/); aligned rows keep 256.
   const CUtensorMapL2promotion promotion =
       (ld * elt) % 128 == 0 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
   CU_CHECK(cu().tensorMapEncodeTiled(map, mapType(t), 2, const_cast<void*>(base), dims, strides, box, estrides,

@@ -44,10 +44,12 @@ inline double gemmHbmPeakBytesPerUs(int dev) {
 
 // The configuration for C[M, N] = A[M, K] . W[N, K]^T on at most ctaBudget CTAs.
 // maxClusters2: how many 2-CTA clusters of the 128 x 256 kernel fit on the GPU at once (0: none).
-// The model and the configurations' relative efficiencies: gemm_plan_model.h. misalignedRows: A's
-// or W's row pitch is off a multiple of 128 bytes (other efficiencies).
+// The model and the configurations' relative efficiencies: gemm_plan_model.h. rates: the plain
+// GEMM's table for its GPU and rows (gemmTileRatesFor); null: the H200's aligned table, which the
+// fused ops' planners were measured with.
+struct GemmTileRates;
 GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
-                     bool misalignedRows = false);
+                     const GemmTileRates* rates = nullptr);
 
 // Shape, k-blocks, schedule and cluster size of `args` for the plan (other fields untouched).
 // Inline: tests that launch their own instantiation of the kernel set their arguments with it.

@@ -23,15 +23,34 @@ inline double gemmTileEfficiency(int bn, int clusterSize) {
   return clusterSize == 2 ? 0.95 : 0.94;
 }
 
-// The same when the rows of A or W are off a multiple of 128 bytes (K = 4104: 8208-byte rows) and
-// unpacked: each 128-byte box row spans two lines, the L2 serves ~30% fewer operand bytes per
-// second (tools/probes/operand_load.cu: 5.6 against 8.0 TB/s on one H200), and the configurations
-// that load fewer bytes per flop gain: the W multicast of a 2-CTA cluster most, the narrow tile
-// (a third more bytes per flop) least. Measured on one H200 with each configuration forced
-// (perf/results/20261127-s7-1xNVIDIA_H200/4-misaligned-tiles/).
-inline double gemmTileEfficiencyMisaligned(int bn, int clusterSize) {
-  if (bn == 256) return clusterSize == 2 ? 1.0 : 0.83;
-  return clusterSize == 2 ? 0.80 : 0.70;
+// The plain GEMM's tables of the same, per GPU and row alignment (gemmTileRatesFor).
+struct GemmTileRates {
+  double w256c1, w256c2, w128c1, w128c2;
+  MKCCL_HD double of(int bn, int clusterSize) const {
+    return bn == 256 ? (clusterSize == 2 ? w256c2 : w256c1) : (clusterSize == 2 ? w128c2 : w128c1);
+  }
+};
+// H200: gemmTileEfficiency's values.
+constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95};
+// H100 (one H100 SXM, every configuration forced on the odd set, perf/results/
+// 20261127-s7-1xH100-H200/4-odd-tiles/): its L2 and HBM feed the narrow tile less well, 128 x 128
+// at 0.78 of 128 x 256 (4096^3: 229.1 against 179.4 us) and 0.83 in clusters of 2 (8000 x 8184 x
+// 4096: 871 against 719 us for twice the waves), so 4097 x 4104 x 4096 wants the wide tiles in
+// clusters (217.8 against 249.0 us in 128 x 128 clusters).
+constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83};
+// Rows of A or W off a multiple of 128 bytes (K = 4104: 8208-byte rows), unpacked: each 128-byte
+// box row spans two lines and the L2 serves ~30% fewer operand bytes per second
+// (tools/probes/operand_load.cu: 5.6 against 8.0 TB/s on one H200), so the configurations that
+// load fewer bytes per flop gain: the W multicast of a 2-CTA cluster most, the narrow tile (a
+// third more bytes per flop) least. Relative to 128 x 256 in clusters, measured: 128 x 256 alone
+// 0.69 (H100) and 0.83 (H200), 128 x 128 in clusters 0.70 (H100) and ~0.78 (H200), alone 0.51
+// (H100); one table for both GPUs, between them, which picks the fastest measured configuration
+// at every odd shape on both (same folder, and 3-odd-promotion/).
+constexpr GemmTileRates kGemmTilesMisaligned{0.83, 1.0, 0.70, 0.80};
+// The table for a GPU of this peak HBM rate (bytes/us; 0: unknown, the H100's) and these rows.
+inline const GemmTileRates& gemmTileRatesFor(double hbmPeakBytesPerUs, bool misalignedRows) {
+  if (misalignedRows) return kGemmTilesMisaligned;
+  return hbmPeakBytesPerUs >= 4.0e6 ? kGemmTilesH200 : kGemmTilesH100;
 }
 
 // A tile configuration the wave model weighs: 128 x bn tiles, clusters of cs CTAs along M.
@@ -101,9 +120,9 @@ inline int gemmTileCandidates(GemmVariant v, int wide, const GemmTileCandidate (
   return 1;
 }
 
-// misalignedRows: A's or W's row pitch is not a multiple of 128 bytes (gemmTileEfficiencyMisaligned).
+// rates: the configurations' efficiencies on this GPU and these rows (gemmTileRatesFor).
 inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
-                              bool misalignedRows = false) {
+                              const GemmTileRates& rates = kGemmTilesH200) {
   (void)K;  // per-tile costs (epilogue, pipeline fill) scale with the tile width as the mainloop does
   if (v == GemmVariant::Simple) {
     GemmPlan plan;
@@ -117,9 +136,8 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
   GemmTileCandidate forced{256, 2};
   const GemmTileCandidate* cands = nullptr;
   const int n = gemmTileCandidates(v, 256, kAuto, &forced, &cands);
-  if (misalignedRows)
-    return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmTileEfficiencyMisaligned);
-  return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, gemmTileEfficiency);
+  return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2,
+                      [&rates](int bn, int cs) { return rates.of(bn, cs); });
 }
 
 // The plain GEMM's own preference (mkcclGemm and the fused ops' sequential plans; the fused

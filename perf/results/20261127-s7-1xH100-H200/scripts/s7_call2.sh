@@ -4,7 +4,7 @@
 # the GEMM unpacked with each L2 promotion of the tensor maps (patches/promo-env.patch, an
 # experiment's environment variable, not in the tree).
 . perf/results/20261127-s6-2xNVIDIA_H200/scripts/common.sh
-S=perf/results/20261127-s7-1xNVIDIA_H200/scripts
+S=perf/results/20261127-s7-1xH100-H200/scripts
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv > $R/smi.txt 2>&1
 build "mkccl mkccl-perf operand_load_probe"
 for i in 1 2; do timeout 60 $B/tools/operand_load_probe 16384 4 > $R/probe-$i.log 2>&1; echo "probe rc=$?"; cat $R/probe-$i.log; done

@@ -3,7 +3,7 @@
 # its GPU tests, the decode set with PDL on and off (per-call events, and 20 calls back to back),
 # and which cuBLAS kernels torch.matmul runs at the decode and odd shapes.
 . perf/results/20261127-s6-2xNVIDIA_H200/scripts/common.sh
-S=perf/results/20261127-s7-1xNVIDIA_H200/scripts
+S=perf/results/20261127-s7-1xH100-H200/scripts
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv > $R/smi.txt 2>&1
 build "mkccl mkccl-perf gemm_test"
 timeout 200 $B/tests/kernels/gemm_test --gtest_filter='Gemm.PdlDependentChain:Gemm.BackToBackLaunches:Gemm.SplitK*:Gemm.CaptureOnFreshStream:Gemm.DecodeShapes:Gemm.FigureShapes' > $R/gemm_test.log 2>&1

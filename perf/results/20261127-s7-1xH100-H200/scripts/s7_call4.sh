@@ -3,7 +3,7 @@
 # rows: the GEMM tests, and the odd set with auto, packing on request, and every tile
 # configuration forced unpacked (the efficiencies of gemm_plan_model.h).
 . perf/results/20261127-s6-2xNVIDIA_H200/scripts/common.sh
-S=perf/results/20261127-s7-1xNVIDIA_H200/scripts
+S=perf/results/20261127-s7-1xH100-H200/scripts
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv > $R/smi.txt 2>&1
 build "mkccl mkccl-perf gemm_test"
 timeout 250 $B/tests/kernels/gemm_test --gtest_filter='Gemm.OddKPacked:Gemm.StreamK:*TailShapes*:*RandomShapes*:Gemm.PdlDependentChain:Gemm.BackToBackLaunches' > $R/gemm_test.log 2>&1

@@ -3,7 +3,7 @@
 # 128 bytes: its GEMM tests, and the odd shapes with packing on and off, the 2-CTA cluster
 # unpacked, and stream-K forced on either tile (is stream-K itself slow?).
 . perf/results/20261127-s6-2xNVIDIA_H200/scripts/common.sh
-S=perf/results/20261127-s7-1xNVIDIA_H200/scripts
+S=perf/results/20261127-s7-1xH100-H200/scripts
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv > $R/smi.txt 2>&1
 build "mkccl mkccl-perf gemm_test"
 timeout 200 $B/tests/kernels/gemm_test --gtest_filter='Gemm.OddKPacked:Gemm.StreamK:*TailShapes*:Gemm.PdlDependentChain' > $R/gemm_test.log 2>&1
