@@ -18,14 +18,6 @@ __device__ __forceinline__ void tmaPrefetchMap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(mapAddr(map)) : "memory");
 }
 
-// Pulls the box at {x, y} into L2 (no shared memory, no barrier). L2 is where every write of the
-// GPU lands, so a prefetch never returns stale data to a later load: it may run before the kernel
-// that writes the box has finished (PDL).
-__device__ __forceinline__ void tmaPrefetchL2(const CUtensorMap* map, int32_t x, int32_t y) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(mapAddr(map)), "r"(x), "r"(y)
-               : "memory");
-}
-
 // Box at {x, y} into this CTA's shared memory at `dst`; completes `box bytes` on barrier `bar`.
 __device__ __forceinline__ void tmaLoad2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int32_t x,
                                           int32_t y) {

@@ -52,25 +52,6 @@ __device__ __forceinline__ void consumerRole(const GemmArgs& g, const typename O
   epi.finish();
 }
 
-// The L2 prefetch of a PDL launch: the A and W boxes of the first kStages k-blocks of the CTA's
-// first tile (what the producer loads first), by the producer thread before it may load.
-template <class Cfg, class Op>
-__device__ __forceinline__ void prefetchFirstStages(const GemmArgs& g, const typename Op::Params& op,
-                                                    const CUtensorMap* mapA, const CUtensorMap* mapB,
-                                                    typename Op::Scheduler sched, uint32_t ctaRank) {
-  typename Op::Scheduler::Tile t;
-  if (!sched.next(t)) return;
-  const typename Op::template Loads<Cfg, Op> loads(g, op, mapA, 0u);
-  const TileA a = loads.a(t);
-  const int32_t rowB = loads.bRow(t) + static_cast<int32_t>(ctaRank) * (Cfg::BN / g.clusterSize);
-  const KRange kr = tileKRange(g, t);
-  const int end = kr.end - kr.begin > Cfg::kStages ? kr.begin + Cfg::kStages : kr.end;
-  for (int kb = kr.begin; kb < end; ++kb) {
-    dev::tmaPrefetchL2(a.map, kb * Cfg::BK, a.row);
-    dev::tmaPrefetchL2(mapB, kb * Cfg::BK, rowB);
-  }
-}
-
 template <class Cfg, class Op>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     persistentGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
@@ -97,9 +78,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const typename Op::Scheduler sched(g, op, computeCta / cs, numClusters, static_cast<int>(ctaRank));
 
   if constexpr (Op::kPdl) {
-    // Launched behind the previous kernel (PDL): warm L2 with the first tile's first stages while
-    // that kernel finishes, then wait for it before any access to memory it may write.
-    if (threadIdx.x == 0) prefetchFirstStages<Cfg, Op>(g, op, &mapA, &mapB, sched, ctaRank);
+    // Launched behind the previous kernel (PDL): wait for it before any access to memory it may
+    // write. (An L2 prefetch of the first stages before the wait cost 1-5 us per call wherever
+    // nothing overlapped: perf/results/20261127-s7-1xH100-H200/9-pdl-parts/.)
     dev::gridDepWait();
     if (threadIdx.x == 0) dev::gridDepLaunchDependents();
   }

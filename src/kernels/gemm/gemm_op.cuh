@@ -198,10 +198,9 @@ struct GemmOpDefaults {
   static constexpr uint32_t kProducerRegs = 0, kConsumerRegs = 0;
 
   // Launched as a programmatic dependent of the kernel before it in the stream (PDL; the host
-  // adds the launch attribute where the tuner's gemm.pdl allows): each CTA prefetches its first
-  // stages into L2, every thread waits for that kernel's completion before anything else
-  // (griddepcontrol.wait), and the CTA lets the next PDL launch start. Only for ops with no
-  // hook that touches global memory before the wait (the default Loads' a / bRow are pure).
+  // adds the launch attribute where the tuner's gemm.pdl allows): every thread waits for that
+  // kernel's completion before anything else (griddepcontrol.wait), and the CTA lets the next PDL
+  // launch start.
   static constexpr bool kPdl = false;
 
   // The consumer mainloop, when the op accumulates differently (kernels/gemm/fp8_op.cuh):
