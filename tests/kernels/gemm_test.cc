@@ -351,7 +351,7 @@ TEST(Gemm, OddKPacked) {
   checkGemm(4097, 4104, 4104, mkcclBfloat16, mkcclBfloat16, "auto");  // packed by the rule
 }
 
-// Programmatic dependent launch (gemm.pdl, on by default): a call may start while the kernel before
+// Programmatic dependent launch (gemm.pdl=on): a call may start while the kernel before
 // it in the stream finishes, so it must wait for it before any access to its memory. A chain in
 // which each call reads the previous call's output (read after write) and a W that the kernel just
 // before it rewrote, then a call that writes the buffer the call before it read (write after read);
@@ -426,7 +426,7 @@ static void pdlChain(size_t M, size_t K, const std::string& tuning) {
 
 TEST(Gemm, PdlDependentChain) {
   MKCCL_REQUIRE_GPUS(1);
-  for (const char* t : {"auto", "auto;gemm.pdl=off"}) {
+  for (const char* t : {"auto;gemm.pdl=on", "auto;gemm.pdl=off"}) {
     pdlChain(1, 4096, t);     // split K: the workspace of one call is the next call's
     pdlChain(64, 4096, t);
     pdlChain(2048, 4096, t);  // 128 x 256 tiles, clusters of 2

@@ -22,9 +22,11 @@ struct Tuning {
     // Off by default until the model's costs are measured (auto is the model's choice).
     int streamK = 1;
     int packK = 0;   // gemm.pack_k: auto (0) | off (1) | on (2): pack A and W whose K is not a multiple of 64 (gemm_pack.h)
-    // gemm.pdl: on (0) | off (1): the plain GEMM launched as a programmatic dependent of the
-    // stream's previous kernel (its CTAs set up and prefetch while that kernel finishes).
-    int pdl = 0;
+    // gemm.pdl: on (0) | off (1, the default): the plain GEMM launched as a programmatic dependent
+    // of the stream's previous kernel (its launch overlaps that kernel's end). Off by default: 20
+    // decode GEMMs back to back gained 0.5-1 us per call with it at M <= 128 but lost up to 9 us at
+    // 64 x 28672 x 8192 on an H200 (perf/results/20261127-s7-1xH100-H200/10-final-h200/).
+    int pdl = 1;
   } gemm;
 
   struct AgGemm {

@@ -11,6 +11,6 @@ MKCCL_PERF_GEMM_VARIANTS="auto,auto;gemm.pdl=off" MKCCL_PERF_GEMM_CHAIN=20 MKCCL
 MKCCL_PERF_GEMM_SET=odd timeout 60 $B/perf/mkccl-perf gemm --iters 20 --json $R/gemm-odd.json > $R/gemm-odd.log 2>&1
 MKCCL_PERF_GEMM_SET=decode timeout 60 $B/perf/mkccl-perf gemm --iters 40 --json $R/gemm-decode.json > $R/gemm-decode.log 2>&1
 python3 $S/gemm_show.py $R/gemm-decode-chain20.json $R/gemm-odd.json $R/gemm-decode.json
-sed -i 's#/root/out/r/#r/#g' $R/*.log
+sed -i "s#$OUT/r/#r/#g" $R/*.log
 echo "total $(( $(date +%s) - t0 ))s"
 (cd $OUT && tar czf s7c10.tgz r)

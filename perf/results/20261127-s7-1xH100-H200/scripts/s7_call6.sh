@@ -13,6 +13,6 @@ echo "decode chain rc=$? $(( $(date +%s) - t0 ))s"
 MKCCL_PERF_GEMM_SET=odd timeout 150 $B/perf/mkccl-perf gemm --iters 20 --json $R/gemm-odd.json > $R/gemm-odd.log 2>&1
 echo "odd rc=$? $(( $(date +%s) - t0 ))s"
 python3 $S/gemm_show.py $R/gemm-decode.json $R/gemm-decode-chain20.json $R/gemm-odd.json
-sed -i 's#/root/out/r/#r/#g' $R/*.log
+sed -i "s#$OUT/r/#r/#g" $R/*.log
 echo "total $(( $(date +%s) - t0 ))s"
 (cd $OUT && tar czf s7c6.tgz r)

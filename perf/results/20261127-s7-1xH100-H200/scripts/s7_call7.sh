@@ -17,6 +17,6 @@ for i in 1 2; do
     echo "$v $i rc=$?"; python3 $S/gemm_show.py $R/ab-$v-$i.json
   done
 done
-sed -i 's#/root/out/r/#r/#g' $R/*.log
+sed -i "s#$OUT/r/#r/#g" $R/*.log
 echo "total $(( $(date +%s) - t0 ))s"
 (cd $OUT && tar czf s7c7.tgz r)
