@@ -18,10 +18,6 @@ namespace mkccl {
 // 574 against 798 TFLOP/s), an older kernel; with it auto kept 128 x 256 on shapes whose last wave
 // it fills badly, 15-25% slower than 128 x 128 (3072 x 3072 x 4096 130.4 against 113.5 us,
 // 2000 x 2056 x 4104 109.7 against 90.0).
-inline double gemmTileEfficiency(int bn, int clusterSize) {
-  if (bn == 256) return clusterSize == 2 ? 0.98 : 1.0;
-  return clusterSize == 2 ? 0.95 : 0.94;
-}
 
 // The plain GEMM's tables of the same, per GPU and row alignment (gemmTileRatesFor).
 struct GemmTileRates {
@@ -30,7 +26,7 @@ struct GemmTileRates {
     return bn == 256 ? (clusterSize == 2 ? w256c2 : w256c1) : (clusterSize == 2 ? w128c2 : w128c1);
   }
 };
-// H200: gemmTileEfficiency's values.
+// H200 (the measurements above).
 constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95};
 // H100 (one H100 SXM, every configuration forced on the odd set, perf/results/
 // 20261127-s7-1xH100-H200/4-odd-tiles/): its L2 and HBM feed the narrow tile less well, 128 x 128
@@ -47,6 +43,9 @@ constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83};
 // (H100); one table for both GPUs, between them, which picks the fastest measured configuration
 // at every odd shape on both (same folder, and 3-odd-promotion/).
 constexpr GemmTileRates kGemmTilesMisaligned{0.83, 1.0, 0.70, 0.80};
+// The fused kernels' planners and stream-K's model: the H200's table.
+inline double gemmTileEfficiency(int bn, int clusterSize) { return kGemmTilesH200.of(bn, clusterSize); }
+
 // The table for a GPU of this peak HBM rate (bytes/us; 0: unknown, the H100's) and these rows.
 inline const GemmTileRates& gemmTileRatesFor(double hbmPeakBytesPerUs, bool misalignedRows) {
   if (misalignedRows) return kGemmTilesMisaligned;
