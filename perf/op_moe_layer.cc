@@ -10,16 +10,19 @@
 //   floor       our two grouped GEMMs alone on the dispatched rows (floor_us; floor_ratio = time /
 //               floor, composed_floor_ratio the composed layer's)
 //   baseline    "nccl+cublas": NCCL all-to-all(v) of one row per (token, slot) out, one cuBLAS GEMM
-//               per local expert for gate+up and one for down, NCCL all-to-all(v) of the rows back.
-//               Its routing, counts and permutes are on the host and not timed, and it leaves out
-//               SwiGLU and the weighted sum: a lower bound of the unfused pipeline.
+//               per local expert for gate+up, SwiGLU, one cuBLAS GEMM per expert for down, NCCL
+//               all-to-all(v) of the rows back, the weighted sum of each token's rows (fp32). Its
+//               routing, counts and the permute of the token rows into the send order are on the
+//               host and not timed: a lower bound of the unfused pipeline (perf/moe_layer_dist.py
+//               times the whole PyTorch + NCCL layer).
 //   extras      dispatch_us, combine_us (ours, each alone), gemms_tflops (floor, routed rows only:
 //               6 * T*k * H * I flops per rank), dispatch_bytes / combine_bytes (what this rank sends
 //               over NVLink, averaged over the ranks), speedup (baseline / time; composed_speedup
 //               baseline / composed_us)
 // Shapes: T x H x E (-m T -n H -k E or --shapes TxHxE,...); I from the model the (H, E) pair names
 // (7168/256: 2048, 2048/128: 768, 4096/8: 14336), else H/2 rounded up to 128; top-8 when E >= 64
-// else top-2. Default: the three models at T = 512, 4096, 16384 tokens per rank, uniform and skewed.
+// else top-2. Default: the three models at T = 128, 512, 4096, 16384 tokens per rank, uniform and
+// skewed. -d bf16 (default) or fp16.
 // Checked once per row only for finite outputs (wrong = non-finite elements): the values are
 // checked against fp32 references by tests/moe (moe_test's layer test) and perf/moe_vs_torch.py.
 // Every time above is taken in alternating blocks (--rounds, perf.h timeAlternating).
@@ -31,6 +34,7 @@
 #include <vector>
 #include "coll_data.h"
 #include "launch/launch.h"
+#include "moe_baseline.h"
 #include "moe_routing.h"
 #include "nccl_loader.h"
 #include "op_util.h"
@@ -56,7 +60,7 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     if (me == 0) fprintf(stderr, "moe: E=%d must be a multiple of %d ranks and >= top-k; H, I multiples of 8\n", E, ws);
     return 2;
   }
-  const mkcclDataType_t t = mkcclBfloat16;
+  const mkcclDataType_t t = a.dtype;
   const size_t es = 2;
   mkcclMoeConfig_t cfg = MKCCL_MOE_CONFIG_INITIALIZER;
   cfg.numExperts = E;
@@ -214,7 +218,7 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
   cand.emplace_back("moe combine", combine);
   cand.back().before = [&]() { dispatch(0); };
   const bool base = a.baseline && env.nccl && env.ncclComm && env.cublas;
-  DevBuf sb, rb, hb, zb, bb;
+  DevBuf sb, rb, hb, ab, zb, bb, rowOfDev, ob;
   std::vector<size_t> sOut(ws), sIn(ws);  // rows this rank sends to q / receives from q
   std::vector<size_t> cnt(El, 0);         // rows of each local expert from every source
   auto a2av = [&](const void* send, const std::vector<size_t>& sc, void* recv, const std::vector<size_t>& rc) {
@@ -236,14 +240,17 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     for (int e = 0; e < El; ++e) {
       if (cnt[e]) {
         if (cublasGemmRef(env.cublas, rb.c() + off * H * es, W1.c() + size_t(e) * 2 * Ip * H * es,
-                          hb.c() + off * 2 * I * es, cnt[e], 2 * I, H, t) != 0 ||
-            cublasGemmRef(env.cublas, hb.c() + off * 2 * I * es, W2.c() + size_t(e) * H * I * es,
+                          hb.c() + off * 2 * I * es, cnt[e], 2 * I, H, t) != 0)
+          failed = true;
+        moeSwiglu(hb.c() + off * 2 * I * es, ab.c() + off * I * es, cnt[e], I, t, env.stream);
+        if (cublasGemmRef(env.cublas, ab.c() + off * I * es, W2.c() + size_t(e) * H * I * es,
                           zb.c() + off * H * es, cnt[e], H, I, t) != 0)
           failed = true;
       }
       off += cnt[e];
     }
     a2av(zb.p, sIn, bb.p, sOut);
+    moeWeightedSum(bb.p, (const int32_t*)rowOfDev.p, (const float*)Wt[0].p, ob.p, T, k, H, t, env.stream);
   };
   if (base) {
     size_t sendRows = 0, recvRows = 0;
@@ -256,9 +263,23 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     if (!sb.alloc(std::max<size_t>(sendRows, 1) * H * es, kOp, "nccl") ||
         !rb.alloc(std::max<size_t>(recvRows, 1) * H * es, kOp, "nccl") ||
         !hb.alloc(std::max<size_t>(recvRows, 1) * 2 * I * es, kOp, "h") ||
+        !ab.alloc(std::max<size_t>(recvRows, 1) * I * es, kOp, "act") ||
         !zb.alloc(std::max<size_t>(recvRows, 1) * H * es, kOp, "z") ||
-        !bb.alloc(std::max<size_t>(sendRows, 1) * H * es, kOp, "back"))
+        !bb.alloc(std::max<size_t>(sendRows, 1) * H * es, kOp, "back") ||
+        !rowOfDev.alloc(std::max<size_t>(T * k * 4, 16), kOp, "rowOf") ||
+        !ob.alloc(std::max<size_t>(T * H * es, 16), kOp, "out"))
       return 1;
+    // The returned row of each (token, slot): the send order is by destination rank, then token,
+    // then slot (what the host permute that is not timed would have made).
+    std::vector<int32_t> rowOf(T * k, -1);
+    int32_t pos = 0;
+    for (int q = 0; q < ws; ++q)
+      for (size_t tok = 0; tok < T; ++tok)
+        for (int j = 0; j < k; ++j) {
+          const int e = idx[0][tok * k + j];
+          if (e >= 0 && e / El == q) rowOf[tok * k + j] = pos++;
+        }
+    cudaMemcpyAsync(rowOfDev.p, rowOf.data(), T * k * 4, cudaMemcpyHostToDevice, env.stream);
     // Data like ours (the tensor cores' power depends on it): rows drawn as X is.
     fillInput(sb.p, sb.bytes / es, t, seed + 3, me, 0, env.stream);
     fillInput(rb.p, rb.bytes / es, t, seed + 4, me, 0, env.stream);
@@ -316,13 +337,13 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
 }
 
 int runMoeLayer(const Args& a, Env& env, std::vector<Result>*) {
-  if (a.dtype != mkcclBfloat16) {
-    if (env.rank == 0) fprintf(stderr, "moe: -d must be bf16\n");
+  if (a.dtype != mkcclBfloat16 && a.dtype != mkcclFloat16) {
+    if (env.rank == 0) fprintf(stderr, "moe: -d must be bf16 or fp16\n");
     return 2;
   }
   std::vector<Shape> shapes = a.shapes;
   if (shapes.empty())
-    for (size_t T : {512, 4096, 16384})
+    for (size_t T : {128, 512, 4096, 16384})
       for (const Shape& m : {Shape{0, 7168, 256}, Shape{0, 2048, 128}, Shape{0, 4096, 8}})
         shapes.push_back(Shape{T, m.n, m.k});
   uint64_t seed = a.seed;
@@ -339,9 +360,10 @@ int runMoeLayer(const Args& a, Env& env, std::vector<Result>*) {
 MKCCL_PERF_SHAPE_OP("moe", runMoeLayer,
                     "MoE expert layer: fused dispatch + SwiGLU grouped GEMM, fused grouped GEMM + combine; the same as four "
                     "composed calls; "
-                    "against NCCL all-to-all(v) + cuBLAS per expert + NCCL back, and our grouped GEMMs alone (floor). "
+                    "against NCCL all-to-all(v) + cuBLAS per expert and SwiGLU + NCCL back + weighted sum, and our grouped GEMMs "
+                    "alone (floor). "
                     "-m T -n H -k E or --shapes TxHxE,...; default: DeepSeek-V3-, Qwen3-30B-A3B- and Mixtral-like "
-                    "shapes at T = 512, 4096, 16384, uniform and skewed routing");
+                    "shapes at T = 128, 512, 4096, 16384, uniform and skewed routing; -d bf16 or fp16");
 
 }  // namespace perf
 }  // namespace mkccl

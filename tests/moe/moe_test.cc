@@ -882,6 +882,7 @@ struct LayerCase {
   size_t H, I;
   RouteKind kind;
   std::function<int(int)> T;
+  bool fp16 = false;  // fp16 tokens, weights and outputs (bf16 otherwise)
 };
 
 // Packed W1 (blocked interleave, mkcclGroupedGemmSwiglu) of one rank from gate / up [El][I][H].
@@ -906,8 +907,8 @@ struct LayerWeights {
 // Weights scaled so that the sums stay O(1) (gate values spread over silu's curve).
 LayerWeights randomWeights(const LayerCase& c, std::mt19937_64& g) {
   auto scaled = [&](size_t n, float s) {
-    std::vector<uint16_t> v = randomHalves(n, false, g);
-    for (auto& b : v) b = toBits(fromBits(b, false) * s, false);
+    std::vector<uint16_t> v = randomHalves(n, c.fp16, g);
+    for (auto& b : v) b = toBits(fromBits(b, c.fp16) * s, c.fp16);
     return v;
   };
   LayerWeights w;
@@ -934,18 +935,18 @@ void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Ro
       const uint16_t* gr = &o.gate[(size_t(le) * c.I + i) * c.H];
       const uint16_t* ur = &o.up[(size_t(le) * c.I + i) * c.H];
       for (size_t h = 0; h < c.H; ++h) {
-        const float xv = fromBits(xt[h], false);
-        ga += xv * fromBits(gr[h], false);
-        u += xv * fromBits(ur[h], false);
+        const float xv = fromBits(xt[h], c.fp16);
+        ga += xv * fromBits(gr[h], c.fp16);
+        u += xv * fromBits(ur[h], c.fp16);
       }
-      act[i] = fromBits(toBits(ga / (1.f + expf(-ga)) * u, false), false);
+      act[i] = fromBits(toBits(ga / (1.f + expf(-ga)) * u, c.fp16), c.fp16);
     }
     const float wt = route.w[(size_t)t * c.k + j];
     for (size_t h = 0; h < c.H; ++h) {
       float z = 0;
       const uint16_t* w2r = &o.w2[(size_t(le) * c.H + h) * c.I];
-      for (size_t i = 0; i < c.I; ++i) z += act[i] * fromBits(w2r[i], false);
-      ref[h] += double(wt) * double(fromBits(toBits(z, false), false));
+      for (size_t i = 0; i < c.I; ++i) z += act[i] * fromBits(w2r[i], c.fp16);
+      ref[h] += double(wt) * double(fromBits(toBits(z, c.fp16), c.fp16));
     }
   }
 }
@@ -958,11 +959,12 @@ void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Ro
 // returned before the GEMM stored it would carry the poison).
 void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused = false, bool both = false) {
   const int ws = w.size();
-  SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I << ", "
+  SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I << (c.fp16 ? ", fp16, " : ", ")
                                   << routeKindName(c.kind)
                                   << (both ? ", both halves fused" : fused ? ", fused" : ", composed") << ", seed "
                                   << seed);
-  Case base{"layer", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
+  Case base{"layer", c.El, c.k, c.H, c.kind, 0, c.fp16, c.T, Case::YRandom};
+  const mkcclDataType_t dt = c.fp16 ? mkcclFloat16 : mkcclBfloat16;
   size_t cap = 1;
   for (int r = 0; r < ws; ++r) cap = std::max(cap, (size_t)c.T(r));
   const mkcclMoeConfig_t cfg = configOf(base, ws, cap);
@@ -987,7 +989,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
     d = dimsOf(cfg, ws, x.d.buf.maxRecvRows);
     const int T = c.T(r);
     x.d.route = makeRouting(c.kind, T, d, g());
-    x.d.X = randomHalves((size_t)T * c.H, false, g);
+    x.d.X = randomHalves((size_t)T * c.H, c.fp16, g);
     x.wt = randomWeights(c, g);
     const std::vector<uint16_t> w1 = packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
     x.dW1 = upload(w1.data(), w1.size() * 2);
@@ -1008,13 +1010,13 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
                                        w.streams[r]);
     if (e == mkcclSuccess)
       e = mkcclGroupedGemmSwiglu(b.recvX, x.dW1, x.dAct, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H,
-                                 mkcclBfloat16, mkcclBfloat16, w.streams[r]);
+                                 dt, dt, w.streams[r]);
     if (e == mkcclSuccess)
-      e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
-                           mkcclBfloat16, w.streams[r]);
+      e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt,
+                           dt, w.streams[r]);
     if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, fused ? x.dOutC : x.d.dOut, c.T(r), w.streams[r]);
     if (fused && e == mkcclSuccess) {
-      cudaMemsetAsync(b.recvX, 0xff, b.maxRecvRows * b.rowPitch * 2, w.streams[r]);  // bf16 NaN
+      cudaMemsetAsync(b.recvX, 0xff, b.maxRecvRows * b.rowPitch * 2, w.streams[r]);  // NaN in bf16 and fp16
       cudaMemsetAsync(x.dAct, 0xff, b.maxRecvRows * c.I * 2, w.streams[r]);
       e = mkcclMoeDispatchGemm(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), x.dW1, x.dAct,
                                c.I, 1, w.streams[r]);
@@ -1024,8 +1026,8 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
           e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.d.dY, x.d.dOut, c.I, c.T(r), w.streams[r]);
       } else {
         if (e == mkcclSuccess)
-          e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, mkcclBfloat16,
-                               mkcclBfloat16, w.streams[r]);
+          e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt,
+                               dt, w.streams[r]);
         if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, x.d.dOut, c.T(r), w.streams[r]);
       }
     }
@@ -1052,7 +1054,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
       double scale = 1e-3;
       for (double v : ref) scale = std::max(scale, fabs(v));
       for (size_t h = 0; h < c.H; ++h) {
-        const float got = fromBits(x.d.out[(size_t)t * c.H + h], false);
+        const float got = fromBits(x.d.out[(size_t)t * c.H + h], c.fp16);
         const double err = fabs(got - ref[h]) / scale;
         if (!(err <= 3e-2) && wrongAll++ < 5)
           ADD_FAILURE() << "rank " << r << " out[" << t << ", " << h << "] = " << got << ", expected " << ref[h];
@@ -1060,7 +1062,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
         if (!fused) continue;
         // Same tiles on the same rows and weights: the fused layer is expected to equal the
         // composed one; a small tolerance only.
-        const float comp = fromBits(outC[(size_t)t * c.H + h], false);
+        const float comp = fromBits(outC[(size_t)t * c.H + h], c.fp16);
         if (!(fabs(got - comp) / scale <= 1e-2) && wrongAll++ < 5)
           ADD_FAILURE() << "rank " << r << " fused out[" << t << ", " << h << "] = " << got << ", composed " << comp;
       }
@@ -1087,6 +1089,8 @@ TEST(MoeGpu, LayerComposedOneToFourRanks) {
       {3, 2, 264, 128, RouteKind::Skewed, [](int r) { return r == 0 ? 0 : r == 1 ? 1 : 3 + 40 * r; }},
       {4, 3, 128, 72, RouteKind::Dropped, [](int r) { return 90; }},
       {6, 2, 72, 256, RouteKind::EmptyExperts, [](int r) { return 60 + r; }},
+      {4, 2, 200, 136, RouteKind::Skewed, [](int r) { return 50 + 31 * r; }, true},
+      {16, 16, 72, 136, RouteKind::Uniform, [](int r) { return 40 + 9 * r; }},
   };
   for (int ws = 1; ws <= 4; ++ws) {
     InProcessRanks w(devicesFor(ws));
@@ -1306,6 +1310,8 @@ std::vector<LayerCase> fusedLayerCases() {
       {6, 2, 72, 256, RouteKind::EmptyExperts, [](int r) { return 60 + r; }},
       {2, 2, 72, 136, RouteKind::Uniform, [](int) { return 0; }},
       {8, 8, 200, 144, RouteKind::Uniform, [](int r) { return 3 + 380 * (r % 2); }},
+      {4, 2, 136, 200, RouteKind::Dropped, [](int r) { return 70 + 13 * r; }, true},
+      {16, 16, 72, 136, RouteKind::Skewed, [](int r) { return 30 + 11 * r; }},
   };
 }
 
@@ -1437,14 +1443,15 @@ TEST(MoeGpu, DispatchGemmPlainAgainstFp32) {
   }
 }
 
-// 50 fused layers (mkcclMoeDispatchGemm, grouped GEMM, combine) queued back to back on every rank
-// with no host sync, fresh X and routing per call, every output against the fp32 reference: the
+// 50 layers queued back to back on every rank with no host sync, fresh X and routing per call,
+// every output against the fp32 reference; fused: mkcclMoeDispatchGemm, grouped GEMM, combine (the
 // arrival counters and the layout flag are zeroed on the stream before each call, and a call must
-// never see the rows or layout of the one before.
+// never see the rows or layout of the one before); not fused: the four composed calls with the real
+// expert GEMMs (FiftyCallsBackToBack runs a stand-in for the GEMMs).
 // both: the second half fused too (mkcclMoeGemmCombine, whose done words are the arrival words
 // the fused dispatch zeroes and fills), after mkcclMoeDispatchGemm on even calls and after
 // mkcclMoeDispatch + mkcclGroupedGemmSwiglu on odd ones.
-void runFusedFifty(bool both) {
+void runFifty(bool fused, bool both) {
   const int ws = 2, calls = 50;
   MoeRanks w(ws);
   ASSERT_TRUE(w.ok());
@@ -1452,7 +1459,7 @@ void runFusedFifty(bool both) {
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   std::mt19937_64 g(seed);
   const LayerCase c{4, 3, 72, 136, RouteKind::Uniform, [](int r) { return 40 + 17 * r; }};
-  Case base{"fused back to back", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
+  Case base{fused ? "fused back to back" : "composed back to back", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
   const mkcclMoeConfig_t cfg = configOf(base, ws, 57);
   Handles hs(w, cfg);
   ASSERT_TRUE(hs.ok);
@@ -1491,7 +1498,7 @@ void runFusedFifty(bool both) {
     for (int i = 0; i < calls && err[r].empty(); ++i) {
       RankData& y = x.d[i];
       mkcclResult_t e;
-      if (!both || i % 2 == 0) {
+      if (fused && (!both || i % 2 == 0)) {
         e = mkcclMoeDispatchGemm(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), x.dW1, x.dAct, c.I,
                                  1, s);
       } else {
@@ -1548,12 +1555,17 @@ void runFusedFifty(bool both) {
 
 TEST(MoeGpu, FusedFiftyCallsBackToBack) {
   MKCCL_REQUIRE_GPUS(1);
-  runFusedFifty(false);
+  runFifty(true, false);
+}
+
+TEST(MoeGpu, ComposedFiftyCallsBackToBack) {
+  MKCCL_REQUIRE_GPUS(1);
+  runFifty(false, false);
 }
 
 TEST(MoeGpu, BothHalvesFusedFiftyCallsBackToBack) {
   MKCCL_REQUIRE_GPUS(1);
-  runFusedFifty(true);
+  runFifty(true, true);
 }
 
 // A rank that never joins: the other rank's fused call (dispatch waiting for the peer's entry, the
