@@ -232,6 +232,18 @@ mkcclResult_t mkcclGroupedGemmSwiglu(const void* A, const void* W1, void* C, con
                                      size_t maxRows, size_t I, size_t K, mkcclDataType_t inType,
                                      mkcclDataType_t outType, cudaStream_t stream);
 
+/* How W1 holds gate and up (mkcclGroupedGemmSwigluEx, mkcclMoeDispatchGemm):
+ *   mkcclSwigluBlocked  the blocked interleave above, [groups * 2*Ip, K];
+ *   mkcclSwigluGateUp   gate rows then up rows, W1_g = [2*I, K] (rows [0, I) gate, [I, 2I) up): the
+ *                       fused gate/up projection as engines store it, used as is. */
+typedef enum { mkcclSwigluBlocked = 0, mkcclSwigluGateUp = 1 } mkcclSwigluLayout_t;
+
+/* mkcclGroupedGemmSwiglu with W1 in either layout (mkcclGroupedGemmSwiglu = mkcclSwigluBlocked).
+ * W1 is [groups * 2*Ip, K] (blocked) or [groups * 2*I, K] (gate-up); the rest as above. */
+mkcclResult_t mkcclGroupedGemmSwigluEx(const void* A, const void* W1, mkcclSwigluLayout_t w1Layout, void* C,
+                                       const int* rowOffsets, int groups, size_t maxRows, size_t I, size_t K,
+                                       mkcclDataType_t inType, mkcclDataType_t outType, cudaStream_t stream);
+
 /* AllGather + GEMM (column parallel): each rank holds A_r[M/nranks, K] and W_r[N, K];
  * C[M, N] = AllGather(A) · W_rᵀ. If gatheredA is not NULL it receives AllGather(A) [M, K].
  * M must be divisible by nranks. The short form of mkcclAllGatherGemmEx (below): contiguous
@@ -403,10 +415,13 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_
 
 /* Dispatch fused with the first expert GEMM: what mkcclMoeDispatch does, and at the same time, on
  * this rank's received rows as they land (a 128-row tile starts once its rows have arrived),
- *   swiglu != 0:  act[r, :N] = silu(recvX[r] . gate_e^T) * (recvX[r] . up_e^T)   (N = I)
- *                 W1 [E/nranks, 2*roundup(N, 128), H]: gate and up blocked-interleaved by 128 rows,
- *                 as mkcclGroupedGemmSwiglu takes it;
- *   swiglu == 0:  act[r, :N] = recvX[r] . W1_e^T,  W1 [E/nranks, N, H];
+ *   swiglu = MKCCL_MOE_GEMM_SWIGLU (1):  act[r, :N] = silu(recvX[r] . gate_e^T) * (recvX[r] . up_e^T)
+ *                 (N = I), W1 [E/nranks, 2*roundup(N, 128), H]: gate and up blocked-interleaved by
+ *                 128 rows, as mkcclGroupedGemmSwiglu takes it;
+ *   swiglu = MKCCL_MOE_GEMM_SWIGLU_GATE_UP (2):  the same with W1 [E/nranks, 2*N, H], each expert's
+ *                 gate rows then its up rows (mkcclSwigluGateUp);
+ *   swiglu = MKCCL_MOE_GEMM_PLAIN (0):  act[r, :N] = recvX[r] . W1_e^T,  W1 [E/nranks, N, H];
+ *   any other value is mkcclInvalidArgument;
  * for every row r of local expert e's segment (expertOffsets). act is [maxRecvRows, N] of dtype,
  * rows N apart; padding rows hold any values. fp32 accumulation, one rounding to dtype. After it
  * (stream order) the handle's buffers are those of a dispatch: mkcclGroupedGemm(act, W2, Y, ...)
@@ -414,6 +429,9 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_
  * multiple of 128, a Hopper GPU, and a handle whose maxCtas allows 2+ CTAs: a few of them push the
  * rows, the rest compute (the two grids run at once on the handle's second stream and this one,
  * joined before the call returns; capturable in a CUDA graph). Collective. */
+#define MKCCL_MOE_GEMM_PLAIN 0
+#define MKCCL_MOE_GEMM_SWIGLU 1
+#define MKCCL_MOE_GEMM_SWIGLU_GATE_UP 2
 mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t handle, const void* X, const int32_t* topkIdx, const float* topkW,
                                    size_t T, const void* W1, void* act, size_t N, int swiglu, cudaStream_t stream);
 

@@ -145,6 +145,8 @@ PROTOTYPES = {
     "mkcclGemmReduceScatterEx": ([POINTER(FusedGemmArgs), _comm, _stream],),
     "mkcclGemmAllReduceEx": ([POINTER(FusedGemmArgs), _comm, _stream],),
     "mkcclGroupedGemmSwiglu": ([_ptr, _ptr, _ptr, _ptr, c_int, _size, _size, _size, _dtype, _dtype, _stream],),
+    "mkcclGroupedGemmSwigluEx": ([_ptr, _ptr, c_int, _ptr, _ptr, c_int, _size, _size, _size, _dtype, _dtype,
+                                  _stream],),
     "mkcclMoeCreate": ([POINTER(_ptr), _comm, _ptr],),
     "mkcclMoeDestroy": ([_ptr],),
     "mkcclMoeGetBuffers": ([_ptr, _ptr],),

@@ -2,8 +2,10 @@
 grouped GEMM, and the expert layer composed from them.
 
     moe = mkccl.moe.Moe(comm, num_experts=256, topk=8, hidden=7168, max_tokens_per_rank=4096)
-    w1 = mkccl.moe.pack_swiglu_weights(gate, up)      # [E_loc, I, H] x 2 -> the kernel's layout
+    w1 = mkccl.moe.pack_swiglu_weights(gate, up)      # [E_loc, I, H] x 2 -> the blocked layout
     out = moe.layer(x, topk_idx, topk_w, w1, w2)      # dispatch, SwiGLU GEMM, GEMM, combine
+    # or W1 as engines keep it, gate rows then up rows per expert ([E_loc, 2*I, H]), as is:
+    out = moe.layer(x, topk_idx, topk_w, w13, w2, w1_layout="gate_up")
     # or step by step, with your own expert compute on moe.recv_x between the two:
     moe.dispatch(x, topk_idx, topk_w); y = my_experts(moe.recv_x, moe.expert_offsets); moe.combine(y)
     # or the fused halves (mkcclMoeDispatchGemm, mkcclMoeGemmCombine), alone or in the layer:
@@ -91,6 +93,25 @@ def _fused_mode(fused):
                          "'second' (gemm_combine) or 'both' (True)" % (fused,)) from None
 
 
+# W1's layouts (mkcclSwigluLayout_t): "blocked" (pack_swiglu_weights) and "gate_up" (each expert's
+# gate rows, then its up rows: [E, 2*I, H]).
+_W1_LAYOUTS = {"blocked": 0, "gate_up": 1}
+
+
+def _w1_layout(op, layout):
+    if layout not in _W1_LAYOUTS:
+        raise ValueError("%s: w1_layout=%r; expected 'blocked' (pack_swiglu_weights) or 'gate_up' ([E, 2*I, H], "
+                         "gate rows then up rows)" % (op, layout))
+    return _W1_LAYOUTS[layout]
+
+
+def _w1_shape(E, inter, H, layout):
+    """W1's shape and its description in the layout."""
+    if layout == "gate_up":
+        return (E, 2 * inter, H), "[E_loc, 2*inter, hidden] (gate rows, then up rows)"
+    return (E, 2 * ((inter + 127) // 128 * 128), H), "[E_loc, 2*roundup(inter, 128), hidden] (pack_swiglu_weights)"
+
+
 def pack_swiglu_weights(gate, up):
     """gate, up [E, I, H] (or [I, H]) -> W1 [E, 2*Ip, H] in the blocked interleave that
     grouped_gemm_swiglu reads (Ip = I rounded up to 128): per 128-row block b of I, the gate rows
@@ -110,25 +131,29 @@ def pack_swiglu_weights(gate, up):
     return w[0] if squeeze else w
 
 
-def grouped_gemm_swiglu(a, w1, row_offsets, inter, out=None):
-    """out[rows, inter] = silu(a_g . gate_g^T) * (a_g . up_g^T) per group g (mkcclGroupedGemmSwiglu).
-    a [maxRows, K]; w1 [G, 2*Ip, K] from pack_swiglu_weights; row_offsets: int32 [G + 1] on the
+def grouped_gemm_swiglu(a, w1, row_offsets, inter, out=None, w1_layout="blocked"):
+    """out[rows, inter] = silu(a_g . gate_g^T) * (a_g . up_g^T) per group g (mkcclGroupedGemmSwigluEx).
+    a [maxRows, K]; w1 [G, 2*Ip, K] from pack_swiglu_weights (w1_layout="blocked") or [G, 2*inter, K],
+    each group's gate rows then its up rows (w1_layout="gate_up"); row_offsets: int32 [G + 1] on the
     device (multiples of 128); inter: I. Rows of padding get their rows' products."""
+    code = _w1_layout("mkccl.moe.grouped_gemm_swiglu", w1_layout)
     _check(a.is_cuda and w1.is_cuda and row_offsets.is_cuda, "a, w1 and row_offsets must be CUDA tensors")
     _check(a.dim() == 2 and a.stride(1) == 1 and a.stride(0) == a.shape[1], "a must be a contiguous [rows, K]")
-    _check(w1.dim() == 3 and w1.is_contiguous(), "w1 must be a contiguous [G, 2*Ip, K] (pack_swiglu_weights)")
+    _check(w1.dim() == 3 and w1.is_contiguous(),
+           "w1 must be a contiguous [G, 2*Ip, K] (w1_layout='blocked') or [G, 2*inter, K] ('gate_up')")
     _check(row_offsets.dtype == torch.int32 and row_offsets.numel() == w1.shape[0] + 1,
            "row_offsets must be int32 [G + 1]")
     G, Np, K = w1.shape
-    _check(K == a.shape[1] and Np == 2 * ((inter + 127) // 128 * 128), "w1's shape does not match a and inter")
+    _check(K == a.shape[1] and (G, Np, K) == _w1_shape(G, inter, K, w1_layout)[0],
+           "w1's shape does not match a, inter and w1_layout=%r" % (w1_layout,))
     _check(a.dtype == w1.dtype and a.dtype in (torch.bfloat16, torch.float16), "a and w1: both bf16 or both fp16")
     if out is None:
         out = torch.empty(a.shape[0], inter, dtype=a.dtype, device=a.device)
     lib = load()
     dt = int(mkccl_dtype(a.dtype))
-    raise_for(lib, lib.function("mkcclGroupedGemmSwiglu")(a.data_ptr(), w1.data_ptr(), out.data_ptr(),
-                                                          row_offsets.data_ptr(), G, a.shape[0], inter, K, dt, dt,
-                                                          _stream(a.device)), "mkcclGroupedGemmSwiglu")
+    raise_for(lib, lib.function("mkcclGroupedGemmSwigluEx")(a.data_ptr(), w1.data_ptr(), code, out.data_ptr(),
+                                                            row_offsets.data_ptr(), G, a.shape[0], inter, K, dt, dt,
+                                                            _stream(a.device)), "mkcclGroupedGemmSwiglu")
     return out
 
 
@@ -246,12 +271,13 @@ class Moe:
                                                                   topk_w.data_ptr(), T, _stream(x.device)),
                   "mkcclMoeDispatch", self.comm.ptr)
 
-    def dispatch_gemm(self, x, topk_idx, topk_w, w1, inter, act=None, swiglu=True):
+    def dispatch_gemm(self, x, topk_idx, topk_w, w1, inter, act=None, swiglu=True, w1_layout="blocked"):
         """The dispatch fused with the first expert GEMM (mkcclMoeDispatchGemm): what dispatch()
         does (recv_x, expert_offsets, expert_counts, row_info; combine and gemm_combine work after
         it), and at once, on each 128-row tile of the received rows as soon as they have landed,
         swiglu=True:  act[r] = silu(recv_x[r] . gate_e^T) * (recv_x[r] . up_e^T), w1 from
-                      pack_swiglu_weights [E_loc, 2*roundup(inter, 128), hidden];
+                      pack_swiglu_weights [E_loc, 2*roundup(inter, 128), hidden], or with
+                      w1_layout="gate_up" [E_loc, 2*inter, hidden] (gate rows, then up rows);
         swiglu=False: act[r] = recv_x[r] . w1_e^T, w1 [E_loc, inter, hidden];
         for every row r of local expert e. Returns act [max_recv_rows, inter] of the handle's dtype
         (padding rows hold any values); act=: write it there instead (nothing allocated). Needs
@@ -261,9 +287,9 @@ class Moe:
         self._fused_handle(op)
         inter = self._inter(op, "inter", inter)
         El, H = self.num_local_experts, self.hidden
+        mode = 1 + _w1_layout(op, w1_layout) if swiglu else 0  # MKCCL_MOE_GEMM_*
         if swiglu:
-            self._operand(op, "w1", w1, (El, 2 * ((inter + 127) // 128 * 128), H),
-                          "[E_loc, 2*roundup(inter, 128), hidden] (pack_swiglu_weights)")
+            self._operand(op, "w1", w1, *_w1_shape(El, inter, H, w1_layout))
         else:
             self._operand(op, "w1", w1, (El, inter, H), "[E_loc, inter, hidden]")
         shape = (self.max_recv_rows, inter)
@@ -275,7 +301,7 @@ class Moe:
             act = torch.empty(shape, dtype=self.dtype, device=self.comm.device)
         fn = self.lib.function("mkcclMoeDispatchGemm")
         raise_for(self.lib, fn(self._live(), x.data_ptr(), topk_idx.data_ptr(), topk_w.data_ptr(), T, w1.data_ptr(),
-                               act.data_ptr(), inter, 1 if swiglu else 0, _stream(self.comm.device)),
+                               act.data_ptr(), inter, mode, _stream(self.comm.device)),
                   "mkcclMoeDispatchGemm", self.comm.ptr)
         self._last_T = T
         return act
@@ -350,24 +376,26 @@ class Moe:
                   "mkcclGroupedGemm")
         return y
 
-    def experts(self, w1, w2, inter, act=None, y=None):
+    def experts(self, w1, w2, inter, act=None, y=None, w1_layout="blocked"):
         """The local experts on the dispatched rows: act = SwiGLU(recv_x . W1_e^T), y = act . W2_e^T
-        (two grouped GEMMs; w1 from pack_swiglu_weights [E_loc, 2*Ip, H], w2 [E_loc, H, inter])."""
+        (two grouped GEMMs; w1 from pack_swiglu_weights [E_loc, 2*Ip, H] or, w1_layout="gate_up",
+        [E_loc, 2*inter, H]; w2 [E_loc, H, inter])."""
         _check(self._row_pitch == self.hidden, "experts() needs hidden to be a multiple of 8")
         _check(w2.dim() == 3 and w2.shape == (self.num_local_experts, self.hidden, inter) and w2.is_contiguous(),
                "w2 must be a contiguous [E_loc, hidden, inter]")
         a = self.recv_x  # [rows, hidden], contiguous when the row pitch is hidden
-        act = grouped_gemm_swiglu(a, w1, self.expert_offsets, inter, act)
+        act = grouped_gemm_swiglu(a, w1, self.expert_offsets, inter, act, w1_layout)
         return self._gemm2(act, w2, y)
 
-    def layer(self, x, topk_idx, topk_w, w1, w2, out=None, fused=False, act=None, y=None):
+    def layer(self, x, topk_idx, topk_w, w1, w2, out=None, fused=False, act=None, y=None, w1_layout="blocked"):
         """The expert layer; returns out [T, hidden]. fused=False: dispatch, SwiGLU grouped GEMM,
         grouped GEMM, combine, one after the other on the stream; 'first': dispatch_gemm instead of
         the first two; 'second': gemm_combine instead of the last two; 'both' (or True): both fused
         halves. act [max_recv_rows, inter] and y [max_recv_rows, hidden]: the intermediate buffers
         (act=None: allocated; y=None: allocated for the unfused second half, the handle's recv_x,
         no longer needed once act is computed, for the fused one); with act=, out= and (unfused second
-        half) y= given, nothing is allocated."""
+        half) y= given, nothing is allocated. w1_layout: "blocked" (pack_swiglu_weights) or "gate_up"
+        (w1 [E_loc, 2*inter, hidden], each expert's gate rows then its up rows)."""
         first, second = _fused_mode(fused)
         # Every layout check before the first (collective) call: a rank that raised after its
         # dispatch would leave its peers waiting in the combine until the timeout.
@@ -378,8 +406,8 @@ class Moe:
         _check(w2.dim() == 3, "w2 must be a contiguous [E_loc, hidden, inter]")
         inter = self._inter(op, "inter (w2.shape[2])", w2.shape[2])
         El, H, rows = self.num_local_experts, self.hidden, self.max_recv_rows
-        self._operand(op, "w1", w1, (El, 2 * ((inter + 127) // 128 * 128), H),
-                      "[E_loc, 2*roundup(inter, 128), hidden] (pack_swiglu_weights)")
+        _w1_layout(op, w1_layout)
+        self._operand(op, "w1", w1, *_w1_shape(El, inter, H, w1_layout))
         self._operand(op, "w2", w2, (El, H, inter), "[E_loc, hidden, inter]")
         for name, t, shape in (("act", act, (rows, inter)), ("y", y, (rows, H)), ("out", out, (T, H))):
             if t is not None:
@@ -387,10 +415,10 @@ class Moe:
         if first or second:
             self._fused_handle(op)
         if first:
-            act = self.dispatch_gemm(x, topk_idx, topk_w, w1, inter, act)
+            act = self.dispatch_gemm(x, topk_idx, topk_w, w1, inter, act, w1_layout=w1_layout)
         else:
             self.dispatch(x, topk_idx, topk_w)
-            act = grouped_gemm_swiglu(self.recv_x, w1, self.expert_offsets, inter, act)
+            act = grouped_gemm_swiglu(self.recv_x, w1, self.expert_offsets, inter, act, w1_layout)
         if second:  # y=None: gemm_combine's default, the handle's recv_x
             return self.gemm_combine(act, w2, y, out)
         return self.combine(self._gemm2(act, w2, y), out)

@@ -882,7 +882,8 @@ struct LayerCase {
   size_t H, I;
   RouteKind kind;
   std::function<int(int)> T;
-  bool fp16 = false;  // fp16 tokens, weights and outputs (bf16 otherwise)
+  bool fp16 = false;    // fp16 tokens, weights and outputs (bf16 otherwise)
+  bool gateUp = false;  // W1 stored gate rows then up rows (mkcclSwigluGateUp), else blocked
 };
 
 // Packed W1 (blocked interleave, mkcclGroupedGemmSwiglu) of one rank from gate / up [El][I][H].
@@ -896,6 +897,17 @@ std::vector<uint16_t> packW1(const std::vector<uint16_t>& gate, const std::vecto
       memcpy(&w[base * H], &gate[(size_t(e) * I + r) * H], H * 2);
       memcpy(&w[(base + 128) * H], &up[(size_t(e) * I + r) * H], H * 2);
     }
+  return w;
+}
+
+// W1 of one rank stored gate rows then up rows per expert ([El][2 I][H], mkcclSwigluGateUp).
+std::vector<uint16_t> gateUpW1(const std::vector<uint16_t>& gate, const std::vector<uint16_t>& up, int El, size_t I,
+                               size_t H) {
+  std::vector<uint16_t> w(size_t(El) * 2 * I * H);
+  for (int e = 0; e < El; ++e) {
+    memcpy(&w[size_t(e) * 2 * I * H], &gate[size_t(e) * I * H], I * H * 2);
+    memcpy(&w[(size_t(e) * 2 + 1) * I * H], &up[size_t(e) * I * H], I * H * 2);
+  }
   return w;
 }
 
@@ -959,7 +971,7 @@ void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Ro
 // returned before the GEMM stored it would carry the poison).
 void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused = false, bool both = false) {
   const int ws = w.size();
-  SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I << (c.fp16 ? ", fp16, " : ", ")
+  SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I << (c.fp16 ? ", fp16" : "") << (c.gateUp ? ", W1 gate-up, " : ", ")
                                   << routeKindName(c.kind)
                                   << (both ? ", both halves fused" : fused ? ", fused" : ", composed") << ", seed "
                                   << seed);
@@ -991,7 +1003,8 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
     x.d.route = makeRouting(c.kind, T, d, g());
     x.d.X = randomHalves((size_t)T * c.H, c.fp16, g);
     x.wt = randomWeights(c, g);
-    const std::vector<uint16_t> w1 = packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
+    const std::vector<uint16_t> w1 = c.gateUp ? gateUpW1(x.wt.gate, x.wt.up, c.El, c.I, c.H)
+                                              : packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
     x.dW1 = upload(w1.data(), w1.size() * 2);
     x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
     x.d.uploadInputs();
@@ -1009,7 +1022,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
     mkcclResult_t e = mkcclMoeDispatch(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r),
                                        w.streams[r]);
     if (e == mkcclSuccess)
-      e = mkcclGroupedGemmSwiglu(b.recvX, x.dW1, x.dAct, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H,
+      e = mkcclGroupedGemmSwigluEx(b.recvX, x.dW1, c.gateUp ? mkcclSwigluGateUp : mkcclSwigluBlocked, x.dAct, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H,
                                  dt, dt, w.streams[r]);
     if (e == mkcclSuccess)
       e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt,
@@ -1019,7 +1032,7 @@ void runLayer(InProcessRanks& w, const LayerCase& c, uint64_t seed, bool fused =
       cudaMemsetAsync(b.recvX, 0xff, b.maxRecvRows * b.rowPitch * 2, w.streams[r]);  // NaN in bf16 and fp16
       cudaMemsetAsync(x.dAct, 0xff, b.maxRecvRows * c.I * 2, w.streams[r]);
       e = mkcclMoeDispatchGemm(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), x.dW1, x.dAct,
-                               c.I, 1, w.streams[r]);
+                               c.I, c.gateUp ? MKCCL_MOE_GEMM_SWIGLU_GATE_UP : MKCCL_MOE_GEMM_SWIGLU, w.streams[r]);
       if (both) {
         cudaMemsetAsync(x.d.dY, 0xff, b.maxRecvRows * c.H * 2, w.streams[r]);
         if (e == mkcclSuccess)
@@ -1091,6 +1104,7 @@ TEST(MoeGpu, LayerComposedOneToFourRanks) {
       {6, 2, 72, 256, RouteKind::EmptyExperts, [](int r) { return 60 + r; }},
       {4, 2, 200, 136, RouteKind::Skewed, [](int r) { return 50 + 31 * r; }, true},
       {16, 16, 72, 136, RouteKind::Uniform, [](int r) { return 40 + 9 * r; }},
+      {4, 3, 136, 200, RouteKind::Uniform, [](int r) { return 80 + 7 * r; }, false, true},
   };
   for (int ws = 1; ws <= 4; ++ws) {
     InProcessRanks w(devicesFor(ws));
@@ -1312,6 +1326,8 @@ std::vector<LayerCase> fusedLayerCases() {
       {8, 8, 200, 144, RouteKind::Uniform, [](int r) { return 3 + 380 * (r % 2); }},
       {4, 2, 136, 200, RouteKind::Dropped, [](int r) { return 70 + 13 * r; }, true},
       {16, 16, 72, 136, RouteKind::Skewed, [](int r) { return 30 + 11 * r; }},
+      {4, 3, 200, 72, RouteKind::Uniform, [](int r) { return 90 + 21 * r; }, false, true},
+      {3, 2, 136, 264, RouteKind::Skewed, [](int r) { return 60 + 5 * r; }, true, true},
   };
 }
 

@@ -26,6 +26,25 @@ def test_pack_swiglu_weights_layout():
     assert torch.equal(w2, w[0])
 
 
+def test_w1_layouts_are_checked():
+    # The layout's shape, and unknown layouts named, before anything reaches the library.
+    a = torch.zeros(128, 24, dtype=torch.bfloat16)
+    offs = torch.zeros(3, dtype=torch.int32)
+    with pytest.raises(ValueError, match="w1_layout='diagonal'"):
+        mkccl.moe.grouped_gemm_swiglu(a, torch.zeros(2, 400, 24, dtype=torch.bfloat16), offs, 200,
+                                      w1_layout="diagonal")
+    assert mkccl.moe._w1_shape(2, 200, 24, "gate_up")[0] == (2, 400, 24)
+    assert mkccl.moe._w1_shape(2, 200, 24, "blocked")[0] == (2, 512, 24)
+    m = _handle()
+    x, idx, w = _tokens()
+    w2 = torch.zeros(2, 64, 200, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="gate rows, then up rows"):  # a blocked W1 given as gate_up
+        m.layer(x, idx, w, torch.zeros(2, 512, 64, dtype=torch.bfloat16), w2, w1_layout="gate_up")
+    with pytest.raises(ValueError, match="pack_swiglu_weights"):  # a gate_up W1 given as blocked
+        m.layer(x, idx, w, torch.zeros(2, 400, 64, dtype=torch.bfloat16), w2)
+    assert "mkcclGroupedGemmSwigluEx" in _library.PROTOTYPES
+
+
 def test_pack_swiglu_weights_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="gate and up"):
         mkccl.moe.pack_swiglu_weights(torch.zeros(2, 8, 4), torch.zeros(2, 8, 5))

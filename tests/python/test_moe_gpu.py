@@ -129,7 +129,8 @@ def test_dispatch_combine_t0_and_odd_hidden():
     run_layer(two_devices(), E=4, k=2, H=72, I=128, Ts=[0, 5], check_layer=False)
 
 
-def test_grouped_gemm_swiglu_against_torch():
+@pytest.mark.parametrize("w1_layout", ["blocked", "gate_up"])
+def test_grouped_gemm_swiglu_against_torch(w1_layout):
     g = torch.Generator(device="cuda").manual_seed(seed("swiglu"))
     G, H, I = 3, 264, 200
     sizes = [0, 130, 7]
@@ -139,8 +140,10 @@ def test_grouped_gemm_swiglu_against_torch():
     a = torch.randn(offs[-1], H, device="cuda", generator=g).bfloat16()
     gate = (torch.randn(G, I, H, device="cuda", generator=g) * 2 / H ** 0.5).bfloat16()
     up = (torch.randn(G, I, H, device="cuda", generator=g) * 2 / H ** 0.5).bfloat16()
-    out = mkccl.moe.grouped_gemm_swiglu(a, mkccl.moe.pack_swiglu_weights(gate, up),
-                                        torch.tensor(offs, dtype=torch.int32, device="cuda"), I)
+    # gate_up: W1 as engines keep it, torch.cat((gate, up), 1) per expert, passed as is.
+    w1 = mkccl.moe.pack_swiglu_weights(gate, up) if w1_layout == "blocked" else torch.cat((gate, up), 1).contiguous()
+    out = mkccl.moe.grouped_gemm_swiglu(a, w1, torch.tensor(offs, dtype=torch.int32, device="cuda"), I,
+                                        w1_layout=w1_layout)
     torch.cuda.synchronize()
     for gi in range(G):
         rows = a[offs[gi]: offs[gi] + sizes[gi]].float()

@@ -54,6 +54,14 @@ __device__ __forceinline__ KRange tileKRange(const GemmArgs& g, const Tile& t) {
   return {0, g.kBlocks};
 }
 
+// A Loads whose W tile is two halves from independent rows (kSplitB: bRowHalf(t, h) is the first
+// row of half h), e.g. a SwiGLU weight stored gate rows then up rows: the producer loads each half
+// with its own box (the host encodes W's map with BN / 2 rows); clusters of one CTA only.
+template <class Loads, class = void>
+struct LoadsSplitB : std::false_type {};
+template <class Loads>
+struct LoadsSplitB<Loads, std::void_t<decltype(Loads::kSplitB)>> : std::integral_constant<bool, Loads::kSplitB> {};
+
 // The default producer side: A from the kernel's mapA at the tile's M-block, and the op's
 // beforeLoadA hook if it has one (kLoadHook).
 template <class Cfg, class Op>

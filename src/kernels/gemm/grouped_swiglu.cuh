@@ -77,4 +77,25 @@ struct GroupedSwigluOp : GroupedGemmOp {
   using Epilogue = SwigluEpilogue<Cfg, Op>;
 };
 
+// W1 stored gate then up ("gate-up": W1_g is [2 I, K], its rows [0, I) the gate, [I, 2 I) the up
+// rows, as engines keep a fused gate/up projection): the W tile of column block b is the two
+// 128-row boxes at gate row 128 b and up row I + 128 b, loaded into the halves of the stage, which
+// then holds what the blocked interleave's one 256-row box would. Params.grouped.N = 2 I. Rows of a
+// box past its half (the last block when I is not a multiple of 128) are the up rows or the next
+// group's (or TMA's zero fill past the last group): they feed only columns past I, never stored.
+template <class Cfg, class Base = GroupedLoads<Cfg>>
+struct GateUpLoads : Base {
+  static constexpr bool kSplitB = true;
+  using Base::Base;
+  template <class Tile>
+  __device__ __forceinline__ int32_t bRowHalf(const Tile& t, int h) const {
+    return static_cast<int32_t>(int64_t(t.g) * this->N + int64_t(h) * (this->N / 2) + int64_t(t.n) * (Cfg::BN / 2));
+  }
+};
+
+struct GroupedSwigluGateUpOp : GroupedSwigluOp {
+  template <class Cfg, class Op>
+  using Loads = GateUpLoads<Cfg>;
+};
+
 }  // namespace mkccl

@@ -30,9 +30,10 @@ __device__ __forceinline__ void gemmFault(const GemmArgs& g, const SmemLayout<Cf
 }
 
 // The producer: one thread issues every TMA load of the CTA's tiles, stage by stage. The op's
-// Loads says where a tile's A rows come from (a(t)) and its first row of W (bRow), may wait before
-// a k-block's loads (wait: false puts the CTA in drain mode) and hears of each k-block issued
-// (issued) and of the end (done). Returns false if it gave up on a pipeline wait (fault recorded).
+// Loads says where a tile's A rows come from (a(t)) and its first row of W (bRow; with LoadsSplitB
+// the first row of each half, bRowHalf), may wait before a k-block's loads (wait: false puts the
+// CTA in drain mode) and hears of each k-block issued (issued) and of the end (done). Returns
+// false if it gave up on a pipeline wait (fault recorded).
 template <class Cfg, class Loads, class Sched>
 __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, const CUtensorMap* mapB,
                                              const SmemLayout<Cfg>& sm, Sched sched, uint32_t ctaRank) {
@@ -68,7 +69,10 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
       dev::mbarArriveExpectTx(sm.full(s), stageBytes);
       const int32_t k0 = kb * Cfg::BK;
       dev::tmaLoad2d(sm.a(s), a.map, sm.full(s), k0, a.row);
-      if (cs == 1)
+      if constexpr (LoadsSplitB<Loads>::value) {
+        dev::tmaLoad2d(sm.b(s), mapB, sm.full(s), k0, loads.bRowHalf(t, 0));
+        dev::tmaLoad2d(sm.b(s) + (Cfg::BN / 2) * (Cfg::BK * 2), mapB, sm.full(s), k0, loads.bRowHalf(t, 1));
+      } else if (cs == 1)
         dev::tmaLoad2d(sm.b(s), mapB, sm.full(s), k0, rowB);
       else
         dev::tmaLoad2dMulticast(sm.b(s) + bOffset, mapB, sm.full(s), k0, rowB, mask);

@@ -40,15 +40,15 @@ __device__ __forceinline__ void moeLayoutWait(const Params& p, uint32_t words) {
   if (!dev::waitGeqInline(p.moe.comm, p.moe.arrivals, 1, -1, p.moe.site)) w[1] = 1;
 }
 
-template <class Cfg>
-struct MoeArrivalLoads : GroupedLoads<Cfg> {
+template <class Cfg, class Base = GroupedLoads<Cfg>>
+struct MoeArrivalLoads : Base {
   const MoeArrivalParams* moe;
   const int* offsets;
   volatile uint32_t* words;
   template <class Params>
   __device__ __forceinline__ MoeArrivalLoads(const GemmArgs& g, const Params& p, const CUtensorMap* mapA_,
                                              uint32_t words_)
-      : GroupedLoads<Cfg>(g, p, mapA_, words_),
+      : Base(g, p, mapA_, words_),
         moe(&p.moe),
         offsets(p.grouped.rowOffsets),
         words(reinterpret_cast<volatile uint32_t*>(__cvta_shared_to_generic(words_))) {}
@@ -87,6 +87,12 @@ struct MoeDispatchGemmOp : GroupedGemmOp {
 struct MoeDispatchSwigluOp : MoeDispatchGemmOp {
   template <class Cfg, class Op>
   using Epilogue = SwigluEpilogue<Cfg, Op>;
+};
+
+// The same with W1 stored gate then up (grouped_swiglu.cuh, GateUpLoads).
+struct MoeDispatchSwigluGateUpOp : MoeDispatchSwigluOp {
+  template <class Cfg, class Op>
+  using Loads = MoeArrivalLoads<Cfg, GateUpLoads<Cfg>>;
 };
 
 }  // namespace mkccl

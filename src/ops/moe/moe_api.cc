@@ -131,20 +131,26 @@ mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t h, const void* X, const int32_t* t
   const int El = d.localExperts();
   MKCCL_CHECK(checkFusedHandle(op, h, "K", "push the rows"));
   ARG_CHECK(N >= 1 && N <= (size_t(1) << 24) && N % 8 == 0, "%s: N=%zu: expected a multiple of 8 in 8 .. 2^24", op, N);
-  const size_t wRows = swiglu ? 2 * ((N + 127) / 128 * 128) : N;
+  ARG_CHECK(swiglu == MKCCL_MOE_GEMM_PLAIN || swiglu == MKCCL_MOE_GEMM_SWIGLU || swiglu == MKCCL_MOE_GEMM_SWIGLU_GATE_UP,
+            "%s: swiglu=%d: expected MKCCL_MOE_GEMM_PLAIN (0), MKCCL_MOE_GEMM_SWIGLU (1, W1 blocked-interleaved) or "
+            "MKCCL_MOE_GEMM_SWIGLU_GATE_UP (2, W1 gate rows then up rows)",
+            op, swiglu);
+  const size_t wRows = swiglu == MKCCL_MOE_GEMM_SWIGLU_GATE_UP ? 2 * N : swiglu ? 2 * ((N + 127) / 128 * 128) : N;
   ARG_CHECK(size_t(El) * wRows < (size_t(1) << 31), "%s: W1 has %zu rows: at most 2^31 - 1", op, size_t(El) * wRows);
   const size_t wBytes = size_t(El) * wRows * d.hidden * d.esize, actBytes = d.rows * N * d.esize;
   ARG_CHECK(W1 != nullptr && act != nullptr, "%s: W1 and act must not be NULL", op);
   MKCCL_CHECK(checkAligned(op, "W1", W1, 16));
   MKCCL_CHECK(checkAligned(op, "act", act, 16));
   MKCCL_CHECK(checkDevicePtr(W1, wBytes, comm->cudaDev, op,
-                             swiglu ? "W1 ([E/nranks, 2*roundup(N,128), H])" : "W1 ([E/nranks, N, H])"));
+                             swiglu == MKCCL_MOE_GEMM_SWIGLU_GATE_UP ? "W1 ([E/nranks, 2*N, H])"
+                             : swiglu                                ? "W1 ([E/nranks, 2*roundup(N,128), H])"
+                                                                     : "W1 ([E/nranks, N, H])"));
   MKCCL_CHECK(checkDevicePtr(act, actBytes, comm->cudaDev, op, "act ([maxRecvRows, N])"));
   ARG_CHECK(!overlaps(act, actBytes, W1, wBytes), "%s: act overlaps W1", op);
   ARG_CHECK(!overlaps(act, actBytes, ownRegion(h), h->reg.bytes), "%s: act lies in the handle's buffers", op);
   ARG_CHECK(!overlaps(act, actBytes, X, T * d.hidden * d.esize), "%s: act overlaps X", op);
   return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
-    return moe::dispatchGemmOp(ctx, h, X, topkIdx, topkW, T, W1, act, N, swiglu != 0);
+    return moe::dispatchGemmOp(ctx, h, X, topkIdx, topkW, T, W1, act, N, swiglu);
   });
 }
 

@@ -35,19 +35,22 @@ using FusedLauncher = GemmLauncher<GemmCfg<In, kBN, EpilogueTmaStore>, Op>;
 
 int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// The GEMM on recvX: act[rows, N] = (swiglu ? silu(x gate^T) * (x up^T) : x W1^T) per local expert.
+// The GEMM on recvX: act[rows, N] = (SwiGLU ? silu(x gate^T) * (x up^T) : x W1^T) per local expert;
+// mode is the public MKCCL_MOE_GEMM_* (W1's layout with SwiGLU).
 template <class In>
-mkcclResult_t launchGemm(const OpCtx& ctx, const mkcclMoe* h, const void* W1, void* act, int64_t N, bool swiglu,
+mkcclResult_t launchGemm(const OpCtx& ctx, const mkcclMoe* h, const void* W1, void* act, int64_t N, int mode,
                          int ctas, cudaStream_t stream) {
+  const bool swiglu = mode != MKCCL_MOE_GEMM_PLAIN, gateUp = mode == MKCCL_MOE_GEMM_SWIGLU_GATE_UP;
   const Dims& d = h->dims;
   const int El = d.localExperts();
   const int64_t rows = (int64_t)d.rows, K = (int64_t)d.hidden;
   const mkcclDataType_t t = h->dtype;
   const int dev = ctx.comm->cudaDev, sms = ctx.comm->smCount;
   const int bn = swiglu || N > 128 ? 256 : 128;
-  const int64_t wRows = swiglu ? 2 * roundUp(N, 128) : N;  // rows of one expert's W1
+  const int64_t wRows = gateUp ? 2 * N : swiglu ? 2 * roundUp(N, 128) : N;  // rows of one expert's W1
   int unused = 0;
-  if (swiglu) MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchSwigluOp>::prepare(dev, sms, 1, &unused)));
+  if (gateUp) MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchSwigluGateUpOp>::prepare(dev, sms, 1, &unused)));
+  else if (swiglu) MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchSwigluOp>::prepare(dev, sms, 1, &unused)));
   else if (bn == 256) MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused)));
   else MKCCL_CHECK((FusedLauncher<In, 128, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused)));
 
@@ -61,7 +64,7 @@ mkcclResult_t launchGemm(const OpCtx& ctx, const mkcclMoe* h, const void* W1, vo
   p.grouped.rowOffsets = h->local.expertOffsets;
   p.grouped.groups = El;
   p.grouped.bn = bn;
-  p.grouped.nBlocks = static_cast<int>(swiglu ? wRows / 256 : (N + bn - 1) / bn);
+  p.grouped.nBlocks = static_cast<int>(swiglu ? roundUp(N, 128) / 128 : (N + bn - 1) / bn);
   p.grouped.band = 8;
   p.grouped.N = wRows;
   p.grouped.maxRows = roundUp(rows, 128);
@@ -73,10 +76,14 @@ mkcclResult_t launchGemm(const OpCtx& ctx, const mkcclMoe* h, const void* W1, vo
   const void* recvX = h->region.peer[ctx.comm->localRank] + h->reg.recvX;
   alignas(64) CUtensorMap mapA, mapB, mapC;
   MKCCL_CHECK(encodeTileMap(&mapA, recvX, t, rows, K, d.pitch(), 128));
-  MKCCL_CHECK(encodeTileMap(&mapB, W1, t, uint64_t(El) * wRows, K, K, uint32_t(bn)));
+  // Gate-up: two 128-row boxes per stage (GateUpLoads).
+  MKCCL_CHECK(encodeTileMap(&mapB, W1, t, uint64_t(El) * wRows, K, K, gateUp ? 128u : uint32_t(bn)));
   MKCCL_CHECK(encodeTileMap(&mapC, act, t, rows, N, N, 64));
   MKCCL_TRACE("mkcclMoeDispatchGemm GEMM: %d experts, up to %lld rows, N %lld, K %lld, %s, tile 128x%d, %d CTAs", El,
-              (long long)rows, (long long)N, (long long)K, swiglu ? "SwiGLU" : "plain", bn, ctas);
+              (long long)rows, (long long)N, (long long)K, gateUp ? "SwiGLU (W1 gate-up)" : swiglu ? "SwiGLU" : "plain", bn,
+              ctas);
+  if (gateUp)
+    return FusedLauncher<In, 256, MoeDispatchSwigluGateUpOp>::launch(mapA, mapB, mapC, g, p, ctas, stream);
   if (swiglu) return FusedLauncher<In, 256, MoeDispatchSwigluOp>::launch(mapA, mapB, mapC, g, p, ctas, stream);
   if (bn == 256) return FusedLauncher<In, 256, MoeDispatchGemmOp>::launch(mapA, mapB, mapC, g, p, ctas, stream);
   return FusedLauncher<In, 128, MoeDispatchGemmOp>::launch(mapA, mapB, mapC, g, p, ctas, stream);
@@ -88,6 +95,7 @@ template <class In>
 mkcclResult_t dispatchGemmPreloadAs(int dev, int sms) {
   int unused = 0;
   MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchSwigluOp>::prepare(dev, sms, 1, &unused)));
+  MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchSwigluGateUpOp>::prepare(dev, sms, 1, &unused)));
   MKCCL_CHECK((FusedLauncher<In, 256, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused)));
   return FusedLauncher<In, 128, MoeDispatchGemmOp>::prepare(dev, sms, 1, &unused);
 }
@@ -101,7 +109,7 @@ mkcclResult_t dispatchGemmPreload(mkcclDataType_t t, int dev, int sms) {
 int fusedDispatchCtas(int total) { return std::max(1, std::min(16, total / 8)); }
 
 mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx, const float* topkW,
-                             size_t T, const void* W1, void* act, size_t N, bool swiglu) {
+                             size_t T, const void* W1, void* act, size_t N, int mode) {
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());  // an earlier GEMM-family kernel's internal fault, reported once
   const int total = std::min(h->ctas, ctx.comm->smCount);
@@ -125,8 +133,8 @@ mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32
   CUDA_CHECK(cudaStreamWaitEvent(h->side, h->forkEv, 0));
   MKCCL_CHECK(launchMoeKernel(dispatchKernelFn(), a, h->smemBytes, h->side, "mkcclMoeDispatchGemm dispatch"));
   const mkcclResult_t r = h->dtype == mkcclFloat16
-                              ? launchGemm<dev::F16>(ctx, h, W1, act, (int64_t)N, swiglu, gC, ctx.stream)
-                              : launchGemm<dev::Bf16>(ctx, h, W1, act, (int64_t)N, swiglu, gC, ctx.stream);
+                              ? launchGemm<dev::F16>(ctx, h, W1, act, (int64_t)N, mode, gC, ctx.stream)
+                              : launchGemm<dev::Bf16>(ctx, h, W1, act, (int64_t)N, mode, gC, ctx.stream);
   // Join even when the GEMM's launch failed: the side stream must not stay forked from a capture.
   CUDA_CHECK(cudaEventRecord(h->joinEv, h->side));
   CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, h->joinEv, 0));

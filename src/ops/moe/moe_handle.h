@@ -47,7 +47,7 @@ mkcclResult_t combineOp(OpCtx& ctx, mkcclMoe* h, const void* Y, void* out, size_
 // The fused dispatch + first expert GEMM (src/ops/moe/moe_dispatch_gemm.cu); W1 and act as
 // mkcclMoeDispatchGemm takes them.
 mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx, const float* topkW,
-                             size_t T, const void* W1, void* act, size_t N, bool swiglu);
+                             size_t T, const void* W1, void* act, size_t N, int mode);
 // The fused second expert GEMM + combine (src/ops/moe/moe_gemm_combine.cu); act, W2, Y and out as
 // mkcclMoeGemmCombine takes them.
 mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void* W2, void* Y, void* out, size_t I,
