@@ -54,6 +54,7 @@ def load(path):
         f.restype = I
         f.argtypes = [P, P, P, P, I, S, S, S, I, I, P]
     lib.mkcclGetLastError.restype = ctypes.c_char_p
+    lib.mkcclGroupedGemmSwigluEx.argtypes = [P, P, I, P, P, I, S, S, S, I, I, P]
     lib.mkcclGetLastError.argtypes = [P]
     lib.mkcclCommInitAll.argtypes = [P, I, P]
     lib.mkcclCommDestroy.argtypes = [P]
@@ -161,6 +162,11 @@ def gemm_row(lib, a, name, H, I, E, k, T, skewed, gen):
 
     act_t = torch.randn(R, I, dtype=dt, device="cuda")
 
+    def g1_swiglu_gate_up(i):
+        A, poffs = sets[i][2], sets[i][3]
+        ck(lib, lib.mkcclGroupedGemmSwigluEx(A.data_ptr(), gate_up.data_ptr(), 1, act.data_ptr(), poffs.data_ptr(), E,
+                                             A.shape[0], I, H, BF16, BF16, stream()), "swiglu gate-up")
+
     def torch_gemms(i, swiglu=False):
         # GEMMs only: the down GEMM reads a ready activation; with swiglu: the whole chain.
         rows, offs = sets[i][0], sets[i][1]
@@ -178,6 +184,10 @@ def gemm_row(lib, a, name, H, I, E, k, T, skewed, gen):
     err_act = ((act[dst].float() - ref_act).abs().max() / ref_act.abs().max()).item()
     ref_y = torch._grouped_mm(act[dst], down.transpose(-2, -1), offs=offs).float()
     err_y = ((Y[dst].float() - ref_y).abs().max() / ref_y.abs().max()).item()
+    # W1 gate rows then up rows, as is (mkcclSwigluGateUp = 1).
+    act.fill_(float("nan"))
+    g1_swiglu_gate_up(0)
+    err_act_gate_up = ((act[dst].float() - ref_act).abs().max() / ref_act.abs().max()).item()
     t_ours = median_ms(ours, a.warmup, a.iters, 2)
     t_plain = median_ms(ours_plain, a.warmup, a.iters, 2)
     t_torch = median_ms(torch_gemms, a.warmup, a.iters, 2)
@@ -200,7 +210,8 @@ def gemm_row(lib, a, name, H, I, E, k, T, skewed, gen):
         ck(lib, lib.mkcclGroupedGemm(src.data_ptr(), down.data_ptr(), Y.data_ptr(), poffs.data_ptr(), E, A.shape[0], H,
                                      I, BF16, BF16, stream()), "down")
 
-    parts = {"gemm1_swiglu_us": lambda i: g1_swiglu(i), "gemm1_plain_us": lambda i: g1_plain(i, gate_up),
+    parts = {"gemm1_swiglu_us": lambda i: g1_swiglu(i), "gemm1_swiglu_gate_up_us": g1_swiglu_gate_up,
+             "gemm1_plain_us": lambda i: g1_plain(i, gate_up),
              "gemm1_plain_packed_us": lambda i: g1_plain(i, w1), "gemm2_on_act_us": lambda i: g2(i, act),
              "gemm2_on_h_us": lambda i: g2(i, h),
              "torch_gemm1_us": lambda i: torch._grouped_mm(sets[i][0], gate_up.transpose(-2, -1), offs=sets[i][1])}
@@ -217,7 +228,7 @@ def gemm_row(lib, a, name, H, I, E, k, T, skewed, gen):
             "ours_tflops": tf(t_ours), "ours_plain_us": t_plain * 1e3, "ours_plain_tflops": tf(t_plain),
             "torch_us": t_torch * 1e3, "torch_tflops": tf(t_torch), "torch_swiglu_us": t_torch_sw * 1e3,
             "ratio_vs_torch": t_torch / t_ours, "ratio_vs_torch_swiglu": t_torch_sw / t_ours,
-            "max_rel_err_act": err_act, "max_rel_err_y": err_y, "breakdown_us": brk}
+            "max_rel_err_act": err_act, "max_rel_err_act_gate_up": err_act_gate_up, "max_rel_err_y": err_y, "breakdown_us": brk}
 
 
 def layer_row(lib, a, name, H, I, E, k, T, skewed, gen):
