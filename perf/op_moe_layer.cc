@@ -237,18 +237,17 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
   auto baseline = [&](int) {
     a2av(sb.p, sOut, rb.p, sIn);
     size_t off = 0;
-    for (int e = 0; e < El; ++e) {
-      if (cnt[e]) {
-        if (cublasGemmRef(env.cublas, rb.c() + off * H * es, W1.c() + size_t(e) * 2 * Ip * H * es,
-                          hb.c() + off * 2 * I * es, cnt[e], 2 * I, H, t) != 0)
-          failed = true;
-        moeSwiglu(hb.c() + off * 2 * I * es, ab.c() + off * I * es, cnt[e], I, t, env.stream);
-        if (cublasGemmRef(env.cublas, ab.c() + off * I * es, W2.c() + size_t(e) * H * I * es,
-                          zb.c() + off * H * es, cnt[e], H, I, t) != 0)
-          failed = true;
-      }
-      off += cnt[e];
-    }
+    for (int e = 0; e < El; off += cnt[e++])
+      if (cnt[e] && cublasGemmRef(env.cublas, rb.c() + off * H * es, W1.c() + size_t(e) * 2 * Ip * H * es,
+                                  hb.c() + off * 2 * I * es, cnt[e], 2 * I, H, t) != 0)
+        failed = true;
+    // One launch over every expert's rows (elementwise), not one per expert.
+    moeSwiglu(hb.p, ab.p, off, I, t, env.stream);
+    off = 0;
+    for (int e = 0; e < El; off += cnt[e++])
+      if (cnt[e] && cublasGemmRef(env.cublas, ab.c() + off * I * es, W2.c() + size_t(e) * H * I * es,
+                                  zb.c() + off * H * es, cnt[e], H, I, t) != 0)
+        failed = true;
     a2av(zb.p, sIn, bb.p, sOut);
     moeWeightedSum(bb.p, (const int32_t*)rowOfDev.p, (const float*)Wt[0].p, ob.p, T, k, H, t, env.stream);
   };
