@@ -246,9 +246,11 @@ __device__ __forceinline__ void dispatchBody(const Args& a, const DevComm& c, Ti
       atomicMax(&s_netOver, (int)threadIdx.x);
     __syncthreads();
     if (s_netOver >= 0) {
-      if (b == 0 && threadIdx.x == 0) {
-        tk.drain(c);  // the counts left (before the error makes the drain give up)
-        dev::recordError(c, /*mkcclInvalidUsage*/ 5, s_netOver, kSiteMoeNetWindow, s_netNeed, c.net->windowBytes);
+      if (b == 0) {
+        tk.drain(c);  // CTA 0's signals and counts left first (the error makes every drain give up)
+        __syncthreads();
+        if (threadIdx.x == 0)
+          dev::recordError(c, /*mkcclInvalidUsage*/ 5, s_netOver, kSiteMoeNetWindow, s_netNeed, c.net->windowBytes);
       }
       return;
     }
