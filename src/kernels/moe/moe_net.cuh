@@ -7,8 +7,8 @@
 // of this call (kNetReadyFlag: its earlier kernels, which read its window, are done); every entry
 // staged in the window is visible at system scope before the put that carries it (fence, then
 // the piece's counter; the thread that completes it fences again and puts); every put leaves the
-// window before the kernel ends (Tickets, drained by the thread that pushed), so the next call or
-// op may reuse it. Every wait is bounded (dev::waitGeq: the communicator's timeout).
+// window before the kernel ends (Tickets: the block's last ticket, waited for by one thread at the
+// end), so the next call or op may reuse it. Every wait is bounded (dev::waitGeq: the communicator's timeout).
 #pragma once
 #include <stdint.h>
 #include "kernels/device/net.cuh"
@@ -17,18 +17,24 @@
 namespace mkccl {
 namespace moe {
 
-// The FIFO tickets one thread pushed: the last one is enough (the FIFO completes in order).
+// The FIFO tickets a block pushed, in shared memory (nothing kept in the threads' registers,
+// which the combine's reduce needs): the largest is enough (the FIFO completes in order).
 struct Tickets {
-  uint64_t last = 0;
-  bool put = false;
-  __device__ __forceinline__ void took(uint64_t t) {
-    last = t;
-    put = true;
+  unsigned long long last;
+  int put;
+  // One thread, before a __syncthreads that precedes any took().
+  __device__ __forceinline__ void init() {
+    last = 0;
+    put = 0;
   }
-  // Waits until this thread's puts have left the window (bounded; gives up on the comm's error).
+  __device__ __forceinline__ void took(uint64_t t) {
+    atomicMax(&last, (unsigned long long)t);
+    put = 1;
+  }
+  // After a __syncthreads that follows every took() of the block: one thread waits until the
+  // block's puts have left the window (bounded; gives up on the communicator's error).
   __device__ __forceinline__ void drain(const DevComm& c) {
-    if (put) dev::netWaitSent(c, last);
-    put = false;
+    if (threadIdx.x == 0 && put) dev::netWaitSent(c, last);
   }
 };
 
@@ -104,13 +110,14 @@ __device__ __forceinline__ bool netExchangeCounts(const Args& a, const DevComm& 
 // completes the piece (`perEntry` counts per entry) puts the piece to q once q is ready, raising
 // flag kNetPieceFlag + piece there to netFlagValue(seq, step). One thread. False: a wait or a push
 // failed (the error is recorded).
+// Out of line: rare (once per entry), and inlined it costs the combine's reduce registers.
 __device__ __forceinline__ bool netEntryStaged(const Args& a, const DevComm& c, const NetView& v, int q, long long i,
                                                uint32_t perEntry, uint32_t step, int site, Tickets& tk) {
-  const long long per = v.perOut[q];
-  const int p = (int)(i / per);
-  const long long cnt = netPieceCount(v.cntOut[q], per, p);
+  const int per = v.perOut[q];
+  const int p = (int)i / per;
+  const int cnt = (int)netPieceCount(v.cntOut[q], per, p);
   const uint32_t seen = atomicAdd(a.local.netCount + q * kNetMaxPieces + p, 1u);
-  if ((long long)seen + 1 != cnt * perEntry) return true;
+  if (seen + 1 != (uint32_t)cnt * perEntry) return true;
   dev::fenceSys();  // every counted entry of the piece before the put
   const uint64_t off = (uint64_t)p * (uint64_t)per * v.stride;
   uint64_t t = 0;
@@ -124,7 +131,7 @@ __device__ __forceinline__ bool netEntryStaged(const Args& a, const DevComm& c, 
 // Waits (one thread, bounded) for the piece of remote rank q's flow to me that holds entry i.
 __device__ __forceinline__ bool netWaitEntry(const DevComm& c, const NetView& v, int q, long long i, uint32_t step,
                                              int site) {
-  const int p = (int)(i / v.perIn[q]);
+  const int p = (int)i / v.perIn[q];
   return netWaitFor(c, q, kNetPieceFlag + p, dev::netFlagValue(c.seq, step), site);
 }
 

@@ -68,7 +68,7 @@ MOE_HD long long netPieceCount(long long count, long long per, int p) {
 
 // The pairs of one dispatch between every two ranks, and the nodes (what the layout depends on).
 struct NetPairs {
-  int n = 0;
+  int n;  // ranks (no initializers: the kernels keep these in shared memory)
   int node[kMaxRanks];
   int32_t P[kMaxRanks][kMaxRanks];  // P[s][d]: pairs of rank s's tokens with a slot on rank d's experts
   MOE_HD bool remote(int a, int b) const { return node[a] != node[b]; }
@@ -114,10 +114,11 @@ MOE_HD uint64_t netWindowNeed(const NetPairs& t, const Dims& d, int r) {
 // One rank's view of one op of a call: for every remote rank q, where what q sends me lies in my
 // window, where what I send q is staged in mine and lands in q's, and the entries per piece.
 struct NetView {
-  uint64_t stride = 0;
+  uint64_t stride;
   uint64_t in[kMaxRanks], out[kMaxRanks], dst[kMaxRanks];
-  long long cntIn[kMaxRanks], cntOut[kMaxRanks];  // entries of the flows q -> me, me -> q
-  long long perIn[kMaxRanks], perOut[kMaxRanks];  // entries per piece of those flows
+  // 32-bit (a flow is at most maxTokensPerRank <= 2^24 pairs): the kernels divide by these.
+  int cntIn[kMaxRanks], cntOut[kMaxRanks];  // entries of the flows q -> me, me -> q
+  int perIn[kMaxRanks], perOut[kMaxRanks];  // entries per piece of those flows
 };
 MOE_HD void netViewFor(const NetPairs& t, bool combine, const Dims& d, int me, NetView* v) {
   const uint64_t base = netDataBase(d);
@@ -129,10 +130,10 @@ MOE_HD void netViewFor(const NetPairs& t, bool combine, const Dims& d, int me, N
     v->perIn[q] = v->perOut[q] = 1;
     v->in[q] = in, v->out[q] = out, v->dst[q] = 0;
     if (!t.remote(q, me)) continue;
-    v->cntIn[q] = t.flow(combine, q, me);
-    v->cntOut[q] = t.flow(combine, me, q);
-    v->perIn[q] = netPer(v->cntIn[q], stride);
-    v->perOut[q] = netPer(v->cntOut[q], stride);
+    v->cntIn[q] = (int)t.flow(combine, q, me);
+    v->cntOut[q] = (int)t.flow(combine, me, q);
+    v->perIn[q] = (int)netPer(v->cntIn[q], stride);
+    v->perOut[q] = (int)netPer(v->cntOut[q], stride);
     v->dst[q] = netInOff(t, combine, base, stride, q, me);
     in += (uint64_t)v->cntIn[q] * stride;
     out += (uint64_t)v->cntOut[q] * stride;

@@ -52,7 +52,7 @@ __device__ __forceinline__ bool waitYRows(const Args& a, const DevComm& c, int r
 // `announce` (the whole combine, whose reduce starts before every return is done) the pieces are
 // the landing pieces (kLandChunks chunks) and each one's ready word at its source is raised once
 // its stores are visible there. False once a wait failed (the error is recorded).
-template <class T>
+template <class T, bool kNet>
 __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int gw, int nw, bool announce,
                                             const NetView& view, Tickets& tk) {
   const Dims D = a.dims;
@@ -76,7 +76,7 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
     const int32_t* rec = pairs + ((size_t)s * cap + i) * stride;
     const int m = __ldcg(rec);
     // A remote node's source: its landing row is staged in my window and goes in a piece.
-    const bool viaNet = isRemote(a, s);
+    const bool viaNet = kNet && isRemote(a, s);
     const size_t li = viaNet ? 0 : (size_t)peerIndex(a.lidx[s], lme, L) * cap + i;
     char* dst = viaNet ? netWindow(c) + view.out[s] + (uint64_t)i * view.stride
                        : regionOf(a, s) + a.reg.landing + li * landPitch;
@@ -136,7 +136,7 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
 constexpr int kReturnWarps = kWarps / 2;  // of each CTA in the whole combine; the rest reduce
 constexpr int kReduceBatch = 8;  // loads in flight per lane and pass (kMaxTopk a multiple of it)
 
-template <class T>
+template <class T, bool kNet>
 __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, int gw, int nw, int warp, bool waitLand,
                                              const NetView& view) {
   __shared__ const char* s_src[kWarps][kMaxTopk];
@@ -162,7 +162,7 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
     int kind = 0, yRow = -1;
     const char* src = nullptr;
     const uint64_t* rd = nullptr;
-    int netSrc = -1;  // across nodes: the expert rank whose piece holds this slot's landing row
+    const uint64_t* nf = nullptr;  // across nodes: the arrival flag of the piece holding the landing row
     float w = 0.f;
     if (lane < k) {
       const Route rt = a.local.route[(size_t)t * k + lane];
@@ -171,11 +171,10 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
         if (d == me) {
           kind = 1, yRow = rt.idx, w = rt.weight;
           src = a.y + (size_t)rt.idx * rowBytes;
-        } else if (routeFirst(rt.code) && isRemote(a, d)) {
+        } else if (kNet && routeFirst(rt.code) && isRemote(a, d)) {
           kind = landsAsSum(routeSlots(rt.code)) ? 2 : 1, w = rt.weight;
           src = netWindow(c) + view.in[d] + (uint64_t)rt.idx * view.stride;
-          netSrc = d;
-          yRow = -1;
+          nf = dev::netFlag(c, d, kNetPieceFlag + (uint32_t)(rt.idx / view.perIn[d]));  // 32-bit division
         } else if (routeFirst(rt.code)) {
           const size_t li = (size_t)peerIndex(lme, a.lidx[d], L) * cap + rt.idx;
           kind = landsAsSum(routeSlots(rt.code)) ? 2 : 1, w = rt.weight;
@@ -190,11 +189,8 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
     // this item's columns announced (a lane per slot waits for each of its pieces in turn).
     if (!waitYRows(a, c, yRow)) return;  // the warp's result: uniform (the error is recorded)
     bool ok = true;
-    if (netSrc >= 0) {
-      // The piece of the expert rank's flow that holds this pair (rt.idx) has arrived.
-      const Route rt = a.local.route[(size_t)t * k + lane];
-      ok = netWaitEntry(c, view, netSrc, rt.idx, kNetStepCombine, kSiteMoeCombine);
-    }
+    if (kNet && nf != nullptr)  // the piece of the expert rank's flow that holds this pair has arrived
+      ok = dev::waitGeq(c, nf, dev::netFlagValue(c.seq, kNetStepCombine), -1, kSiteMoeCombine);
     if (rd != nullptr)
       for (int q = (int)(cBegin / (256 * kLandChunks)); ok && q <= (int)((cEnd - 1) / (256 * kLandChunks)); ++q)
         ok = dev::waitGeq(c, rd + q, readyValue, -1, kSiteMoeCombine);
@@ -248,7 +244,9 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
 
 }  // namespace
 
-template <class T>
+// kNet: the instantiation for communicators that span nodes (its network branches would cost the
+// one-node kernel registers: 44 bytes of spills become ~120 with them).
+template <class T, bool kNet>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
   __shared__ NetPairs s_pairs;  // across nodes: the last dispatch's pairs between every two ranks
   __shared__ NetView s_view;    // and this rank's window view of them (combine entries)
@@ -261,21 +259,23 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
 
   if (a.part == kCombineReduce) {  // step 2 alone, after the return kernel of this call (one node)
     if (!waitRanks(c, moeFlags(a.region[lme]) + kCombFlag, dev::flagValue(seq, 1), false, kSiteMoeCombine)) return;
-    reduceTokens<T>(a, c, b * kWarps + warp, a.ctas * kWarps, warp, false, s_view);
+    reduceTokens<T, kNet>(a, c, b * kWarps + warp, a.ctas * kWarps, warp, false, s_view);
     return;
   }
-  Tickets tk;
+  __shared__ Tickets tk;
+  if (threadIdx.x == 0) tk.init();
+  __syncthreads();  // before any put of the block
   if (b == 0) {
     postEntry(c);
-    netPostReady(a, c, tk);  // the other nodes' expert ranks may return rows into my window
+    if (kNet) netPostReady(a, c, tk);  // the other nodes' expert ranks may return rows into my window
   }
-  if (a.net) {  // the layout of the last dispatch's counts table (the same on every rank)
+  if (kNet && a.net) {  // the layout of the last dispatch's counts table (the same on every rank)
     loadNetPairs(a, reinterpret_cast<const int32_t*>(a.region[lme] + a.reg.counts), &s_pairs);
     if (threadIdx.x == 0) netViewFor(s_pairs, true, a.dims, me, &s_view);
   }
   if (waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeCombine)) {
     if (a.part == kCombineReturn) {  // step 1 alone (beside the GEMM), then the combine flags (one node)
-      const bool ok = returnPairs<T>(a, c, b * kWarps + warp, a.ctas * kWarps, false, s_view, tk);
+      const bool ok = returnPairs<T, kNet>(a, c, b * kWarps + warp, a.ctas * kWarps, false, s_view, tk);
       (void)ok;  // a failed wait recorded the error: the grid sync gives up
       if (!dev::gridSync(c, 0, 1)) return;
       if (b == 0 && (int)threadIdx.x < L && (int)threadIdx.x != lme)
@@ -287,17 +287,23 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
     // token's rank waits for each landing piece's ready word, raised by the warp that wrote it (or,
     // across nodes, for the network piece that holds it).
     constexpr int kRet = kReturnWarps, kRed = kWarps - kReturnWarps;
-    if (warp < kRet) returnPairs<T>(a, c, b * kRet + warp, a.ctas * kRet, true, s_view, tk);
-    else reduceTokens<T>(a, c, b * kRed + warp - kRet, a.ctas * kRed, warp, true, s_view);
+    if (warp < kRet) returnPairs<T, kNet>(a, c, b * kRet + warp, a.ctas * kRet, true, s_view, tk);
+    else reduceTokens<T, kNet>(a, c, b * kRed + warp - kRet, a.ctas * kRed, warp, true, s_view);
   }
-  // Across nodes: this thread's puts leave the window before the kernel ends, so the next call or
-  // op may reuse it.
-  tk.drain(c);
+  // Across nodes: the block's puts leave the window before the kernel ends, so the next call or op
+  // may reuse it.
+  if (kNet) {
+    __syncthreads();
+    tk.drain(c);
+  }
 }
 
-const void* combineKernelFn(bool fp16) {
-  return fp16 ? reinterpret_cast<const void*>(&combineKernel<__half>)
-              : reinterpret_cast<const void*>(&combineKernel<__nv_bfloat16>);
+const void* combineKernelFn(bool fp16, bool net) {
+  if (net)
+    return fp16 ? reinterpret_cast<const void*>(&combineKernel<__half, true>)
+                : reinterpret_cast<const void*>(&combineKernel<__nv_bfloat16, true>);
+  return fp16 ? reinterpret_cast<const void*>(&combineKernel<__half, false>)
+              : reinterpret_cast<const void*>(&combineKernel<__nv_bfloat16, false>);
 }
 
 }  // namespace moe

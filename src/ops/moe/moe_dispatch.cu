@@ -248,7 +248,6 @@ __device__ __forceinline__ void dispatchBody(const Args& a, const DevComm& c, Ti
     if (s_netOver >= 0) {
       if (b == 0) {
         tk.drain(c);  // CTA 0's signals and counts left first (the error makes every drain give up)
-        __syncthreads();
         if (threadIdx.x == 0)
           dev::recordError(c, /*mkcclInvalidUsage*/ 5, s_netOver, kSiteMoeNetWindow, s_netNeed, c.net->windowBytes);
       }
@@ -501,10 +500,13 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   // the host's number in Args is frozen by a graph capture, and every replay needs a fresh one.
   DevComm c = a.dev;
   c.seq = dev::beginCall(a.dev);
-  Tickets tk;
-  dispatchBody(a, c, tk);
-  // Across nodes: this thread's puts leave the window before the kernel ends (on every path), so
-  // the next call or op may reuse it.
+  __shared__ Tickets tk;
+  if (threadIdx.x == 0) tk.init();
+  __syncthreads();
+  dispatchBody(a, c, tk);  // its returns are block-uniform: every thread comes back here
+  // Across nodes: the block's puts leave the window before the kernel ends (on every path), so the
+  // next call or op may reuse it.
+  __syncthreads();
   tk.drain(c);
 }
 

@@ -75,7 +75,7 @@ mkcclResult_t combineOp(OpCtx& ctx, mkcclMoe* h, const void* Y, void* out, size_
   a.out = static_cast<char*>(out);
   a.outVec = aligned16(out) && (h->dims.hidden * h->dims.esize) % 16 == 0;
   MKCCL_CHECK(netPrepare(ctx, h, "mkcclMoeCombine"));
-  return launch(ctx, combineKernelFn(h->dtype == mkcclFloat16), a, 0, "mkcclMoeCombine");
+  return launch(ctx, combineKernelFn(h->dtype == mkcclFloat16, a.net), a, 0, "mkcclMoeCombine");
 }
 
 }  // namespace moe
