@@ -81,7 +81,8 @@ __device__ __forceinline__ bool netExchangeCounts(const Args& a, const DevComm& 
   char* W = netWindow(c);
   int32_t* out = reinterpret_cast<int32_t*>(W);
   for (int key = threadIdx.x; key < K; key += blockDim.x) out[key] = totals[key];
-  __syncthreads();  // every thread's window stores before the puts (netPut fences at system scope)
+  dev::fenceSys();  // every thread's window stores, at system scope, before the puts (the proxy reads them)
+  __syncthreads();
   bool ok = true;
   const uint64_t ready = dev::netFlagValue(c.seq, kNetStepReady), v = dev::netFlagValue(c.seq, kNetStepCounts);
   if (q < n && isRemote(a, q)) {
