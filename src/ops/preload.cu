@@ -82,6 +82,8 @@ mkcclResult_t preloadKernels(int dev, int smCount) {
   // MoE: the dispatch kernel is loaded by mkcclMoeCreate (it sets its shared memory there).
   MKCCL_CHECK(load(moe::combineKernelFn(false)));
   MKCCL_CHECK(load(moe::combineKernelFn(true)));
+  MKCCL_CHECK(load(moe::combineKernelFn(false, true)));
+  MKCCL_CHECK(load(moe::combineKernelFn(true, true)));
   for (mkcclDataType_t t : {mkcclBfloat16, mkcclFloat16}) {
     MKCCL_CHECK(moe::dispatchGemmPreload(t, dev, smCount));
     MKCCL_CHECK(moe::gemmCombinePreload(t, dev, smCount));

@@ -82,9 +82,15 @@ mkcclResult_t commPollError(mkcclComm_t comm) {
         snprintf(msg, sizeof(msg),
                  "rank %d: MoE dispatch of call #%llu: rank %d would receive %llu rows (padding included), more "
                  "than the handle's maxRecvRows %llu; nothing was sent (%s)",
-                 e->rank, (unsigned long long)e->seq,
-                 e->peer >= 0 && e->peer < (int)comm->localToRank.size() ? comm->localToRank[e->peer] : -1,
-                 (unsigned long long)e->seen, (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
+                 e->rank, (unsigned long long)e->seq, e->peer, (unsigned long long)e->seen,
+                 (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
+      else if (e->site == kSiteMoeNetWindow)
+        snprintf(msg, sizeof(msg),
+                 "rank %d: MoE dispatch of call #%llu across nodes: rank %d would need %llu bytes of its network "
+                 "window for this routing (dispatch or combine), more than the %llu every rank has; raise "
+                 "MKCCL_NET_BUFFER_BYTES; nothing was sent (%s)",
+                 e->rank, (unsigned long long)e->seq, e->peer, (unsigned long long)e->seen,
+                 (unsigned long long)e->want, mkcclGetErrorString((mkcclResult_t)code));
       else if (e->site == kSiteMoeExpertId)
         snprintf(msg, sizeof(msg),
                  "rank %d: MoE dispatch of call #%llu: topk_idx holds %lld, not an expert id in [-1, %llu); the "

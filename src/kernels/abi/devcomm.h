@@ -43,8 +43,10 @@ enum DevSite : int {
   kSiteMoeCombine = 13,    // a wait of the MoE combine
   // Not waits: a dispatch found routing it cannot carry out (DevError: peer = local rank concerned,
   // seen = what was found, want = the limit). The message says so (runtime/comm.cc).
-  kSiteMoeCapacity = 14,   // rank `peer` would receive `seen` rows, more than its maxRecvRows `want`
+  kSiteMoeCapacity = 14,   // rank `peer` (global) would receive `seen` rows, more than its maxRecvRows `want`
   kSiteMoeExpertId = 15,   // topk_idx held `seen` (as int64), not in [-1, E = `want`)
+  kSiteMoeNetWindow = 16,  // across nodes: rank `peer` (global) needs `seen` bytes of network window, more
+                           // than the `want` bytes every rank has (MKCCL_NET_BUFFER_BYTES)
   kSiteUser = 32,  // ops may use kSiteUser + n
 };
 

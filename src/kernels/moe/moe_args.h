@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/moe/moe_layout.h"
+#include "kernels/moe/moe_net_layout.h"
 #include "kernels/abi/devcomm.h"
 
 namespace mkccl {
@@ -18,13 +19,20 @@ struct LocalBufs {
   int32_t* expertCounts;   // [E_loc]
   int32_t* sendList;       // [cap * k] fused mode: this rank's slots (t * 16 + j) in the order of
                            // their rows at the destinations (by global expert, then row)
+  uint32_t* netCount;      // [kMaxRanks][kNetMaxPieces] across nodes: entries of each piece of what
+                           // this rank sends each remote rank, staged so far (zeroed on the stream
+                           // before each call); the warp that completes a piece puts it
 };
 
 struct Args {
   DevComm dev;
   Dims dims;
   Region reg;
-  char* region[kMaxRanks];  // every local rank's MoE region, mapped here
+  char* region[kMaxRanks];  // every local rank's MoE region, mapped here (by local rank)
+  // Ranks are global in the layout (experts, keys, counts, pairs); a region is a local rank's.
+  int8_t lidx[kMaxRanks];   // local rank of each rank in this node; -1: another node (the network)
+  uint8_t node[kMaxRanks];  // node of each rank
+  bool net;                 // the communicator spans nodes (dev.net is set): moe_net.cuh
   LocalBufs local;
   int T;                    // this rank's tokens in this call
   int ctas;                 // grid size (all co-resident: the kernels sync the grid)
@@ -61,6 +69,7 @@ constexpr int kCombineWhole = 0, kCombineReturn = 1, kCombineReduce = 2;
 // The error sites of these kernels (DevError::site; runtime/comm.cc words their messages).
 constexpr int kSiteDispatch = kSiteMoeDispatch;
 constexpr int kSiteCombine = kSiteMoeCombine;
+
 
 }  // namespace moe
 }  // namespace mkccl

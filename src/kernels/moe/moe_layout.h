@@ -19,7 +19,7 @@ namespace moe {
 
 constexpr int kMaxTopk = 16;
 constexpr int kMaxExperts = 1024;
-constexpr int kMaxRanks = 16;  // kMaxLocalRanks
+constexpr int kMaxRanks = 16;  // of the communicator, all nodes (v1 of MoE across nodes); kMaxLocalRanks
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kDefaultAlign = 128;
@@ -39,7 +39,8 @@ MOE_HD size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 // The shape of a handle, the same on every rank.
 struct Dims {
-  int ranks = 1;         // local ranks (the communicator is one node)
+  int ranks = 1;         // ranks of the communicator (global: experts, keys, counts, pairs)
+  int localRanks = 0;    // ranks of this node (NVLink peers: the queues and landing rows); 0 = ranks
   int experts = 0;       // E
   int topk = 0;          // k
   size_t hidden = 0;     // H
@@ -49,6 +50,7 @@ struct Dims {
   int align = kDefaultAlign;
 
   MOE_HD int localExperts() const { return experts / ranks; }
+  MOE_HD int lranks() const { return localRanks > 0 ? localRanks : ranks; }
   MOE_HD int keys() const { return experts + ranks; }
   // Elements between rows of the receive buffer (and of combine's Y): 16-byte rows.
   MOE_HD size_t pitch() const { return alignUp(hidden * esize, 16) / esize; }
@@ -81,12 +83,13 @@ struct Region {
   size_t pairs = 0;     // int32 [ranks][cap][pairStride]: the pair records of source q, by pair index
   size_t queueTail = 0; // uint64 [ranks]: source q's next queue slot, (seq << 32) + slots taken
                         // (set to seq << 32 by this rank before it lets q in)
-  size_t pairQueue = 0; // uint64 [ranks - 1][cap]: source q's pairs in the order their rows landed,
+  size_t pairQueue = 0; // uint64 [localRanks - 1][cap] (by local peer index): source q's pairs in the order their rows landed,
                         // (seq << 32) | pair index (the dispatch's expansion follows the arrivals)
   size_t rowInfo = 0;   // mkcclMoeRowInfo [rows]
   size_t recvX = 0;     // [rows][pitch] elements
-  size_t landing = 0;   // [ranks - 1][cap][landingPitch bytes]: combine results from each peer
-  size_t landReady = 0; // uint64 [ranks - 1][cap][landPieces]: piece q of a landing row holds
+  size_t landing = 0;   // [localRanks - 1][cap][landingPitch bytes]: combine results from each local peer
+                        // (other nodes' results land in the network window: moe_net_layout.h)
+  size_t landReady = 0; // uint64 [localRanks - 1][cap][landPieces]: piece q of a landing row holds
                         // this call's data once its word is flagValue(seq, 1) (zeroed at creation)
   size_t arrivals = 0;  // uint64 [1 + arrivalBlocks]: the fused dispatch+GEMM's layout flag, then
                         // one counter per 128-row block of recvX (rows of this call landed in it)
@@ -103,15 +106,15 @@ MOE_HD Region regionFor(const Dims& d) {
   r.queueTail = at;
   at = alignUp(at + (size_t)d.ranks * 8, 256);
   r.pairQueue = at;
-  at = alignUp(at + (size_t)(d.ranks - 1) * d.cap * 8, 256);
+  at = alignUp(at + (size_t)(d.lranks() - 1) * d.cap * 8, 256);
   r.rowInfo = at;
   at = alignUp(at + d.rows * 16, 256);
   r.recvX = at;
   at = alignUp(at + d.rows * d.rowBytes(), 256);
   r.landing = at;
-  at = alignUp(at + (size_t)(d.ranks - 1) * d.cap * d.landingPitch(), 256);
+  at = alignUp(at + (size_t)(d.lranks() - 1) * d.cap * d.landingPitch(), 256);
   r.landReady = at;
-  at = alignUp(at + (size_t)(d.ranks - 1) * d.cap * d.landPieces() * 8, 256);
+  at = alignUp(at + (size_t)(d.lranks() - 1) * d.cap * d.landPieces() * 8, 256);
   r.arrivals = at;
   at = alignUp(at + (1 + arrivalBlocks(d)) * 8, 256);
   r.bytes = at;

@@ -92,6 +92,13 @@ mkcclResult_t checkCombineCall(const char* op, mkcclMoe_t h, size_t T, cudaStrea
 // CTAs (commWork: what the non-computing ones do).
 mkcclResult_t checkFusedHandle(const char* op, mkcclMoe_t h, const char* dim, const char* commWork) {
   const moe::Dims& d = h->dims;
+  // The fused halves wait per 128-row block for rows pushed over NVLink; the network path has no
+  // such per-block counters yet (docs/MOE.md, "Across nodes").
+  if (h->comm->nNodes > 1)
+    return setError(mkcclInvalidUsage,
+                    "%s is not implemented across nodes (the communicator spans %d nodes): use mkcclMoeDispatch / "
+                    "mkcclMoeCombine with mkcclGroupedGemmSwiglu / mkcclGroupedGemm",
+                    op, h->comm->nNodes);
   ARG_CHECK(d.hidden % 8 == 0, "%s: the handle's hidden=%zu must be a multiple of 8 (the GEMM's %s: 16-byte rows)", op,
             d.hidden, dim);
   ARG_CHECK(d.align % 128 == 0, "%s: the handle's rowAlign=%d must be a multiple of 128 (a GEMM tile never "

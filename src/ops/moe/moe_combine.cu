@@ -22,7 +22,15 @@
 // rows on my experts in step 2) each lane waits for one row's 128-row block to be complete
 // (yDone[1 + row / 128] >= yWant, bounded), then __syncwarp hands the acquire to the warp. Rows
 // of Y are read with ld.cg: they may have been written after this kernel started.
+//
+// Across nodes (Args::net, the whole combine only; moe_net.cuh): CTA 0 signals "ready" to every
+// rank of the other nodes; a pair of a remote node's source is returned into this rank's window
+// (out-area, one landing row per pair, moe_net_layout.h) and counted toward its piece, and the
+// warp completing a piece puts it to the source (flag kNetPieceFlag + piece); the source's reduce
+// reads such a landing row from its window once that piece's flag has arrived. The sums are the
+// same fp32 sums as over NVLink. Ranks are global in the counts and pairs, local in the regions.
 #include "kernels/moe/moe_common.cuh"
+#include "kernels/moe/moe_net.cuh"
 #include "ops/moe/moe_kernels.h"
 
 namespace mkccl {
@@ -44,14 +52,16 @@ __device__ __forceinline__ bool waitYRows(const Args& a, const DevComm& c, int r
 // `announce` (the whole combine, whose reduce starts before every return is done) the pieces are
 // the landing pieces (kLandChunks chunks) and each one's ready word at its source is raised once
 // its stores are visible there. False once a wait failed (the error is recorded).
-template <class T>
-__device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int gw, int nw, bool announce) {
+template <class T, bool kNet>
+__device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int gw, int nw, bool announce,
+                                            const NetView& view, Tickets& tk) {
   const Dims D = a.dims;
-  const int E = D.experts, K = D.keys(), n = c.localRanks, me = c.localRank, lane = laneId();
+  const int E = D.experts, K = D.keys(), n = D.ranks, me = c.rank, lme = c.localRank, L = c.localRanks,
+            lane = laneId();
   const size_t H = D.hidden, es = D.esize, rowBytes = D.rowBytes(), landPitch = D.landingPitch(), cap = D.cap;
-  const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
-  const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.pairs);
-  const int4* info = reinterpret_cast<const int4*>(a.region[me] + a.reg.rowInfo);
+  const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[lme] + a.reg.counts);
+  const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[lme] + a.reg.pairs);
+  const int4* info = reinterpret_cast<const int4*>(a.region[lme] + a.reg.rowInfo);
   const int stride = D.pairStride(), LP = D.landPieces();
   const uint64_t readyValue = dev::flagValue(c.seq, 1);
   const PeerPairs peers(counts, K, E, me, n);
@@ -65,8 +75,11 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
     const int s = peers.sourceOf(item), i = item - peers.start(s);
     const int32_t* rec = pairs + ((size_t)s * cap + i) * stride;
     const int m = __ldcg(rec);
-    const size_t li = (size_t)peerIndex(s, me, n) * cap + i;
-    char* dst = a.region[s] + a.reg.landing + li * landPitch;
+    // A remote node's source: its landing row is staged in my window and goes in a piece.
+    const bool viaNet = kNet && isRemote(a, s);
+    const size_t li = viaNet ? 0 : (size_t)peerIndex(a.lidx[s], lme, L) * cap + i;
+    char* dst = viaNet ? netWindow(c) + view.out[s] + (uint64_t)i * view.stride
+                       : regionOf(a, s) + a.reg.landing + li * landPitch;
     const size_t cBegin = (size_t)p * G * 256;
     const int myRow = lane < m ? __ldcg(rec + 1 + lane) : 0;
     if (!waitYRows(a, c, lane < m ? myRow : -1)) return false;  // the warp is uniform here
@@ -102,13 +115,15 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
         }
       }
     }
-    if (announce) {
+    if (announce || viaNet) {
       // Every lane's stores before the release: __syncwarp orders the warp's accesses, the system
-      // fence (one warp instruction) makes them cumulative for the source's acquire.
+      // fence (one warp instruction) makes them cumulative for the source's acquire (or the put).
       __syncwarp();
       dev::fenceSys();
-      if (lane == 0)
-        dev::storeRelease(reinterpret_cast<uint64_t*>(a.region[s] + a.reg.landReady) + li * LP + p, readyValue);
+      if (lane == 0 && viaNet)  // every landing piece of every pair of the network piece counts
+        netEntryStaged(a, c, view, s, i, (uint32_t)pieces, kNetStepCombine, kSiteMoeCombine, tk);
+      else if (lane == 0)
+        dev::storeRelease(reinterpret_cast<uint64_t*>(regionOf(a, s) + a.reg.landReady) + li * LP + p, readyValue);
     }
   }
   return true;
@@ -121,17 +136,18 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
 constexpr int kReturnWarps = kWarps / 2;  // of each CTA in the whole combine; the rest reduce
 constexpr int kReduceBatch = 8;  // loads in flight per lane and pass (kMaxTopk a multiple of it)
 
-template <class T>
-__device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, int gw, int nw, int warp, bool waitLand) {
+template <class T, bool kNet>
+__device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, int gw, int nw, int warp, bool waitLand,
+                                             const NetView& view) {
   __shared__ const char* s_src[kWarps][kMaxTopk];
   __shared__ float s_w[kWarps][kMaxTopk];
   __shared__ int s_kind[kWarps][kMaxTopk];  // 0 none, 1 a dtype row times w, 2 an fp32 sum
   const Dims D = a.dims;
-  const int k = D.topk, n = c.localRanks, me = c.localRank, lane = laneId();
+  const int k = D.topk, me = c.rank, lme = c.localRank, L = c.localRanks, lane = laneId();
   const size_t H = D.hidden, es = D.esize, rowBytes = D.rowBytes(), landPitch = D.landingPitch(), cap = D.cap;
   const int LP = D.landPieces();
-  const char* land = a.region[me] + a.reg.landing;
-  const uint64_t* ready = reinterpret_cast<const uint64_t*>(a.region[me] + a.reg.landReady);
+  const char* land = a.region[lme] + a.reg.landing;
+  const uint64_t* ready = reinterpret_cast<const uint64_t*>(a.region[lme] + a.reg.landReady);
   const uint64_t readyValue = dev::flagValue(c.seq, 1);
   const int chunks = (int)((H + 255) / 256);
   const long long allChunks = (long long)a.T * chunks;
@@ -146,6 +162,7 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
     int kind = 0, yRow = -1;
     const char* src = nullptr;
     const uint64_t* rd = nullptr;
+    const uint64_t* nf = nullptr;  // across nodes: the arrival flag of the piece holding the landing row
     float w = 0.f;
     if (lane < k) {
       const Route rt = a.local.route[(size_t)t * k + lane];
@@ -154,8 +171,12 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
         if (d == me) {
           kind = 1, yRow = rt.idx, w = rt.weight;
           src = a.y + (size_t)rt.idx * rowBytes;
+        } else if (kNet && routeFirst(rt.code) && isRemote(a, d)) {
+          kind = landsAsSum(routeSlots(rt.code)) ? 2 : 1, w = rt.weight;
+          src = netWindow(c) + view.in[d] + (uint64_t)rt.idx * view.stride;
+          nf = dev::netFlag(c, d, kNetPieceFlag + (uint32_t)(rt.idx / view.perIn[d]));  // 32-bit division
         } else if (routeFirst(rt.code)) {
-          const size_t li = (size_t)peerIndex(me, d, n) * cap + rt.idx;
+          const size_t li = (size_t)peerIndex(lme, a.lidx[d], L) * cap + rt.idx;
           kind = landsAsSum(routeSlots(rt.code)) ? 2 : 1, w = rt.weight;
           src = land + li * landPitch;
           if (waitLand) rd = ready + li * LP;
@@ -168,6 +189,8 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
     // this item's columns announced (a lane per slot waits for each of its pieces in turn).
     if (!waitYRows(a, c, yRow)) return;  // the warp's result: uniform (the error is recorded)
     bool ok = true;
+    if (kNet && nf != nullptr)  // the piece of the expert rank's flow that holds this pair has arrived
+      ok = dev::waitGeq(c, nf, dev::netFlagValue(c.seq, kNetStepCombine), -1, kSiteMoeCombine);
     if (rd != nullptr)
       for (int q = (int)(cBegin / (256 * kLandChunks)); ok && q <= (int)((cEnd - 1) / (256 * kLandChunks)); ++q)
         ok = dev::waitGeq(c, rd + q, readyValue, -1, kSiteMoeCombine);
@@ -221,41 +244,66 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
 
 }  // namespace
 
-template <class T>
+// kNet: the instantiation for communicators that span nodes (its network branches would cost the
+// one-node kernel registers: 44 bytes of spills become ~120 with them).
+template <class T, bool kNet>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
+  __shared__ NetPairs s_pairs;  // across nodes: the last dispatch's pairs between every two ranks
+  __shared__ NetView s_view;    // and this rank's window view of them (combine entries)
   DevComm c = a.dev;
   // The device's number, as in the dispatch (before any CTA leaves); a reduce-only launch follows
   // the return kernel of its call on the stream and shares that kernel's number.
   c.seq = a.part == kCombineReduce ? dev::peekCallSeq(a.dev) : dev::beginCall(a.dev);
-  const int n = c.localRanks, me = c.localRank, b = blockIdx.x, warp = warpId();
+  const int L = c.localRanks, me = c.rank, lme = c.localRank, b = blockIdx.x, warp = warpId();
   const uint64_t seq = c.seq;
 
-  if (a.part == kCombineReduce) {  // step 2 alone, after the return kernel of this call
-    if (!waitRanks(c, moeFlags(a.region[me]) + kCombFlag, dev::flagValue(seq, 1), false, kSiteMoeCombine)) return;
-    reduceTokens<T>(a, c, b * kWarps + warp, a.ctas * kWarps, warp, false);
+  if (a.part == kCombineReduce) {  // step 2 alone, after the return kernel of this call (one node)
+    if (!waitRanks(c, moeFlags(a.region[lme]) + kCombFlag, dev::flagValue(seq, 1), false, kSiteMoeCombine)) return;
+    reduceTokens<T, kNet>(a, c, b * kWarps + warp, a.ctas * kWarps, warp, false, s_view);
     return;
   }
-  if (b == 0) postEntry(c);
-  if (!waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeCombine)) return;
-  if (a.part == kCombineReturn) {  // step 1 alone (beside the GEMM), then the combine flags
-    const bool ok = returnPairs<T>(a, c, b * kWarps + warp, a.ctas * kWarps, false);
-    (void)ok;  // a failed wait recorded the error: the grid sync gives up
-    if (!dev::gridSync(c, 0, 1)) return;
-    if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me)
-      dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kCombFlag + me, dev::flagValue(seq, 1));
-    return;
+  __shared__ Tickets tk;
+  if (threadIdx.x == 0) tk.init();
+  __syncthreads();  // before any put of the block
+  if (b == 0) {
+    postEntry(c);
+    if (kNet) netPostReady(a, c, tk);  // the other nodes' expert ranks may return rows into my window
   }
-  // The whole combine: kReturnWarps of each CTA's warps return pairs (NVLink-bound), the others
-  // reduce tokens (HBM-bound) as the pieces they sum land, so the two overlap. No grid sync: a token's
-  // rank waits for each landing piece's ready word, raised by the warp that wrote it.
-  constexpr int kRet = kReturnWarps, kRed = kWarps - kReturnWarps;
-  if (warp < kRet) returnPairs<T>(a, c, b * kRet + warp, a.ctas * kRet, true);
-  else reduceTokens<T>(a, c, b * kRed + warp - kRet, a.ctas * kRed, warp, true);
+  if (kNet && a.net) {  // the layout of the last dispatch's counts table (the same on every rank)
+    loadNetPairs(a, reinterpret_cast<const int32_t*>(a.region[lme] + a.reg.counts), &s_pairs);
+    if (threadIdx.x == 0) netViewFor(s_pairs, true, a.dims, me, &s_view);
+  }
+  if (waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeCombine)) {
+    if (a.part == kCombineReturn) {  // step 1 alone (beside the GEMM), then the combine flags (one node)
+      const bool ok = returnPairs<T, kNet>(a, c, b * kWarps + warp, a.ctas * kWarps, false, s_view, tk);
+      (void)ok;  // a failed wait recorded the error: the grid sync gives up
+      if (!dev::gridSync(c, 0, 1)) return;
+      if (b == 0 && (int)threadIdx.x < L && (int)threadIdx.x != lme)
+        dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kCombFlag + me, dev::flagValue(seq, 1));
+      return;
+    }
+    // The whole combine: kReturnWarps of each CTA's warps return pairs (NVLink-bound), the others
+    // reduce tokens (HBM-bound) as the pieces they sum land, so the two overlap. No grid sync: a
+    // token's rank waits for each landing piece's ready word, raised by the warp that wrote it (or,
+    // across nodes, for the network piece that holds it).
+    constexpr int kRet = kReturnWarps, kRed = kWarps - kReturnWarps;
+    if (warp < kRet) returnPairs<T, kNet>(a, c, b * kRet + warp, a.ctas * kRet, true, s_view, tk);
+    else reduceTokens<T, kNet>(a, c, b * kRed + warp - kRet, a.ctas * kRed, warp, true, s_view);
+  }
+  // Across nodes: the block's puts leave the window before the kernel ends, so the next call or op
+  // may reuse it.
+  if (kNet) {
+    __syncthreads();
+    tk.drain(c);
+  }
 }
 
-const void* combineKernelFn(bool fp16) {
-  return fp16 ? reinterpret_cast<const void*>(&combineKernel<__half>)
-              : reinterpret_cast<const void*>(&combineKernel<__nv_bfloat16>);
+const void* combineKernelFn(bool fp16, bool net) {
+  if (net)
+    return fp16 ? reinterpret_cast<const void*>(&combineKernel<__half, true>)
+                : reinterpret_cast<const void*>(&combineKernel<__nv_bfloat16, true>);
+  return fp16 ? reinterpret_cast<const void*>(&combineKernel<__half, false>)
+              : reinterpret_cast<const void*>(&combineKernel<__nv_bfloat16, false>);
 }
 
 }  // namespace moe

@@ -23,12 +23,21 @@
 //              send here, taken in the order of their queue slots (the order they landed); each
 //              pair's row is read once and stored at its other rows (a token's further experts
 //              here). The kernel ends when every peer's pair has landed.
+//   Across nodes (Args::net; moe_net.cuh): step 0 also signals "ready" to every rank of the other
+//              nodes; step 2 exchanges the key totals with them through the network window; step 3
+//              also checks that every rank's window holds this call (same verdict everywhere,
+//              before any data put); step 4 stages a remote node's pair as one window entry (row,
+//              pair record, rowInfos) and the warp completing a piece puts it; step 5 takes a
+//              remote source's pairs in pair order, waits for each one's piece and writes the row,
+//              rowInfos and pair record here as the NVLink path would have. Ranks are global in
+//              keys, counts and pairs; regions, queues and entry flags are a local rank's.
 //   Fused (mkcclMoeDispatchGemm): every warp sends, writing the metadata and a send list only;
 //   -- grid sync --   then CTA 0 raises done flag [me] at every peer.
 //   4b.        every slot's row goes to its own row, walked in the destinations' row order, each
 //              raising its 128-row block's arrival counter there (the GEMM waits for those); no
 //              expansion. The kernel ends when every peer's done flag has arrived.
 #include "kernels/moe/moe_common.cuh"
+#include "kernels/moe/moe_net.cuh"
 #include "ops/moe/moe_kernels.h"
 
 namespace mkccl {
@@ -56,7 +65,17 @@ __device__ __forceinline__ int validExpert(int e, int E) { return e >= 0 && e < 
 
 // Rank q's arrival words (Region::arrivals): [0] the layout flag, [1 + b] block b's counter.
 __device__ __forceinline__ uint64_t* arrivalsOf(const Args& a, int q) {
-  return reinterpret_cast<uint64_t*>(a.region[q] + a.reg.arrivals);
+  return reinterpret_cast<uint64_t*>(regionOf(a, q) + a.reg.arrivals);
+}
+
+// Block-uniform: every flag base[q] (q < n ranks of the communicator, q != me unless withMe)
+// reaches want; the flags are this rank's (raised by local peers, or here for remote sources).
+__device__ __forceinline__ bool waitAllRanks(const Args& a, const DevComm& c, const uint64_t* base, uint64_t want,
+                                             bool withMe) {
+  int ok = 1;
+  const int q = threadIdx.x;
+  if (q < a.dims.ranks && (withMe || q != c.rank)) ok = dev::waitGeq(c, base + q, want, a.lidx[q], kSiteMoeDispatch);
+  return __syncthreads_and(ok) != 0;
 }
 
 __device__ __forceinline__ void recordBadId(const DevComm& c, int e, int E) {
@@ -65,18 +84,19 @@ __device__ __forceinline__ void recordBadId(const DevComm& c, int e, int E) {
 
 }  // namespace
 
-__global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
+// The whole kernel but the drain of its puts (dispatchKernel). Ranks: n, me global; lme, L local.
+__device__ __forceinline__ void dispatchBody(const Args& a, const DevComm& c, Tickets& tk) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ long long warpSums[32];
-  __shared__ int s_badId, s_bad, s_over;
+  __shared__ int s_badId, s_bad, s_over, s_netOver;
+  __shared__ unsigned long long s_netNeed;
+  __shared__ NetPairs s_pairs;  // across nodes: the call's pairs between every two ranks
+  __shared__ NetView s_view;    // and this rank's window view of them (dispatch entries)
 
-  // The call's number from the rank's device counter (docs/GRAPHS.md), before any CTA may leave:
-  // the host's number in Args is frozen by a graph capture, and every replay needs a fresh one.
-  DevComm c = a.dev;
-  c.seq = dev::beginCall(a.dev);
   const Dims D = a.dims;
   const int E = D.experts, K = D.keys(), k = D.topk, El = D.localExperts();
-  const int n = c.localRanks, me = c.localRank, b = blockIdx.x, warp = warpId(), lane = laneId();
+  const int n = D.ranks, me = c.rank, lme = c.localRank, L = c.localRanks, b = blockIdx.x, warp = warpId(),
+            lane = laneId();
   const TokenSplit sp{a.T, a.ctas};
   const uint64_t seq = c.seq;
 
@@ -87,13 +107,14 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   long long* segScan = reinterpret_cast<long long*>(smem + alignUp((size_t)(kWarps * K + K + 2 * E) * 4, 8));  // [E+1]
   long long* myScan = segScan + E + 1;  // [E+1] fused: my rows of global expert e start at myScan[e] of my send list
 
-  if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me) {
+  if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me && !isRemote(a, threadIdx.x)) {
     // Source q's queue slots restart for this call, then q may come in (the same thread: the
     // release covers the store).
     const int q = threadIdx.x;
-    dev::storeRelaxed(reinterpret_cast<uint64_t*>(a.region[me] + a.reg.queueTail) + q, seq << 32);
-    dev::storeRelease(dev::flagsOf(c, q) + kBarrierSlot + me, dev::flagValue(seq, 0));
+    dev::storeRelaxed(reinterpret_cast<uint64_t*>(a.region[lme] + a.reg.queueTail) + q, seq << 32);
+    dev::storeRelease(dev::flagsOf(c, a.lidx[q]) + kBarrierSlot + lme, dev::flagValue(seq, 0));
   }
+  if (b == 0) netPostReady(a, c, tk);  // the other nodes' ranks may send into my window
 
   // ---- 1. count ----
   for (int i = threadIdx.x; i < kWarps * K; i += blockDim.x) warpCnt[i] = 0;
@@ -163,20 +184,21 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     }
     if (!waitRanks(c, entryFlags(c), dev::flagValue(seq, 0), false, kSiteMoeDispatch)) return;
     for (int key = threadIdx.x; key < K; key += blockDim.x)
-      for (int p = 0; p < n; ++p) reinterpret_cast<int32_t*>(a.region[p] + a.reg.counts)[me * K + key] = ctaBase[key];
+      for (int p = 0; p < L; ++p) reinterpret_cast<int32_t*>(a.region[p] + a.reg.counts)[me * K + key] = ctaBase[key];
     __syncthreads();
-    if ((int)threadIdx.x < n) {
+    if ((int)threadIdx.x < L) {
       dev::fenceSys();
       dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kCountFlag + me, dev::flagValue(seq, 1));
     }
+    if (a.net && !netExchangeCounts(a, c, ctaBase, tk)) return;
   }
 
   // ---- 3. layout ----
-  if (!waitRanks(c, moeFlags(a.region[me]) + kCountFlag, dev::flagValue(seq, 1), true, kSiteMoeDispatch)) return;
+  if (!waitAllRanks(a, c, moeFlags(a.region[lme]) + kCountFlag, dev::flagValue(seq, 1), true)) return;
   // This CTA's bases (written by CTA 0 before it raised our own count flag).
   for (int key = threadIdx.x; key < K; key += blockDim.x) ctaBase[key] = __ldcg(a.local.ctaCounts + (size_t)b * K + key);
   {
-    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
+    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[lme] + a.reg.counts);
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
       int col = 0, before = 0;
       for (int q = 0; q < n; ++q) {
@@ -190,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       if (a.fused) myScan[e] = __ldcg(counts + me * K + e);
     }
   }
-  if (threadIdx.x == 0) s_over = -1;
+  if (threadIdx.x == 0) s_over = -1, s_netOver = -1, s_netNeed = 0;
   __syncthreads();
   if (a.fused) {
     blockExclusiveScan(myScan, E, warpSums);
@@ -208,6 +230,29 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       dev::recordError(c, /*mkcclInvalidUsage*/ 5, d, kSiteMoeCapacity,
                        (uint64_t)(segScan[(d + 1) * El] - segScan[d * El]), (uint64_t)D.rows);
     return;
+  }
+  if (a.net) {
+    // This call's window layout, and whether every rank's window holds its dispatch and its
+    // combine: every rank has the same table, so every rank stops here or none does, before any
+    // data put (only the ready signals and the counts have been sent).
+    loadNetPairs(a, reinterpret_cast<const int32_t*>(a.region[lme] + a.reg.counts), &s_pairs);
+    if (threadIdx.x == 0) netViewFor(s_pairs, false, D, me, &s_view);
+    if ((int)threadIdx.x < n) {
+      const unsigned long long need = netWindowNeed(s_pairs, D, threadIdx.x);
+      if (need > c.net->windowBytes) atomicMax(&s_netNeed, need);
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < n && s_netNeed > 0 && netWindowNeed(s_pairs, D, threadIdx.x) == s_netNeed)
+      atomicMax(&s_netOver, (int)threadIdx.x);
+    __syncthreads();
+    if (s_netOver >= 0) {
+      if (b == 0) {
+        tk.drain(c);  // CTA 0's signals and counts left first (the error makes every drain give up)
+        if (threadIdx.x == 0)
+          dev::recordError(c, /*mkcclInvalidUsage*/ 5, s_netOver, kSiteMoeNetWindow, s_netNeed, c.net->windowBytes);
+      }
+      return;
+    }
   }
   const long long myFirst = segScan[me * El];
   if (b == 0) {
@@ -227,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     }
   }
   {  // padding rows of my segments: no source, no expert
-    int4* info = reinterpret_cast<int4*>(a.region[me] + a.reg.rowInfo);
+    int4* info = reinterpret_cast<int4*>(a.region[lme] + a.reg.rowInfo);
     for (int le = b; le < El; le += a.ctas) {
       const long long off = segScan[me * El + le] - myFirst;
       const long long end = segScan[me * El + le + 1] - myFirst;
@@ -276,14 +321,25 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
         rt.pad = 0;
         a.local.route[(size_t)t * k + j] = rt;
       }
+      // Across nodes a remote node's pair is one window entry (moe_net_layout.h): the row, then
+      // the pair record, then the slots' rowInfos; the receiver writes them where they belong.
+      const bool viaNet = d >= 0 && isRemote(a, d);
+      char* entry = viaNet ? netWindow(c) + s_view.out[d] + (uint64_t)pairIdx * s_view.stride : nullptr;
       if (d >= 0) {
-        char* R = a.region[d];
-        reinterpret_cast<int4*>(R + a.reg.rowInfo)[pos] =
-            make_int4(t, (me & 0xffff) | (j << 16), __float_as_int(wt), e - d * El);
-        if (d != me) {
-          int32_t* rec = reinterpret_cast<int32_t*>(R + a.reg.pairs) + ((size_t)me * cap + pairIdx) * stride;
+        const int4 ri = make_int4(t, (me & 0xffff) | (j << 16), __float_as_int(wt), e - d * El);
+        if (viaNet) {
+          reinterpret_cast<int4*>(entry + netEntryInfo(D))[sub] = ri;
+          int32_t* rec = reinterpret_cast<int32_t*>(entry + netEntryRecord(D));
           rec[1 + sub] = pos;
           if (first) rec[0] = m;
+        } else {
+          char* R = regionOf(a, d);
+          reinterpret_cast<int4*>(R + a.reg.rowInfo)[pos] = ri;
+          if (d != me) {
+            int32_t* rec = reinterpret_cast<int32_t*>(R + a.reg.pairs) + ((size_t)me * cap + pairIdx) * stride;
+            rec[1 + sub] = pos;
+            if (first) rec[0] = m;
+          }
         }
       }
       if (a.fused) {  // the rows go after the grid sync, in destination order (step 4b)
@@ -292,25 +348,29 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
       }
       // The row itself: once per remote rank, to every slot's row on this rank; read once.
       const unsigned todo = __ballot_sync(0xffffffffu, d >= 0 && (d == me || first));
-      char* dst = d >= 0 ? a.region[d] + a.reg.recvX + (size_t)pos * rowBytes : nullptr;
+      char* dst = viaNet ? entry : d >= 0 ? regionOf(a, d) + a.reg.recvX + (size_t)pos * rowBytes : nullptr;
       const char* xrow = a.x + (size_t)t * H * es;
       if (a.xVec) warpCopy16Multi(dst, todo, xrow, H * es / 16);
       else warpCopy2Multi(dst, todo, xrow, H);
       // Each remote pair joins its destination's queue once its row and metadata are visible
       // there: a slot from the destination's tail for this source, then the slot's entry.
-      const bool remote = first && d != me;
-      if (__any_sync(0xffffffffu, remote)) {
+      // A remote node's entry counts toward its piece instead; the lane completing the piece puts
+      // it (moe_net.cuh).
+      const bool remote = first && d != me && !viaNet, netPair = first && viaNet;
+      if (__any_sync(0xffffffffu, remote || netPair)) {
         __syncwarp();
         dev::fenceSys();
         if (remote) {
-          char* R = a.region[d];
+          char* R = regionOf(a, d);
           const unsigned long long old =
               atomicAdd_system(reinterpret_cast<unsigned long long*>(R + a.reg.queueTail) + me, 1ull);
           const size_t slot = (size_t)(old & 0xffffffffull);
           if (slot < cap)
-            dev::storeRelease(reinterpret_cast<uint64_t*>(R + a.reg.pairQueue) + (size_t)peerIndex(d, me, n) * cap + slot,
-                              (seq << 32) | (uint32_t)pairIdx);
+            dev::storeRelease(
+                reinterpret_cast<uint64_t*>(R + a.reg.pairQueue) + (size_t)peerIndex(a.lidx[d], lme, L) * cap + slot,
+                (seq << 32) | (uint32_t)pairIdx);
         }
+        if (netPair) netEntryStaged(a, c, s_view, d, pairIdx, 1, kNetStepDispatch, kSiteMoeDispatch, tk);
       }
     }
   } else {
@@ -318,17 +378,38 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     // (the peer's queue for this rank): the row is read once from the pair's first row and stored
     // at its other m - 1 (a token's further experts here). Waiting for every pair also covers every
     // row and rowInfo a peer writes here: when this kernel ends, the receive buffer is complete.
-    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.counts);
-    const int32_t* pairs = reinterpret_cast<const int32_t*>(a.region[me] + a.reg.pairs);
-    const uint64_t* queue = reinterpret_cast<const uint64_t*>(a.region[me] + a.reg.pairQueue);
-    char* X = a.region[me] + a.reg.recvX;
+    const int32_t* counts = reinterpret_cast<const int32_t*>(a.region[lme] + a.reg.counts);
+    int32_t* pairs = reinterpret_cast<int32_t*>(a.region[lme] + a.reg.pairs);
+    const uint64_t* queue = reinterpret_cast<const uint64_t*>(a.region[lme] + a.reg.pairQueue);
+    char* X = a.region[lme] + a.reg.recvX;
+    int4* info = reinterpret_cast<int4*>(a.region[lme] + a.reg.rowInfo);
     const size_t rowBytes = D.rowBytes(), cap = D.cap;
     const int stride = D.pairStride();
     const PeerPairs peers(counts, K, E, me, n);
     const int half = kWarps - sendWarps, gw = b * half + warp - sendWarps, nw = a.ctas * half;
     for (int item = gw; item < peers.total(); item += nw) {
       const int s = peers.sourceOf(item);
-      const uint64_t* entry = queue + (size_t)peerIndex(me, s, n) * cap + (item - peers.start(s));
+      if (isRemote(a, s)) {
+        // A remote node's pair, in pair order: wait for its piece, then everything the NVLink path
+        // would have written here (the row at its m rows, their rowInfos, the pair record for
+        // combine), read from the window entry through L2 (the NIC / proxy wrote it).
+        const long long i = item - peers.start(s);
+        int ok = 1;
+        if (lane == 0) ok = netWaitEntry(c, s_view, s, i, kNetStepDispatch, kSiteMoeDispatch);
+        __syncwarp();  // hands lane 0's acquire to the warp
+        if (!__shfl_sync(0xffffffffu, ok, 0)) break;  // the error is recorded
+        const char* ent = netWindow(c) + s_view.in[s] + (uint64_t)i * s_view.stride;
+        const int32_t* rec = reinterpret_cast<const int32_t*>(ent + netEntryRecord(D));
+        const int m = __ldcg(rec);
+        const int row = lane < m ? __ldcg(rec + 1 + lane) : 0;
+        if (lane < m) info[row] = __ldcg(reinterpret_cast<const int4*>(ent + netEntryInfo(D)) + lane);
+        int32_t* mine = pairs + ((size_t)s * cap + i) * stride;
+        if (lane < m) mine[1 + lane] = row;
+        if (lane == 0) mine[0] = m;
+        warpCopy16Multi(X + (size_t)row * rowBytes, __ballot_sync(0xffffffffu, lane < m), ent, rowBytes / 16);
+        continue;
+      }
+      const uint64_t* entry = queue + (size_t)peerIndex(lme, a.lidx[s], L) * cap + (item - peers.start(s));
       int ok = 1;
       uint64_t ent = 0;
       if (lane == 0 && (ok = dev::waitGeq(c, entry, seq << 32, s, kSiteMoeDispatch))) ent = dev::loadAcquire(entry);
@@ -352,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
     return;
   }
   if (!dev::gridSync(c, 0, 2)) return;
-  if (b == 0 && (int)threadIdx.x < n && (int)threadIdx.x != me)
+  if (b == 0 && (int)threadIdx.x < L && (int)threadIdx.x != lme)
     dev::storeRelease(moeFlags(a.region[threadIdx.x]) + kDoneFlag + me, dev::flagValue(seq, 2));
 
   // ---- 4b. fused: the rows, in the order of their places at the destinations ----
@@ -382,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
         const int e = validExpert(a.topkIdx[(size_t)t * k + j], E);
         const int d = e / El;
         const long long pos = sendBase[e] + (i - myScan[e]);
-        dst = a.region[d] + a.reg.recvX + (size_t)pos * rowBytes;
+        dst = regionOf(a, d) + a.reg.recvX + (size_t)pos * rowBytes;
         xrow = a.x + (size_t)t * H * es;
         ctr = arrivalsOf(a, d) + 1 + pos / kArrivalBlock;
       }
@@ -408,10 +489,25 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
   }
 
   // Fused: the metadata every peer wrote here (combine's concern) is complete.
-  if (!waitRanks(c, moeFlags(a.region[me]) + kDoneFlag, dev::flagValue(seq, 2), false, kSiteMoeDispatch)) return;
+  if (!waitAllRanks(a, c, moeFlags(a.region[lme]) + kDoneFlag, dev::flagValue(seq, 2), false)) return;
   // Found while counting; reported last, once this rank's part of the protocol is done (an
   // error makes every later wait of the communicator give up).
   if (threadIdx.x == 0 && s_bad) recordBadId(c, s_badId, E);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const Args a) {
+  // The call's number from the rank's device counter (docs/GRAPHS.md), before any CTA may leave:
+  // the host's number in Args is frozen by a graph capture, and every replay needs a fresh one.
+  DevComm c = a.dev;
+  c.seq = dev::beginCall(a.dev);
+  __shared__ Tickets tk;
+  if (threadIdx.x == 0) tk.init();
+  __syncthreads();
+  dispatchBody(a, c, tk);  // its returns are block-uniform: every thread comes back here
+  // Across nodes: the block's puts leave the window before the kernel ends (on every path), so the
+  // next call or op may reuse it.
+  __syncthreads();
+  tk.drain(c);
 }
 
 const void* dispatchKernelFn() { return reinterpret_cast<const void*>(&dispatchKernel); }

@@ -9,6 +9,7 @@
 #include "ops/moe/moe_kernels.h"
 #include "base/check.h"
 #include "runtime/comm.h"
+#include "runtime/net_coll_info.h"
 
 namespace mkccl {
 namespace moe {
@@ -31,7 +32,7 @@ struct Agreed {
 
 // The local buffers, carved from one allocation (each piece 256-byte aligned).
 struct LocalLayout {
-  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, sendList, bytes;
+  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, sendList, netCount, bytes;
 };
 LocalLayout localLayoutFor(const Dims& d, int ctas) {
   LocalLayout l{};
@@ -49,6 +50,7 @@ LocalLayout localLayoutFor(const Dims& d, int ctas) {
   l.offsets = take(((size_t)d.localExperts() + 1) * 4);
   l.counts = take((size_t)d.localExperts() * 4);
   l.sendList = take(slots * 4);
+  l.netCount = take((size_t)kMaxRanks * kNetMaxPieces * 4);
   l.bytes = at;
   return l;
 }
@@ -76,10 +78,23 @@ mkcclResult_t resolveDims(const mkcclComm* comm, const mkcclMoeConfig_t* cfg, Di
             "%s: config version %u is not supported by this library (<= %d)", op, cfg->version, MKCCL_MOE_CONFIG_VERSION);
   ARG_CHECK(cfg->size >= sizeof(mkcclMoeConfig_t), "%s: config size %zu is smaller than mkcclMoeConfig_t (%zu)", op,
             cfg->size, sizeof(mkcclMoeConfig_t));
-  if (comm->nNodes > 1)
-    return setError(mkcclInvalidUsage, "%s: MoE across nodes is not implemented yet (the communicator spans %d nodes)",
-                    op, comm->nNodes);
-  const int n = comm->localRanks;
+  // Across nodes (docs/MOE.md, "Across nodes"): the network carries what goes to other nodes; v1
+  // needs nodes of one size and at most kMaxRanks ranks in all.
+  const int n = comm->nranks;
+  if (comm->nNodes > 1) {
+    NetCollInfo* info = netCollInfo(const_cast<mkcclComm*>(comm));
+    if (info == nullptr)
+      return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
+                      comm->nNodes);
+    if (!info->uniform)
+      return setError(mkcclInvalidUsage,
+                      "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
+                      "make the number of ranks a multiple of it",
+                      op, info->nodeSizes.c_str());
+    if (n > kMaxRanks)
+      return setError(mkcclInvalidUsage, "%s across nodes: %d ranks in all; at most %d are supported yet", op, n,
+                      kMaxRanks);
+  }
   ARG_CHECK(cfg->numExperts >= 1 && cfg->numExperts <= kMaxExperts,
             "%s: numExperts=%d: expected 1..%d", op, cfg->numExperts, kMaxExperts);
   ARG_CHECK(cfg->numExperts % n == 0, "%s: numExperts=%d must be a multiple of the number of ranks (%d)", op,
@@ -95,6 +110,7 @@ mkcclResult_t resolveDims(const mkcclComm* comm, const mkcclMoeConfig_t* cfg, Di
   ARG_CHECK(cfg->maxCtas >= 0 && cfg->maxCtas <= 1024, "%s: maxCtas=%d: expected 0 (default) .. 1024", op, cfg->maxCtas);
   Dims d;
   d.ranks = n;
+  d.localRanks = comm->localRanks;
   d.experts = cfg->numExperts;
   d.topk = cfg->topk;
   d.hidden = cfg->hidden;
@@ -108,6 +124,16 @@ mkcclResult_t resolveDims(const mkcclComm* comm, const mkcclMoeConfig_t* cfg, Di
                     "%s: %zu receive rows (%s) do not fit 32-bit row indices: set maxRecvRows to at most %d (the rows "
                     "this rank may receive in one dispatch, padding included)",
                     op, d.rows, cfg->maxRecvRows ? "maxRecvRows" : "the worst case", INT32_MAX);
+  if (comm->nNodes > 1) {
+    // The counts exchange needs this much of the window on every call; the rows need more, checked
+    // per call on the device (the routing decides).
+    const NetCollInfo* info = netCollInfo(const_cast<mkcclComm*>(comm));
+    if (info->windowBytes < netDataBase(d))
+      return setError(mkcclInvalidUsage,
+                      "%s across nodes: the network window (%llu bytes) cannot hold the counts exchange (%llu bytes); "
+                      "raise MKCCL_NET_BUFFER_BYTES",
+                      op, (unsigned long long)info->windowBytes, (unsigned long long)netDataBase(d));
+  }
   *out = d;
   *dtype = cfg->dtype;
   const int limit = opMaxCtas(comm);
@@ -186,6 +212,7 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
     h->local.expertOffsets = reinterpret_cast<int32_t*>(base + l.offsets);
     h->local.expertCounts = reinterpret_cast<int32_t*>(base + l.counts);
     h->local.sendList = reinterpret_cast<int32_t*>(base + l.sendList);
+    h->local.netCount = reinterpret_cast<uint32_t*>(base + l.netCount);
     // Flags must start below every call's values (the counts and pair tables are zeroed too, and the
     // landing rows' ready words). No
     // peer writes here before this rank has entered a call on the handle, i.e. after this. A

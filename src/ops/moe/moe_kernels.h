@@ -9,7 +9,8 @@ namespace moe {
 
 // dispatchKernel(Args) and combineKernel<T>(Args), kThreads threads per CTA, a grid of Args::ctas.
 const void* dispatchKernelFn();
-const void* combineKernelFn(bool fp16);
+// net: the instantiation for a communicator that spans nodes (moe_combine.cu says why two).
+const void* combineKernelFn(bool fp16, bool net = false);
 // Dynamic shared memory of the dispatch kernel for these dims (the combine uses none).
 size_t dispatchSmemBytes(const Dims& d);
 // Load the fused calls' GEMM kernels of type t (src/ops/preload.cu, at communicator init).

@@ -13,7 +13,13 @@ Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T) {
   a.dev = ctx.dev;
   a.dims = h->dims;
   a.reg = h->reg;
-  for (int q = 0; q < h->dims.ranks; ++q) a.region[q] = h->region.peer[q];
+  const mkcclComm* comm = h->comm;
+  for (int q = 0; q < comm->localRanks; ++q) a.region[q] = h->region.peer[q];
+  for (int q = 0; q < comm->nranks && q < kMaxRanks; ++q) {
+    a.lidx[q] = (int8_t)(comm->rankNode[q] == comm->node ? comm->rankLocal[q] : -1);
+    a.node[q] = (uint8_t)comm->rankNode[q];
+  }
+  a.net = comm->nNodes > 1;
   a.local = h->local;
   a.T = (int)T;
   a.ctas = h->ctas;
@@ -31,6 +37,19 @@ namespace {
 
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
+// Across nodes: refused while capturing (as the other calls that go through the network:
+// docs/GRAPHS.md), then the pieces' counters are cleared on the stream before the kernel.
+mkcclResult_t netPrepare(const OpCtx& ctx, const mkcclMoe* h, const char* what) {
+  if (ctx.comm->nNodes == 1) return mkcclSuccess;
+  if (ctx.capturing)
+    return setError(mkcclInvalidUsage,
+                    "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph yet; "
+                    "call it eagerly (docs/GRAPHS.md)",
+                    what, ctx.comm->nNodes);
+  CUDA_CHECK(cudaMemsetAsync(h->local.netCount, 0, (size_t)kMaxRanks * kNetMaxPieces * 4, ctx.stream));
+  return mkcclSuccess;
+}
+
 mkcclResult_t launch(const OpCtx& ctx, const void* fn, const Args& a, size_t smem, const char* what) {
   return launchMoeKernel(fn, a, smem, ctx.stream, what);
 }
@@ -43,6 +62,7 @@ mkcclResult_t dispatchOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* 
   a.topkIdx = topkIdx;
   a.topkW = topkW;
   a.xVec = aligned16(X) && (h->dims.hidden * h->dims.esize) % 16 == 0;
+  MKCCL_CHECK(netPrepare(ctx, h, "mkcclMoeDispatch"));
   MKCCL_CHECK(launch(ctx, dispatchKernelFn(), a, h->smemBytes, "mkcclMoeDispatch"));
   h->dispatched = true;
   h->lastT = T;
@@ -54,7 +74,8 @@ mkcclResult_t combineOp(OpCtx& ctx, mkcclMoe* h, const void* Y, void* out, size_
   a.y = static_cast<const char*>(Y);
   a.out = static_cast<char*>(out);
   a.outVec = aligned16(out) && (h->dims.hidden * h->dims.esize) % 16 == 0;
-  return launch(ctx, combineKernelFn(h->dtype == mkcclFloat16), a, 0, "mkcclMoeCombine");
+  MKCCL_CHECK(netPrepare(ctx, h, "mkcclMoeCombine"));
+  return launch(ctx, combineKernelFn(h->dtype == mkcclFloat16, a.net), a, 0, "mkcclMoeCombine");
 }
 
 }  // namespace moe
