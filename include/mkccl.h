@@ -427,8 +427,8 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_
  * (stream order) the handle's buffers are those of a dispatch: mkcclGroupedGemm(act, W2, Y, ...)
  * then mkcclMoeCombine(handle, Y, ...) finish the layer. Needs H and N multiples of 8, rowAlign a
  * multiple of 128, a Hopper GPU, and a handle whose maxCtas allows 2+ CTAs: a few of them push the
- * rows, the rest compute (the two grids run at once on the handle's second stream and this one,
- * joined before the call returns; capturable in a CUDA graph). Collective. */
+ * rows, the rest compute (the two grids run at once on the communicator's second stream and this
+ * one, joined before the call returns; capturable in a CUDA graph). Collective. */
 #define MKCCL_MOE_GEMM_PLAIN 0
 #define MKCCL_MOE_GEMM_SWIGLU 1
 #define MKCCL_MOE_GEMM_SWIGLU_GATE_UP 2
@@ -442,7 +442,7 @@ mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t handle, const void* X, const int32
  * (mkcclMoeDispatchGemm's output with N = I), W2 [E/nranks, H, I], Y [maxRecvRows, H] (any device
  * buffer, or the handle's recvX) is written, out [T, H] as for mkcclMoeCombine. Needs H and I
  * multiples of 8, rowAlign a multiple of 128, a Hopper GPU and maxCtas >= 2. Two grids on the
- * handle's second stream and this one, joined before the call returns; capturable in a CUDA
+ * communicator's second stream and this one, joined before the call returns; capturable in a CUDA
  * graph. Collective. */
 mkcclResult_t mkcclMoeGemmCombine(mkcclMoe_t handle, const void* act, const void* W2, void* Y, void* out, size_t I,
                                   size_t T, cudaStream_t stream);

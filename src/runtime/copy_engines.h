@@ -2,6 +2,8 @@
 // src/ops/ag_gemm/ce.cu; GEMM+RS/AR's ce push, ops/gemm_rs/ce.cu): up to kMaxLocalRanks of
 // them (one per receiver, or several per owner), made as calls first need them, with the events
 // that fork them from the caller's stream and join them back.
+// Stream 0 (with the fork event and join[0]) is also the second stream of the fused MoE calls
+// (ops/moe/moe_handle.h, sideStreamOf): one per communicator, not one per handle.
 // These streams wait on memory (cuStreamWaitValue64) for words that kernels or other ranks' copy
 // engines raise. CUDA runs a context's streams over a few hardware queues
 // (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), and a stream that waits holds up what shares its

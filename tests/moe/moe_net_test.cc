@@ -208,6 +208,7 @@ TEST(MoeNetErrors, WindowTooSmallIsAnErrorOnEveryRank) {
     sync[r] = cudaStreamSynchronize(w.streams[r]);
   });
   for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);  // the rank's buffers are mapped for its own device only
     EXPECT_EQ(mkcclSuccess, res[r]) << "enqueued; the error is the call's asynchronous one";
     EXPECT_EQ(cudaSuccess, sync[r]) << "rank " << r << ": the kernel must exit cleanly";
     mkcclResult_t async = mkcclSuccess;

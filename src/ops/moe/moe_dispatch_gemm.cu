@@ -1,9 +1,9 @@
-// mkcclMoeDispatchGemm's enqueue: the dispatch kernel (moe_dispatch.cu, fused mode) on the handle's
+// mkcclMoeDispatchGemm's enqueue: the dispatch kernel (moe_dispatch.cu, fused mode) on the communicator's
 // second stream and the first expert GEMM (kernels/moe/dispatch_gemm_op.cuh) on the caller's, at
 // the same time, the GEMM starting on each 128-row block of recvX as its rows land.
 //
 //   caller's stream:  memset(arrivals) -- fork --------------- GEMM (total - dC CTAs) -- join --
-//   handle's stream:                       \-- dispatch (dC CTAs) --------------------------/
+//   second stream:                         \-- dispatch (dC CTAs) --------------------------/
 //
 // Both grids fit on the GPU together (total <= the SMs the communicator may use; one GEMM CTA per
 // SM), so each grid's CTAs are co-resident whatever order the two launches start in: the dispatch
@@ -128,16 +128,18 @@ mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32
   a.fused = true;
 
   char* own = h->region.peer[ctx.comm->localRank];
+  SideStream side;
+  MKCCL_CHECK(sideStreamOf(ctx.comm, &side));
   CUDA_CHECK(cudaMemsetAsync(own + h->reg.arrivals, 0, (1 + arrivalBlocks(h->dims)) * 8, ctx.stream));
-  CUDA_CHECK(cudaEventRecord(h->forkEv, ctx.stream));
-  CUDA_CHECK(cudaStreamWaitEvent(h->side, h->forkEv, 0));
-  MKCCL_CHECK(launchMoeKernel(dispatchKernelFn(), a, h->smemBytes, h->side, "mkcclMoeDispatchGemm dispatch"));
+  CUDA_CHECK(cudaEventRecord(side.fork, ctx.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
+  MKCCL_CHECK(launchMoeKernel(dispatchKernelFn(), a, h->smemBytes, side.stream, "mkcclMoeDispatchGemm dispatch"));
   const mkcclResult_t r = h->dtype == mkcclFloat16
                               ? launchGemm<dev::F16>(ctx, h, W1, act, (int64_t)N, mode, gC, ctx.stream)
                               : launchGemm<dev::Bf16>(ctx, h, W1, act, (int64_t)N, mode, gC, ctx.stream);
   // Join even when the GEMM's launch failed: the side stream must not stay forked from a capture.
-  CUDA_CHECK(cudaEventRecord(h->joinEv, h->side));
-  CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, h->joinEv, 0));
+  CUDA_CHECK(cudaEventRecord(side.join, side.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, side.join, 0));
   MKCCL_CHECK(r);
   h->dispatched = true;
   h->lastT = T;

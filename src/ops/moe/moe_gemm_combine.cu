@@ -1,9 +1,9 @@
 // mkcclMoeGemmCombine's enqueue: the second expert GEMM (kernels/moe/gemm_combine_op.cuh) on the
-// caller's stream and the combine kernel (moe_combine.cu, Args::yDone) on the handle's second
-// stream, at the same time, the combine returning each 128-row block of Y as soon as it is stored.
+// caller's stream and the combine kernel (moe_combine.cu, Args::yDone) on the communicator's
+// second stream, at the same time, the combine returning each 128-row block of Y as soon as it is stored.
 //
 //   caller's stream:  memset(done words) -- fork ------------- GEMM (total - cC CTAs) -- join --
-//   handle's stream:                          \-- combine (cC CTAs) -------------------------/
+//   second stream:                            \-- combine (cC CTAs) -------------------------/
 //
 // Both grids fit on the GPU together (total <= the SMs the communicator may use), so each grid's
 // CTAs are co-resident whatever order the launches start in: the combine syncs its grid and waits
@@ -115,9 +115,11 @@ mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void
   a.yWant = 2 * (uint64_t)((h->dims.hidden + gemm2Bn(h->dims.hidden) - 1) / gemm2Bn(h->dims.hidden));
   a.part = tuningOf(ctx.comm).moe.combineSplit ? kCombineReturn : kCombineWhole;
 
+  SideStream side;
+  MKCCL_CHECK(sideStreamOf(ctx.comm, &side));
   CUDA_CHECK(cudaMemsetAsync(done, 0, (1 + arrivalBlocks(h->dims)) * 8, ctx.stream));
-  CUDA_CHECK(cudaEventRecord(h->forkEv, ctx.stream));
-  CUDA_CHECK(cudaStreamWaitEvent(h->side, h->forkEv, 0));
+  CUDA_CHECK(cudaEventRecord(side.fork, ctx.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   // The GEMM (which waits for nothing) is launched before the combine (which waits for it): two
   // streams may share one hardware queue, and a kernel queued there behind the one it waits for
   // runs after it; the other order would hang until the timeout. (The fused dispatch launches its
@@ -127,11 +129,11 @@ mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void
                               : launchGemm2<dev::Bf16>(ctx, h, act, W2, Y, (int64_t)I, done, gC, ctx.stream);
   const mkcclResult_t rc =
       r == mkcclSuccess
-          ? launchMoeKernel(combineKernelFn(h->dtype == mkcclFloat16), a, 0, h->side, "mkcclMoeGemmCombine combine")
+          ? launchMoeKernel(combineKernelFn(h->dtype == mkcclFloat16), a, 0, side.stream, "mkcclMoeGemmCombine combine")
           : r;
   // Join even when a launch failed: the side stream must not stay forked from a capture.
-  CUDA_CHECK(cudaEventRecord(h->joinEv, h->side));
-  CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, h->joinEv, 0));
+  CUDA_CHECK(cudaEventRecord(side.join, side.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, side.join, 0));
   if (rc != mkcclSuccess || a.part != kCombineReturn) return rc;
   Args red = a;  // the reduce on every CTA: Y is complete, nothing to wait for but the peers' flags
   red.part = kCombineReduce;

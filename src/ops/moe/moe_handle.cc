@@ -9,6 +9,7 @@
 #include "ops/moe/moe_kernels.h"
 #include "base/check.h"
 #include "runtime/comm.h"
+#include "runtime/copy_engines.h"
 #include "runtime/net_coll_info.h"
 
 namespace mkccl {
@@ -56,9 +57,6 @@ LocalLayout localLayoutFor(const Dims& d, int ctas) {
 }
 
 void freeHandle(mkcclMoe* h) {
-  if (h->forkEv) cudaEventDestroy(h->forkEv);
-  if (h->joinEv) cudaEventDestroy(h->joinEv);
-  if (h->side) cudaStreamDestroy(h->side);
   symRegionDestroy(h->comm, &h->region);  // also a partly made one
   if (h->localBlock) cudaFree(h->localBlock);
   h->localBlock = nullptr;
@@ -67,6 +65,15 @@ void freeHandle(mkcclMoe* h) {
 }
 
 }  // namespace
+
+mkcclResult_t sideStreamOf(mkcclComm* comm, SideStream* out) {
+  CopyEngines* ce = nullptr;
+  MKCCL_CHECK(copyEnginesGet(comm, 1, &ce));
+  out->stream = ce->stream[0];
+  out->fork = ce->fork;
+  out->join = ce->join[0];
+  return mkcclSuccess;
+}
 
 mkcclResult_t resolveDims(const mkcclComm* comm, const mkcclMoeConfig_t* cfg, Dims* out, mkcclDataType_t* dtype,
                           int* ctas) {
@@ -196,13 +203,8 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
                    cudaGetErrorString(e));
   }
   if (res == mkcclSuccess) res = symRegionCreate(comm, h->reg.bytes, &h->region);
-  if (res == mkcclSuccess) {  // mkcclMoeDispatchGemm's second stream and its fork / join events
-    e = cudaStreamCreateWithFlags(&h->side, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&h->forkEv, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&h->joinEv, cudaEventDisableTiming);
-    if (e != cudaSuccess)
-      res = setError(mkcclUnhandledCudaError, "%s: creating the handle's stream and events: %s", op, cudaGetErrorString(e));
-  }
+  SideStream side;  // the fused calls' second stream (made here once per communicator)
+  if (res == mkcclSuccess) res = sideStreamOf(comm, &side);
   if (res == mkcclSuccess) {
     char* base = static_cast<char*>(h->localBlock);
     h->local.ctaCounts = reinterpret_cast<int32_t*>(base + l.ctaCounts);
@@ -215,17 +217,15 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
     h->local.netCount = reinterpret_cast<uint32_t*>(base + l.netCount);
     // Flags must start below every call's values (the counts and pair tables are zeroed too, and the
     // landing rows' ready words). No
-    // peer writes here before this rank has entered a call on the handle, i.e. after this. A
-    // stream of our own: ranks sharing a GPU may already run kernels (a device-wide sync could
-    // wait for a peer's kernel that waits for us).
-    cudaStream_t s = nullptr;
-    e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMemsetAsync(h->region.peer[comm->localRank], 0, h->reg.rowInfo, s);
+    // peer writes here before this rank has entered a call on the handle, i.e. after this. On the
+    // communicator's side stream, not a device-wide sync: ranks sharing a GPU may already run
+    // kernels (a device-wide sync could wait for a peer's kernel that waits for us).
+    cudaStream_t s = side.stream;
+    e = cudaMemsetAsync(h->region.peer[comm->localRank], 0, h->reg.rowInfo, s);
     if (e == cudaSuccess)
       e = cudaMemsetAsync(h->region.peer[comm->localRank] + h->reg.landReady, 0, h->reg.arrivals - h->reg.landReady, s);
     if (e == cudaSuccess) e = cudaMemsetAsync(h->localBlock, 0, l.bytes, s);
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-    if (s) cudaStreamDestroy(s);
     if (e != cudaSuccess) res = setError(mkcclUnhandledCudaError, "%s: zeroing the buffers: %s", op, cudaGetErrorString(e));
   }
   // Nobody launches on the handle before every rank has finished creating it.

@@ -21,14 +21,23 @@ struct mkcclMoe {
   size_t smemBytes = 0;               // dispatch's dynamic shared memory
   bool dispatched = false;            // a dispatch was enqueued: combine has a layout to use
   size_t lastT = 0;                   // T of the last dispatch (combine's out has T rows)
-  // mkcclMoeDispatchGemm runs the dispatch on a stream of the handle's beside the GEMM on the
-  // caller's (forked and joined by these events: capturable, nothing allocated per call).
-  cudaStream_t side = nullptr;
-  cudaEvent_t forkEv = nullptr, joinEv = nullptr;
 };
 
 namespace mkccl {
 namespace moe {
+
+// The second stream of the fused calls (mkcclMoeDispatchGemm, mkcclMoeGemmCombine: one grid there,
+// one on the caller's stream), with the events that fork it from the caller's stream and join it
+// back (capturable; nothing made per call): the communicator's first copy-engine stream
+// (runtime/copy_engines.h), made once per communicator, not one per handle. Where ranks share a
+// GPU in one process (tests), streams made and destroyed with every handle came to share a
+// hardware queue with another rank's stream, and a rank's dispatch queued there behind that
+// rank's GEMM (which waits for every rank's dispatch) hung until the timeout (2xH200, 4 ranks).
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+mkcclResult_t sideStreamOf(mkcclComm* comm, SideStream* out);
 
 constexpr uint64_t kMoeMagic = 0x6d6b63636c4d6f45ull;  // "mkcclMoE"
 
