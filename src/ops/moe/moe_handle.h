@@ -30,9 +30,10 @@ namespace moe {
 // one on the caller's stream), with the events that fork it from the caller's stream and join it
 // back (capturable; nothing made per call): the communicator's first copy-engine stream
 // (runtime/copy_engines.h), made once per communicator, not one per handle. Where ranks share a
-// GPU in one process (tests), streams made and destroyed with every handle came to share a
+// GPU in one process (tests), streams made and destroyed with every handle can come to share a
 // hardware queue with another rank's stream, and a rank's dispatch queued there behind that
-// rank's GEMM (which waits for every rank's dispatch) hung until the timeout (2xH200, 4 ranks).
+// rank's GEMM (which waits for every rank's dispatch) would hang until the timeout: the likely
+// cause of one such timeout (2xH200, 4 ranks, moe_test's fused layer), not proven.
 struct SideStream {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
