@@ -22,6 +22,11 @@ struct NetCollInfo {
 };
 // Null when the communicator has one node.
 NetCollInfo* netCollInfo(mkcclComm* comm);
+// For an op across nodes that needs every node to hold the same number of ranks (counterparts):
+// the network state, or mkcclInternalError without one, or netNotUniform's error.
+mkcclResult_t netUniformCollInfo(mkcclComm* comm, const char* op, NetCollInfo** out);
+// The mkcclInvalidUsage of `op` on nodes of different sizes (naming them and MKCCL_RANKS_PER_NODE).
+mkcclResult_t netNotUniform(const NetCollInfo& info, const char* op);
 // The proxy's state in one line ("" without a network), for error messages.
 std::string netDescribe(const mkcclComm* comm);
 

@@ -205,6 +205,23 @@ mkcclResult_t firstBarrier(mkcclComm* comm, NetState* st) {
 
 NetCollInfo* netCollInfo(mkcclComm* comm) { return comm->net ? &comm->net->coll : nullptr; }
 
+mkcclResult_t netNotUniform(const NetCollInfo& info, const char* op) {
+  return setError(mkcclInvalidUsage,
+                  "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
+                  "make the number of ranks a multiple of it",
+                  op, info.nodeSizes.c_str());
+}
+
+mkcclResult_t netUniformCollInfo(mkcclComm* comm, const char* op, NetCollInfo** out) {
+  NetCollInfo* info = netCollInfo(comm);
+  if (info == nullptr)
+    return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
+                    comm->nNodes);
+  if (!info->uniform) return netNotUniform(*info, op);
+  *out = info;
+  return mkcclSuccess;
+}
+
 std::string netDescribe(const mkcclComm* comm) {
   return comm->net && comm->net->proxy ? comm->net->proxy->describe() : std::string();
 }

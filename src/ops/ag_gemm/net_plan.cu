@@ -10,15 +10,8 @@ namespace mkccl {
 namespace ag {
 
 mkcclResult_t netPlanFor(mkcclComm* comm, const Layout& L, const char* op, NetLayout* out, int* orderNodeRanks) {
-  NetCollInfo* info = netCollInfo(comm);
-  if (info == nullptr)
-    return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
-                    comm->nNodes);
-  if (!info->uniform)
-    return setError(mkcclInvalidUsage,
-                    "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
-                    "make the number of ranks a multiple of it",
-                    op, info->nodeSizes.c_str());
+  NetCollInfo* info = nullptr;
+  MKCCL_CHECK(netUniformCollInfo(comm, op, &info));
   const int64_t piece = tuningOf(comm).agGemm.netPieceBytes;  // ag_gemm.net_piece_kib; 0: the default
   if (!netLayoutFor(L, info->nNodes, info->node, info->windowBytes, out, piece > 0 ? piece : kMinNetPieceBytes))
     return setError(mkcclInvalidUsage,

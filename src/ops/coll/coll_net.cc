@@ -63,15 +63,8 @@ struct Plan {
 };
 
 mkcclResult_t makePlan(const OpCtx& ctx, const char* opName, Plan* p) {
-  NetCollInfo* info = netCollInfo(ctx.comm);
-  if (info == nullptr)
-    return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", opName,
-                    ctx.comm->nNodes);
-  if (!info->uniform)
-    return setError(mkcclInvalidUsage,
-                    "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
-                    "make the number of ranks a multiple of it",
-                    opName, info->nodeSizes.c_str());
+  NetCollInfo* info = nullptr;
+  MKCCL_CHECK(netUniformCollInfo(ctx.comm, opName, &info));
   p->info = info;
   p->N = info->nNodes;
   p->L = info->localRanks;

@@ -299,11 +299,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", name,
                     comm->nNodes);
   const NetRoute nr = netRouteFor(over.plan, a.epilogueExtras(0), info->uniform, ctx.capturing);
-  if (nr.verdict == NetVerdict::NotUniform)
-    return setError(mkcclInvalidUsage,
-                    "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
-                    "make the number of ranks a multiple of it",
-                    name, info->nodeSizes.c_str());
+  if (nr.verdict == NetVerdict::NotUniform) return netNotUniform(*info, name);
   if (nr.verdict == NetVerdict::Capturing)
     return setError(mkcclInvalidUsage,
                     "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph yet: "

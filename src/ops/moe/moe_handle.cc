@@ -89,15 +89,8 @@ mkcclResult_t resolveDims(const mkcclComm* comm, const mkcclMoeConfig_t* cfg, Di
   // needs nodes of one size and at most kMaxRanks ranks in all.
   const int n = comm->nranks;
   if (comm->nNodes > 1) {
-    NetCollInfo* info = netCollInfo(const_cast<mkcclComm*>(comm));
-    if (info == nullptr)
-      return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
-                      comm->nNodes);
-    if (!info->uniform)
-      return setError(mkcclInvalidUsage,
-                      "%s across nodes needs the same number of ranks on every node (%s); with MKCCL_RANKS_PER_NODE, "
-                      "make the number of ranks a multiple of it",
-                      op, info->nodeSizes.c_str());
+    NetCollInfo* info = nullptr;
+    MKCCL_CHECK(netUniformCollInfo(const_cast<mkcclComm*>(comm), op, &info));
     if (n > kMaxRanks)
       return setError(mkcclInvalidUsage, "%s across nodes: %d ranks in all; at most %d are supported yet", op, n,
                       kMaxRanks);

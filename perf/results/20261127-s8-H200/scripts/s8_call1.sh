@@ -13,7 +13,7 @@ MKCCL_PERF_GEMM_VARIANTS="auto,128x2" MKCCL_PERF_GEMM_SET=decode timeout 90 $B/p
 echo "decode rc=$? $(( $(date +%s) - t0 ))s"
 MKCCL_PERF_GEMM_VARIANTS="auto,128x2" MKCCL_PERF_GEMM_CHAIN=20 MKCCL_PERF_GEMM_SET=decode timeout 90 $B/perf/mkccl-perf gemm --iters 40 --json $R/gemm-decode-chain20.json > $R/gemm-decode-chain20.log 2>&1
 echo "decode chain rc=$? $(( $(date +%s) - t0 ))s"
-python3 $S/gemm_show.py $R/gemm-decode.json $R/gemm-decode-chain20.json
+python3 perf/results/20261127-s7-1xH100-H200/scripts/gemm_show.py $R/gemm-decode.json $R/gemm-decode-chain20.json
 timeout 200 python3 perf/moe_vs_torch.py --lib $B/libmkccl.so --tokens 4096,16384 --routing uniform --json $R/grouped-vs-torch.json > $R/grouped-vs-torch.log 2>&1
 echo "vs torch rc=$? $(( $(date +%s) - t0 ))s"; tail -12 $R/grouped-vs-torch.log
 sed -i "s#$OUT/r/#r/#g" $R/*.log
