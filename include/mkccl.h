@@ -413,8 +413,9 @@ mkcclResult_t mkcclMoeDispatch(mkcclMoe_t handle, const void* X, const int32_t* 
  * the last dispatch; out is [T, H], rows contiguous. Collective. */
 mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_t T, cudaStream_t stream);
 
-/* Dispatch fused with the first expert GEMM: what mkcclMoeDispatch does, and at the same time, on
- * this rank's received rows as they land (a 128-row tile starts once its rows have arrived),
+/* Dispatch fused with the first expert GEMM: what mkcclMoeDispatch does, and on this rank's
+ * received rows (with the tuner's moe.fused_route=overlap at the same time, each 128-row tile
+ * starting once its rows have arrived; by default, auto = sequential, after the dispatch),
  *   swiglu = MKCCL_MOE_GEMM_SWIGLU (1):  act[r, :N] = silu(recvX[r] . gate_e^T) * (recvX[r] . up_e^T)
  *                 (N = I), W1 [E/nranks, 2*roundup(N, 128), H]: gate and up blocked-interleaved by
  *                 128 rows, as mkcclGroupedGemmSwiglu takes it;
@@ -426,9 +427,9 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_
  * rows N apart; padding rows hold any values. fp32 accumulation, one rounding to dtype. After it
  * (stream order) the handle's buffers are those of a dispatch: mkcclGroupedGemm(act, W2, Y, ...)
  * then mkcclMoeCombine(handle, Y, ...) finish the layer. Needs H and N multiples of 8, rowAlign a
- * multiple of 128, a Hopper GPU, and a handle whose maxCtas allows 2+ CTAs: a few of them push the
- * rows, the rest compute (the two grids run at once on the communicator's second stream and this
- * one, joined before the call returns; capturable in a CUDA graph). Collective. */
+ * multiple of 128, a Hopper GPU, and a handle whose maxCtas allows 2+ CTAs (overlap: a few of them
+ * push the rows, the rest compute, the two grids at once on the communicator's second stream and
+ * this one, joined before the call returns). Capturable in a CUDA graph. Collective. */
 #define MKCCL_MOE_GEMM_PLAIN 0
 #define MKCCL_MOE_GEMM_SWIGLU 1
 #define MKCCL_MOE_GEMM_SWIGLU_GATE_UP 2
@@ -437,13 +438,14 @@ mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t handle, const void* X, const int32
 
 /* The second half of the layer fused: Y = act · W2_eᵀ per local expert (the grouped GEMM on the
  * layout of the last dispatch on this handle, plain or fused), and combine of Y into out (as
- * mkcclMoeCombine) at the same time: a few of the handle's CTAs return each 128-row block of Y to
- * its tokens' ranks as soon as the GEMM has stored it, the rest compute. act [maxRecvRows, I]
+ * mkcclMoeCombine): by default (moe.fused_route=auto = sequential) after the GEMM; with
+ * moe.fused_route=overlap at the same time: a few of the handle's CTAs return each 128-row block of
+ * Y to its tokens' ranks as soon as the GEMM has stored it, the rest compute. act [maxRecvRows, I]
  * (mkcclMoeDispatchGemm's output with N = I), W2 [E/nranks, H, I], Y [maxRecvRows, H] (any device
  * buffer, or the handle's recvX) is written, out [T, H] as for mkcclMoeCombine. Needs H and I
- * multiples of 8, rowAlign a multiple of 128, a Hopper GPU and maxCtas >= 2. Two grids on the
- * communicator's second stream and this one, joined before the call returns; capturable in a CUDA
- * graph. Collective. */
+ * multiples of 8, rowAlign a multiple of 128, a Hopper GPU and maxCtas >= 2 (overlap: two grids on
+ * the communicator's second stream and this one, joined before the call returns). Capturable in a
+ * CUDA graph. Collective. */
 mkcclResult_t mkcclMoeGemmCombine(mkcclMoe_t handle, const void* act, const void* W2, void* Y, void* out, size_t I,
                                   size_t T, cudaStream_t stream);
 

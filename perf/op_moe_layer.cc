@@ -1,7 +1,9 @@
 // mkccl-perf moe: the MoE expert layer, measured in one run as
 //   time        ours, both halves fused: mkcclMoeDispatchGemm (dispatch + gate/up GEMM with the
 //               SwiGLU epilogue, the GEMM starting on rows as they land), mkcclMoeGemmCombine (down
-//               GEMM + combine, each block of Y returned as soon as it is stored)
+//               GEMM + combine, each block of Y returned as soon as it is stored), on their
+//               overlapped route (moe.fused_route=overlap unless MKCCL_TUNING names a route: the
+//               library's default route runs them as the composed calls)
 //   composed_us ours, composed: mkcclMoeDispatch, mkcclGroupedGemmSwiglu, mkcclGroupedGemm,
 //               mkcclMoeCombine one after the other (fused_vs_composed = composed_us / time);
 //               first_half_fused_us: mkcclMoeDispatchGemm, mkcclGroupedGemm, mkcclMoeCombine;
@@ -28,6 +30,8 @@
 // Every time above is taken in alternating blocks (--rounds, perf.h timeAlternating).
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -339,6 +343,16 @@ int runMoeLayer(const Args& a, Env& env, std::vector<Result>*) {
   if (a.dtype != mkcclBfloat16 && a.dtype != mkcclFloat16) {
     if (env.rank == 0) fprintf(stderr, "moe: -d must be bf16 or fp16\n");
     return 2;
+  }
+  // The fused rows time the overlapped kernels (the default route runs the composed calls), the
+  // process's other overrides kept.
+  const char* user = getenv("MKCCL_TUNING");
+  if (user == nullptr || strstr(user, "moe.fused_route") == nullptr) {
+    const std::string t = std::string(user ? user : "") + (user && *user ? ";" : "") + "moe.fused_route=overlap";
+    if (mkcclSetTuning(env.comm, t.c_str()) != mkcclSuccess) {
+      fprintf(stderr, "moe: mkcclSetTuning(%s): %s\n", t.c_str(), mkcclGetLastError(env.comm));
+      return 1;
+    }
   }
   std::vector<Shape> shapes = a.shapes;
   if (shapes.empty())

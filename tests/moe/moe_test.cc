@@ -39,6 +39,12 @@ using mkccl::test::gpuCount;
 
 namespace {
 
+// The fused calls' overlapped route for every communicator these tests make (the library's
+// default, moe.fused_route=auto, runs them sequentially): the tests of mkcclMoeDispatchGemm and
+// mkcclMoeGemmCombine are of their overlapped kernels unless they set another route
+// (LayerFusedCallsSequentialRoute). Process-wide, before any communicator exists.
+const mkcclResult_t kOverlapRoute = mkcclSetTuning(nullptr, "moe.fused_route=overlap");
+
 // Ranks 0..n-1 on GPUs 0, 1, ..., wrapping: ranks share GPUs when n exceeds them.
 std::vector<int> devicesFor(int n) {
   std::vector<int> d(n);
@@ -791,8 +797,10 @@ std::vector<LayerCase> fusedLayerCases() {
   };
 }
 
-// tuning: set on every communicator first ("" leaves the defaults).
-void runFusedLayers(bool both, int maxRanks = 4, const char* tuning = "") {
+// tuning: set on every communicator first ("" leaves the library's defaults: the fused calls'
+// sequential route, moe.fused_route=auto).
+void runFusedLayers(bool both, int maxRanks = 4, const char* tuning = "moe.fused_route=overlap") {
+  ASSERT_EQ(mkcclSuccess, kOverlapRoute);
   const TestEnv env;
   uint64_t seed = freshSeed();
   const std::vector<LayerCase> cs = fusedLayerCases();
@@ -823,7 +831,15 @@ TEST(MoeGpu, LayerBothHalvesFusedOneToFourRanks) {
 // own CTAs; the default splits it: a second launch reduces on every CTA), 1-3 ranks.
 TEST(MoeGpu, LayerBothHalvesFusedWholeCombine) {
   MKCCL_REQUIRE_GPUS(1);
-  runFusedLayers(true, 3, "moe.combine_split=off");
+  runFusedLayers(true, 3, "moe.combine_split=off;moe.fused_route=overlap");
+}
+
+// Both fused calls on their default route (moe.fused_route=auto: sequential, the dispatch then
+// the GEMM, the GEMM then the combine), and forced sequential: the same cases, 1-4 ranks.
+TEST(MoeGpu, LayerFusedCallsSequentialRoute) {
+  MKCCL_REQUIRE_GPUS(1);
+  runFusedLayers(true, 4, "");
+  runFusedLayers(false, 2, "moe.fused_route=sequential");
 }
 
 // swiglu = 0: act = recvX . W1_e^T per row, checked row by row against fp32 dot products of the

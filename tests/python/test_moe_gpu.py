@@ -2,6 +2,7 @@
 against a float32 torch reference at 1 rank and at 2 ranks in threads (sharing the GPU where there
 is one); dispatch + combine alone (y = recv_x: out = x * sum_j w_j); T = 0, 1, odd H and I; bad
 arguments raise before any call. Fresh random inputs every run (the seed is printed)."""
+import contextlib
 import threading
 import time
 
@@ -287,7 +288,18 @@ def fused_rows(o, rr):
     return f
 
 
-def run_fused(devices, E, k, H, I, N, Ts):
+@contextlib.contextmanager
+def fused_route(route):
+    """The fused calls' route (moe.fused_route) for the communicators made inside: the library's
+    default (auto) runs them sequentially; these tests are of the overlapped kernels unless told."""
+    mkccl.set_tuning(None if route is None else "moe.fused_route=" + route)
+    try:
+        yield
+    finally:
+        mkccl.set_tuning(None)
+
+
+def run_fused(devices, E, k, H, I, N, Ts, route="overlap"):
     """On every rank, in one stream, with poisoned (NaN) outputs: (a) the composed layer (dispatch,
     grouped_gemm_swiglu, mkccl.ops.grouped_gemm, combine), (b) dispatch_gemm + grouped GEMM +
     combine, (c) dispatch + grouped_gemm_swiglu + gemm_combine, (d) layer(fused='both') with y the
@@ -298,7 +310,7 @@ def run_fused(devices, E, k, H, I, N, Ts):
     n = len(devices)
     El = E // n
     g = torch.Generator().manual_seed(seed("moe fused halves, %d ranks on GPUs %s" % (n, devices)))
-    with shared_gpus(devices):
+    with shared_gpus(devices), fused_route(route):
         comms = mkccl.init_all(devices)
     shared = len(set(devices)) < n
     streams, raw_streams = rank_streams(devices)
@@ -435,6 +447,11 @@ def test_fused_halves_three_ranks_with_t0():
     run_fused(devices_for(3), E=6, k=2, H=72, I=136, N=136, Ts=[0, 1, 45])
 
 
+def test_fused_halves_default_route_two_ranks():
+    # moe.fused_route=auto (the default): the dispatch then the GEMM, the GEMM then the combine.
+    run_fused(devices_for(2), E=6, k=3, H=264, I=128, N=264, Ts=[21, 3], route=None)
+
+
 def capture_mode():
     """thread_local where this torch's torch.cuda.graph takes it (as the C++ tests capture): other
     threads of the process (the peers' ranks, the library's) may make CUDA calls meanwhile."""
@@ -457,7 +474,7 @@ def test_fused_layers_captured_in_a_cuda_graph():
     El = E // n
     modes = (False, "first", "second", "both")
     g = torch.Generator().manual_seed(seed("moe fused layers in a CUDA graph, GPUs %s" % devices))
-    with shared_gpus(devices):
+    with shared_gpus(devices), fused_route("overlap"):
         comms = mkccl.init_all(devices)
     shared = len(set(devices)) < n
     try:

@@ -188,6 +188,19 @@ TEST(Api, MoeCombineSplitTuningKey) {
   EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
 }
 
+// moe.fused_route (how mkcclMoeDispatchGemm / mkcclMoeGemmCombine run): auto, overlap or
+// sequential; anything else is mkcclInvalidUsage naming the key.
+TEST(Api, MoeFusedRouteTuningKey) {
+  for (const char* v : {"auto", "overlap", "sequential"})
+    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, (std::string("moe.fused_route=") + v).c_str()))
+        << v << ": " << lastErr();
+  for (const char* v : {"fused", "on", ""}) {
+    EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, (std::string("moe.fused_route=") + v).c_str())) << v;
+    EXPECT_NE(std::string::npos, lastErr().find("moe.fused_route")) << lastErr();
+  }
+  EXPECT_EQ(mkcclSuccess, mkcclSetTuning(nullptr, nullptr));
+}
+
 // ag_gemm.net_piece_kib (across nodes, the least piece of a shard on the network, KiB; 0 the
 // default): whole numbers from 0; anything else is mkcclInvalidUsage naming the key.
 TEST(Api, AgGemmNetPieceTuningKey) {

@@ -108,8 +108,30 @@ mkcclResult_t dispatchGemmPreload(mkcclDataType_t t, int dev, int sms) {
 // NVLink to a peer), the rest compute. At least one of each.
 int fusedDispatchCtas(int total) { return std::max(1, std::min(16, total / 8)); }
 
+namespace {
+
+// moe.fused_route=sequential (and auto, its default): the dispatch on all the handle's CTAs, then
+// the grouped GEMM on the received rows, one after the other on the caller's stream (the composed
+// calls in one): each (token, rank) row travels once, and no tile waits for rows.
+mkcclResult_t sequentialDispatchGemm(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx,
+                                     const float* topkW, size_t T, const void* W1, void* act, size_t N, int mode) {
+  MKCCL_CHECK(dispatchOp(ctx, h, X, topkIdx, topkW, T));
+  const Dims& d = h->dims;
+  const void* recvX = h->region.peer[ctx.comm->localRank] + h->reg.recvX;
+  if (mode == MKCCL_MOE_GEMM_PLAIN)
+    return mkcclGroupedGemm(recvX, W1, act, h->local.expertOffsets, d.localExperts(), d.rows, N, d.hidden, h->dtype,
+                            h->dtype, ctx.stream);
+  return mkcclGroupedGemmSwigluEx(recvX, W1, mode == MKCCL_MOE_GEMM_SWIGLU_GATE_UP ? mkcclSwigluGateUp : mkcclSwigluBlocked,
+                                  act, h->local.expertOffsets, d.localExperts(), d.rows, N, d.hidden, h->dtype,
+                                  h->dtype, ctx.stream);
+}
+
+}  // namespace
+
 mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx, const float* topkW,
                              size_t T, const void* W1, void* act, size_t N, int mode) {
+  if (tuningOf(ctx.comm).moe.fusedRoute != Tuning::Moe::kRouteOverlap)
+    return sequentialDispatchGemm(ctx, h, X, topkIdx, topkW, T, W1, act, N, mode);
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());  // an earlier GEMM-family kernel's internal fault, reported once
   const int total = std::min(h->ctas, ctx.comm->smCount);

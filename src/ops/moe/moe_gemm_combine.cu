@@ -93,6 +93,14 @@ mkcclResult_t gemmCombinePreload(mkcclDataType_t t, int dev, int sms) {
 
 mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void* W2, void* Y, void* out, size_t I,
                             size_t T) {
+  // moe.fused_route=sequential (and auto, its default): the grouped GEMM on all the CTAs, then the
+  // combine (the composed calls in one).
+  if (tuningOf(ctx.comm).moe.fusedRoute != Tuning::Moe::kRouteOverlap) {
+    const Dims& d = h->dims;
+    MKCCL_CHECK(mkcclGroupedGemm(act, W2, Y, h->local.expertOffsets, d.localExperts(), d.rows, d.hidden, I, h->dtype,
+                                 h->dtype, ctx.stream));
+    return combineOp(ctx, h, Y, out, T);
+  }
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());  // an earlier GEMM-family kernel's internal fault, reported once
   const int total = std::min(h->ctas, ctx.comm->smCount);

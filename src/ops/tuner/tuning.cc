@@ -117,6 +117,9 @@ const std::vector<Key>& keys() {
     v.push_back({"moe.combine_split", {"off", "on"}, 0, 0,
                  [](Tuning& t, long long x) { t.moe.combineSplit = int(x); },
                  [](const Tuning& t) { return (long long)t.moe.combineSplit; }});
+    v.push_back({"moe.fused_route", {"auto", "overlap", "sequential"}, 0, 0,
+                 [](Tuning& t, long long x) { t.moe.fusedRoute = int(x); },
+                 [](const Tuning& t) { return (long long)t.moe.fusedRoute; }});
     return v;
   }();
   return k;

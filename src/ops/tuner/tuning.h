@@ -71,6 +71,13 @@ struct Tuning {
     int combineSplit = 1;  // moe.combine_split: off (0) | on (1, default: faster in every row
                            // measured at 2 ranks, docs/MOE.md): mkcclMoeGemmCombine's combine
                            // returns rows beside the GEMM, then reduces on every CTA after it
+    enum FusedRoute : int { kRouteAuto = 0, kRouteOverlap, kRouteSequential };
+    int fusedRoute = kRouteAuto;  // moe.fused_route: how mkcclMoeDispatchGemm / mkcclMoeGemmCombine
+                                  // run: overlap (the GEMM beside the dispatch / combine, on rows
+                                  // as they land / blocks as they are stored) or sequential (the
+                                  // dispatch then the GEMM, the GEMM then the combine, on all the
+                                  // CTAs); auto = sequential: faster in every row measured at 2
+                                  // ranks (docs/MOE.md)
   } moe;
 };
 
