@@ -16,8 +16,9 @@ grouped GEMM, and the expert layer composed from them.
 Every call is stream-ordered on the current stream of the communicator's device, reads the routing
 on the device and never synchronises with the host (CUDA-graph capturable as the C calls are;
 given its out=/act=/y= buffers, a call allocates nothing). The composed layer is the C calls one
-after the other on the stream; the fused halves run their GEMM and their communication at once
-(docs/MOE.md). docs/MOE.md and docs/PYTHON.md say more.
+after the other on the stream; the fused halves run their GEMM and their communication one after
+the other by default, or at once with the tuner's moe.fused_route=overlap (mkccl.set_tuning before
+the communicator is made; docs/MOE.md). docs/MOE.md and docs/PYTHON.md say more.
 """
 import ctypes
 
@@ -274,7 +275,8 @@ class Moe:
     def dispatch_gemm(self, x, topk_idx, topk_w, w1, inter, act=None, swiglu=True, w1_layout="blocked"):
         """The dispatch fused with the first expert GEMM (mkcclMoeDispatchGemm): what dispatch()
         does (recv_x, expert_offsets, expert_counts, row_info; combine and gemm_combine work after
-        it), and at once, on each 128-row tile of the received rows as soon as they have landed,
+        it), and on the received rows (after the dispatch by default; with moe.fused_route=overlap
+        at once, on each 128-row tile as soon as its rows have landed),
         swiglu=True:  act[r] = silu(recv_x[r] . gate_e^T) * (recv_x[r] . up_e^T), w1 from
                       pack_swiglu_weights [E_loc, 2*roundup(inter, 128), hidden], or with
                       w1_layout="gate_up" [E_loc, 2*inter, hidden] (gate rows, then up rows);
@@ -325,8 +327,8 @@ class Moe:
 
     def gemm_combine(self, act, w2, y=None, out=None, num_tokens=None):
         """The second expert GEMM fused with combine (mkcclMoeGemmCombine): y = act . w2_e^T per
-        local expert on the layout of the last dispatch (plain or fused), and at once, as each
-        128-row block of y is stored, what combine(y) does: out[t] = sum_j topk_w[t, j] * y(t, j),
+        local expert on the layout of the last dispatch (plain or fused), and then (with
+        moe.fused_route=overlap: at once, as each 128-row block of y is stored) what combine(y) does: out[t] = sum_j topk_w[t, j] * y(t, j),
         summed in fp32. act [max_recv_rows, inter] (dispatch_gemm's output, or
         grouped_gemm_swiglu's on recv_x), w2 [E_loc, hidden, inter]. y: where y is written
         ([max_recv_rows, hidden]); default the handle's recv_x (overwritten; nothing allocated).
