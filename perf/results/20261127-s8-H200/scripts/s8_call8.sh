@@ -9,7 +9,7 @@ build "mkccl mkccl-perf moe_test moe_net_test moe_grouped_swiglu_test moe_layout
 (cd $B && timeout 260 ctest -R "moe|api_args" --timeout 250 --output-on-failure > $R/ctest-moe.log 2>&1); echo "ctest rc=$? $(( $(date +%s) - t0 ))s"
 grep -E "Test +#|tests passed|FAILED|Failed" $R/ctest-moe.log | head -20
 LAY=4096x2048x128,4096x7168x256
-MKCCL_TUNING=moe.fused_route=auto lay auto $B/perf/mkccl-perf
+export MKCCL_TUNING=moe.fused_route=auto; lay auto $B/perf/mkccl-perf; unset MKCCL_TUNING
 lay overlap $B/perf/mkccl-perf
 sed -i "s#$OUT/r/#r/#g" $R/*.log
 rm -f $R/build.log $R/configure.log
