@@ -133,87 +133,8 @@ TEST(MoeGpu, FiftyCallsBackToBack) {
     ASSERT_TRUE(w.ok());
     const uint64_t seed = freshSeed();
     SCOPED_TRACE(testing::Message() << ws << " ranks, seed " << seed);
-    Case c{"back to back", 4, 4, 256, RouteKind::Uniform, 0, false, nullptr, Case::YDevice};
-    const int calls = 50;
-    const size_t cap = 160;
-    const mkcclMoeConfig_t cfg = configOf(c, ws, cap);
-    Handles hs(w, cfg);
-    ASSERT_TRUE(hs.ok);
-    std::mt19937_64 g(seed);
-    std::vector<std::vector<RankData>> rd(calls, std::vector<RankData>(ws));
-    std::vector<mkcclMoeBuffers> buf(ws);
-    std::vector<void*> Y(ws);
-    Dims d;
-    for (int r = 0; r < ws; ++r) {
-      cudaSetDevice(w.devs[r]);
-      ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &buf[r]));
-      ASSERT_EQ(cudaSuccess, cudaMalloc(&Y[r], buf[r].maxRecvRows * buf[r].rowPitch * 2));
-      d = dimsOf(cfg, ws, buf[r].maxRecvRows);
-    }
-    for (int i = 0; i < calls; ++i)
-      for (int r = 0; r < ws; ++r) {
-        cudaSetDevice(w.devs[r]);
-        RankData& x = rd[i][r];
-        const int T = (i + r) % 7 == 0 ? 0 : (int)(g() % (cap + 1));
-        makeInputs(x, i % 3 == 1 ? RouteKind::Skewed : i % 3 == 2 ? RouteKind::Dropped : RouteKind::Uniform, T, d,
-                   g(), g);
-        ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
-        test::poison(x.dOut, (size_t)T * c.H * 2, w.streams[r]);
-      }
-    for (int r = 0; r < ws; ++r) {
-      cudaSetDevice(w.devs[r]);
-      ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
-    }
-    std::vector<int> failed(ws, 0);
-    w.onEveryRank([&](int r) {
-      for (int i = 0; i < calls && !failed[r]; ++i) {
-        RankData& x = rd[i][r];
-        mkcclResult_t e = mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, x.route.T,
-                                           w.streams[r]);
-        expertScale(buf[r].recvX, buf[r].rowInfo, buf[r].expertOffsets, c.El, Y[r], buf[r].rowPitch, c.H, false,
-                    w.streams[r]);
-        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], Y[r], x.dOut, x.route.T, w.streams[r]);
-        if (e != mkcclSuccess) failed[r] = i + 1;
-      }
-      if (cudaStreamSynchronize(w.streams[r]) != cudaSuccess) failed[r] = -1;
-    });
-    for (int r = 0; r < ws; ++r) {
-      ASSERT_EQ(0, failed[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
-      expectNoAsyncError(w.comms[r]);
-    }
-    // out[t] = sum_j w_j * bf16(x_t * (1 + 0.25 * local expert of slot j)).
-    for (int i = 0; i < calls; ++i)
-      for (int r = 0; r < ws; ++r) {
-        SCOPED_TRACE(testing::Message() << "call " << i << ", rank " << r);
-        cudaSetDevice(w.devs[r]);
-        RankData& x = rd[i][r];
-        x.out = download<uint16_t>(x.dOut, (size_t)x.route.T * c.H);
-        std::vector<double> ref(c.H);
-        size_t wrong = 0;
-        for (int t = 0; t < x.route.T; ++t) {
-          referenceOut(d, x.route, t,
-                       [&](int j, size_t col) {
-                         const int le = x.route.idx[(size_t)t * c.k + j] % c.El;
-                         const float v = fromBits(x.X[(size_t)t * c.H + col], false) * (1.0f + 0.25f * le);
-                         return (double)fromBits(toBits(v, false), false);
-                       },
-                       ref.data());
-          double scale = 1e-6;
-          for (double v : ref) scale = std::max(scale, fabs(v));
-          for (size_t col = 0; col < c.H; ++col) {
-            const double err = fabs(fromBits(x.out[(size_t)t * c.H + col], false) - ref[col]) / scale;
-            if (!(err <= 1e-2) && wrong++ < 3)
-              ADD_FAILURE() << "out[" << t << ", " << col << "] = " << fromBits(x.out[(size_t)t * c.H + col], false)
-                            << ", expected " << ref[col];
-          }
-        }
-        EXPECT_EQ(0u, wrong);
-        x.release();
-      }
-    for (int r = 0; r < ws; ++r) {
-      cudaSetDevice(w.devs[r]);
-      cudaFree(Y[r]);
-    }
+    runBackToBack(w, Case{"back to back", 4, 4, 256, RouteKind::Uniform, 0, false, nullptr, Case::YDevice}, 50, 160,
+                  seed);
   }
 }
 
