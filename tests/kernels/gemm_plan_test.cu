@@ -26,6 +26,8 @@ const char* variantName(GemmVariant v) {
     case GemmVariant::F256C1: return "256x1";
     case GemmVariant::F128C1: return "128x1";
     case GemmVariant::F128C2: return "128x2";
+    case GemmVariant::F192C1: return "192x1";
+    case GemmVariant::F192C2: return "192x2";
   }
   return "?";
 }
@@ -38,7 +40,7 @@ double modelCost(const GemmPlan& p, int64_t M, int64_t N) {
 }
 
 void expectLaunchable(const GemmPlan& p, int64_t M, int64_t N, int budget, int maxClusters2, bool forced) {
-  ASSERT_TRUE(p.bn == 128 || p.bn == 256);
+  ASSERT_TRUE(p.bn == 128 || p.bn == 192 || p.bn == 256);
   ASSERT_TRUE(p.clusterSize == 1 || p.clusterSize == 2);
   ASSERT_GE(p.ctas, p.clusterSize);
   EXPECT_EQ(p.ctas % p.clusterSize, 0);
@@ -217,6 +219,50 @@ TEST(GemmPlan, PlainPrefersClusters) {
       EXPECT_LE(ceilDiv(ceilDiv(ceilDiv(M, 128), 2) * ceilDiv(N, 256), p.ctas / 2),
                 ceilDiv(ceilDiv(M, 128) * ceilDiv(N, 256), base.ctas));
     }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// 128 x 192 tiles (the plain GEMM's only): auto weighs them when asked (withTile192) and takes them
+// where they need fewer tile-widths of waves, e.g. 2000 x 2056 (176 tiles: two waves of 192
+// against two of 256 or three of 128) and 4097 x 4104 (726 tiles: six waves of 192 against five of
+// 256); the fused planners' call (no withTile192) never returns them, not even for the 192
+// variants, which their callers map to the wide tile (gemmVariantWide); every plan launchable.
+TEST(GemmPlan, Tile192ForThePlainGemmOnly) {
+  for (const auto* rates : {&mkccl::kGemmTilesH200, &mkccl::kGemmTilesH100, &mkccl::kGemmTilesMisaligned}) {
+    GemmPlan p = mkccl::gemmPlanModel(2000, 2056, 4096, GemmVariant::Auto, kSms, kClusters, *rates, true);
+    EXPECT_EQ(p.bn, 192);
+    expectLaunchable(p, 2000, 2056, kSms, kClusters, false);
+    p = mkccl::gemmPlanModel(3072, 3072, 4096, GemmVariant::Auto, kSms, kClusters, *rates, true);
+    EXPECT_EQ(p.bn, 192);
+    // Whole waves of 128 x 256 tiles keep them.
+    p = mkccl::gemmPlanModel(8192, 8192, 8192, GemmVariant::Auto, kSms, kClusters, *rates, true);
+    EXPECT_EQ(p.bn, 256);
+  }
+  std::mt19937_64 rng(777);
+  for (int i = 0; i < 20000; ++i) {
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 20000), N = 8 * (1 + static_cast<int64_t>(rng() % 2500));
+    const int budget = 1 + static_cast<int>(rng() % kSms);
+    const int maxClusters2 = static_cast<int>(rng() % (kClusters + 1));
+    const GemmPlan fusedAuto = mkccl::gemmPlanModel(M, N, 4096, GemmVariant::Auto, budget, maxClusters2);
+    EXPECT_NE(fusedAuto.bn, 192);
+    for (GemmVariant v : {GemmVariant::F192C1, GemmVariant::F192C2}) {
+      const GemmPlan f = mkccl::gemmPlanModel(M, N, 4096, mkccl::gemmVariantWide(v), budget, maxClusters2);
+      EXPECT_EQ(f.bn, 256);
+      EXPECT_EQ(f.clusterSize, v == GemmVariant::F192C2 ? 2 : 1);
+      const GemmPlan plain = mkccl::gemmPlanModel(M, N, 4096, v, budget, maxClusters2, mkccl::kGemmTilesH200, true);
+      EXPECT_EQ(plain.bn, 192);
+      EXPECT_EQ(plain.clusterSize, v == GemmVariant::F192C2 ? 2 : 1);
+      expectLaunchable(plain, M, N, budget, maxClusters2, true);
+    }
+    const GemmPlan a = mkccl::gemmPlanModel(M, N, 4096, GemmVariant::Auto, budget, maxClusters2, mkccl::kGemmTilesH200,
+                                            true);
+    expectLaunchable(a, M, N, budget, maxClusters2, false);
+    // Never worse in the model than the plan without 128 x 192.
+    EXPECT_LE(modelCost(a, M, N), modelCost(fusedAuto, M, N) * 1.0051) << M << "x" << N;
   }
 }
 

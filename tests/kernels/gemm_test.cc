@@ -58,7 +58,7 @@ void checkGemm(size_t M, size_t N, size_t K, mkcclDataType_t in, mkcclDataType_t
   EXPECT_LE(e.maxRelErr, kTol);
 }
 
-const char* const kVariants[] = {"auto", "simple", "256x2", "256x1", "128x1", "128x2"};
+const char* const kVariants[] = {"auto", "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2"};
 
 class GemmVariants : public ::testing::TestWithParam<const char*> {};
 

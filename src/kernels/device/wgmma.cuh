@@ -85,6 +85,7 @@ struct Wgmma;
       MKCCL_WGMMA_ACC8((i) + 48), MKCCL_WGMMA_ACC8((i) + 56)
 #define MKCCL_WGMMA_REGS64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define MKCCL_WGMMA_REGS128 MKCCL_WGMMA_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define MKCCL_WGMMA_REGS96 MKCCL_WGMMA_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 // N: tile width; PTX_T: the type's PTX name; REGS: "%0, ..." for the N/2 accumulators; SCALE and
 // DESCS: the operand numbers of scaleD and of descA, descB; then the accumulator operands.
 #define MKCCL_WGMMA(N, T, PTX_T, REGS, SCALE, DESCS, ...)                                           \
@@ -102,6 +103,10 @@ struct Wgmma;
 
 MKCCL_WGMMA(256, Bf16, "bf16", MKCCL_WGMMA_REGS128, "%130", "%128, %129", MKCCL_WGMMA_ACC64(0), MKCCL_WGMMA_ACC64(64))
 MKCCL_WGMMA(256, F16, "f16", MKCCL_WGMMA_REGS128, "%130", "%128, %129", MKCCL_WGMMA_ACC64(0), MKCCL_WGMMA_ACC64(64))
+MKCCL_WGMMA(192, Bf16, "bf16", MKCCL_WGMMA_REGS96, "%98", "%96, %97", MKCCL_WGMMA_ACC64(0), MKCCL_WGMMA_ACC8(64),
+            MKCCL_WGMMA_ACC8(72), MKCCL_WGMMA_ACC8(80), MKCCL_WGMMA_ACC8(88))
+MKCCL_WGMMA(192, F16, "f16", MKCCL_WGMMA_REGS96, "%98", "%96, %97", MKCCL_WGMMA_ACC64(0), MKCCL_WGMMA_ACC8(64),
+            MKCCL_WGMMA_ACC8(72), MKCCL_WGMMA_ACC8(80), MKCCL_WGMMA_ACC8(88))
 MKCCL_WGMMA(128, Bf16, "bf16", MKCCL_WGMMA_REGS64, "%66", "%64, %65", MKCCL_WGMMA_ACC64(0))
 MKCCL_WGMMA(128, F16, "f16", MKCCL_WGMMA_REGS64, "%66", "%64, %65", MKCCL_WGMMA_ACC64(0))
 
@@ -143,6 +148,7 @@ MKCCL_WGMMA_RS(64, F16, "f16", MKCCL_WGMMA_REGS32, "%32, %33, %34, %35", "%36", 
 #undef MKCCL_WGMMA_REGS32
 #undef MKCCL_WGMMA
 #undef MKCCL_WGMMA_REGS128
+#undef MKCCL_WGMMA_REGS96
 #undef MKCCL_WGMMA_REGS64
 #undef MKCCL_WGMMA_ACC64
 #undef MKCCL_WGMMA_ACC8

@@ -12,8 +12,8 @@ struct GemmCfg {
   using In = InT;        // dev::Bf16 or dev::F16 (A and W)
   using Epilogue = Epi;  // EpilogueTmaStore, EpilogueRegStore, EpilogueRegAdd (epilogue.cuh)
   static constexpr int BM = 128, BN = kBN, BK = 64;  // BK * 2 bytes = one 128 B swizzle row
-  // wgmma n <= 256; the TMA-store epilogue writes 64-column chunks. The bf16 kernels use 128 and
-  // 256; the fp8 block-scaled kernel also 192 (fp8_op.cuh).
+  // wgmma n <= 256; the TMA-store epilogue writes 64-column chunks. The fused kernels use 128 and
+  // 256; the plain GEMM and the fp8 block-scaled kernel (fp8_op.cuh) also 192.
   static_assert(BN % 64 == 0 && BN >= 128 && BN <= 256, "BN 128, 192 or 256");
 
   static constexpr int kConsumers = 2;  // warpgroups, 64 rows each

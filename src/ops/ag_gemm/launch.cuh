@@ -27,8 +27,10 @@ template <class In>
 using Fused128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, typename FusedOpOf<In>::Op>;
 
 // The debugging variant (register epilogue) is not built for the fused kernel: 128 x 128 without
-// a cluster is the closest.
-inline GemmVariant fusedVariant(GemmVariant v) { return v == GemmVariant::Simple ? GemmVariant::F128C1 : v; }
+// a cluster is the closest; nor are 128 x 192 tiles (gemmVariantWide).
+inline GemmVariant fusedVariant(GemmVariant v) {
+  return v == GemmVariant::Simple ? GemmVariant::F128C1 : gemmVariantWide(v);
+}
 
 // Comm CTAs (blocks [0, n) of the launch, whole clusters): chooseFused (model.h).
 // Clusters of 2 only when gemm.variant asks for them: the fused kernel's 2-CTA path has not

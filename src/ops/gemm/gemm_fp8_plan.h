@@ -13,12 +13,12 @@ namespace mkccl {
 inline GemmVariant gemmFp8Variant(mkcclFp8ScaleKind_t kind, int64_t M, GemmVariant v) {
   (void)kind;
   (void)M;
-  return v == GemmVariant::Simple ? GemmVariant::F128C1 : v;
+  return v == GemmVariant::Simple ? GemmVariant::F128C1 : gemmVariantWide(v);
 }
 
 // Block scales: 128 x 192 or 128 x 128 tiles (fp8_op.cuh: the promotion's partial sums leave no
 // registers for 128 x 256), cluster 1 or 2. gemm.variant: 256x2 / 256x1 force the wide tile with /
-// without the 2-CTA cluster, 128x2 / 128x1 the narrow one, simple means 128x1. Auto: the engine's
+// without the 2-CTA cluster (so do 192x2 / 192x1), 128x2 / 128x1 the narrow one, simple means 128x1. Auto: the engine's
 // wave model (fewest waves of tiles times tile width over efficiency). Efficiencies from one H100
 // (docs/PERFORMANCE.md, 8192^3, forced variants): 128 x 192 with the cluster 1080 TFLOP/s, 128 x
 // 128 with / without 1033 / 1026 (0.96, 0.95); 128 x 192 without the cluster was not measured.
@@ -53,7 +53,8 @@ inline GemmPlan gemmFp8PlanModel(mkcclFp8ScaleKind_t kind, int64_t M, int64_t N,
                                  int ctaBudget, int maxClusters2) {
   (void)K;
   if (kind == mkcclFp8ScaleBlock)
-    return gemmFp8BlockPlanModel(M, N, v == GemmVariant::Simple ? GemmVariant::F128C1 : v, ctaBudget, maxClusters2);
+    return gemmFp8BlockPlanModel(M, N, v == GemmVariant::Simple ? GemmVariant::F128C1 : gemmVariantWide(v), ctaBudget,
+                                 maxClusters2);
   static const GemmTileCandidate kAuto[4] = {{256, 1}, {256, 2}, {128, 2}, {128, 1}};
   GemmTileCandidate forced{256, 2};
   const GemmTileCandidate* cands = nullptr;

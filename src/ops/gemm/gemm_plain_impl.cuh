@@ -20,6 +20,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
                         cudaStream_t stream) {
   using Fast256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>;
   using Fast128 = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>;
+  using Fast192 = GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, PlainGemmOp>;
   using Simple = GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>;
   using SplitK = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>;
   using StreamK256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>;
@@ -34,7 +35,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
       aligned16 && lda == p.K && ldw == p.K && gemmShouldPack(p.M, p.N, p.K, v == GemmVariant::Simple, p.packK);
   const bool misalignedRows = !packAsked && ((lda * 2) % 128 != 0 || (ldw * 2) % 128 != 0);
   const GemmTileRates& rates = gemmTileRatesFor(info.hbmPeakBytesPerUs, misalignedRows);
-  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2, &rates), p.M,
+  GemmPlan plan = gemmPlainPreferCluster(gemmPlanFor(p.M, p.N, p.K, v, info.smCount, maxClusters2, &rates, true), p.M,
                                          p.N, v, info.smCount, maxClusters2);
   SplitKWorkspace ws;
   const GemmPlan split = gemmSplitKPlan(plan, p.M, p.N, p.K, v, p.splitK, info.smCount, splitKUnits(info.smCount),
@@ -116,6 +117,10 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
   }
   if (plan.bn == 256) return Fast256::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
+  if (plan.bn == 192) {
+    MKCCL_CHECK(Fast192::prepare(dev, info.smCount, plan.clusterSize, &unused));
+    return Fast192::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
+  }
   MKCCL_CHECK(Fast128::prepare(dev, info.smCount, plan.clusterSize, &unused));
   return Fast128::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
 }
@@ -126,6 +131,7 @@ mkcclResult_t plainGemmPreload(int dev, int smCount) {
   int unused = 0;
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 2, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);

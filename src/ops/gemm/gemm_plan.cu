@@ -22,6 +22,8 @@ const char* gemmVariantName(GemmVariant v) {
     case GemmVariant::F256C1: return "256x1";
     case GemmVariant::F128C1: return "128x1";
     case GemmVariant::F128C2: return "128x2";
+    case GemmVariant::F192C1: return "192x1";
+    case GemmVariant::F192C2: return "192x2";
   }
   return "?";
 }
@@ -47,8 +49,8 @@ mkcclResult_t gemmDeviceInfo(int dev, GemmDeviceInfo* info) {
 }
 
 GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
-                     const GemmTileRates* rates) {
-  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2, rates ? *rates : kGemmTilesH200);
+                     const GemmTileRates* rates, bool withTile192) {
+  return gemmPlanModel(M, N, K, v, ctaBudget, maxClusters2, rates ? *rates : kGemmTilesH200, withTile192);
 }
 
 mkcclResult_t groupedGemmArgs(int64_t maxRows, int64_t N, int64_t K, mkcclDataType_t outType, void* C,

@@ -10,13 +10,19 @@
 
 namespace mkccl {
 
-// Forced configurations (the tuner's gemm.variant: auto | simple | 256x2 | 256x1 | 128x1 | 128x2),
-// for debugging and tests; Auto chooses per shape.
-enum class GemmVariant : int { Auto, Simple, F256C2, F256C1, F128C1, F128C2 };
+// Forced configurations (the tuner's gemm.variant: auto | simple | 256x2 | 256x1 | 128x1 | 128x2 |
+// 192x1 | 192x2), for debugging and tests; Auto chooses per shape. 128 x 192 tiles exist for the
+// plain GEMM only (one wave of tiles at shapes where 128 x 256 needs two: docs/PERFORMANCE.md).
+enum class GemmVariant : int { Auto, Simple, F256C2, F256C1, F128C1, F128C2, F192C1, F192C2 };
 const char* gemmVariantName(GemmVariant v);
+// The variant for kernels built with 128- and 256-wide tiles only (the fused ops, fp8 with
+// per-tensor scales): 192x1 / 192x2 force the wide tile there, as 256x1 / 256x2 do.
+inline GemmVariant gemmVariantWide(GemmVariant v) {
+  return v == GemmVariant::F192C1 ? GemmVariant::F256C1 : v == GemmVariant::F192C2 ? GemmVariant::F256C2 : v;
+}
 
 struct GemmPlan {
-  int bn = 256;         // output tile 128 x bn
+  int bn = 256;         // output tile 128 x bn (128, 192 or 256)
   int clusterSize = 2;  // CTAs per cluster along M, sharing the W tile by multicast
   bool simple = false;  // debug variant: 128 x 128, no cluster, register epilogue
   int ctas = 0;         // compute CTAs (a multiple of clusterSize)
@@ -46,10 +52,11 @@ inline double gemmHbmPeakBytesPerUs(int dev) {
 // maxClusters2: how many 2-CTA clusters of the 128 x 256 kernel fit on the GPU at once (0: none).
 // The model and the configurations' relative efficiencies: gemm_plan_model.h. rates: the plain
 // GEMM's table for its GPU and rows (gemmTileRatesFor); null: the H200's aligned table, which the
-// fused ops' planners were measured with.
+// fused ops' planners were measured with. withTile192: auto may pick 128 x 192 tiles (the plain
+// GEMM's kernels only).
 struct GemmTileRates;
 GemmPlan gemmPlanFor(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
-                     const GemmTileRates* rates = nullptr);
+                     const GemmTileRates* rates = nullptr, bool withTile192 = false);
 
 // Shape, k-blocks, schedule and cluster size of `args` for the plan (other fields untouched).
 // Inline: tests that launch their own instantiation of the kernel set their arguments with it.

@@ -19,21 +19,24 @@ namespace mkccl {
 // it fills badly, 15-25% slower than 128 x 128 (3072 x 3072 x 4096 130.4 against 113.5 us,
 // 2000 x 2056 x 4104 109.7 against 90.0).
 
-// The plain GEMM's tables of the same, per GPU and row alignment (gemmTileRatesFor).
+// The plain GEMM's tables of the same, per GPU and row alignment (gemmTileRatesFor); 128 x 192
+// (the plain GEMM only) last.
 struct GemmTileRates {
-  double w256c1, w256c2, w128c1, w128c2;
+  double w256c1, w256c2, w128c1, w128c2, w192c1, w192c2;
   MKCCL_HD double of(int bn, int clusterSize) const {
+    if (bn == 192) return clusterSize == 2 ? w192c2 : w192c1;
     return bn == 256 ? (clusterSize == 2 ? w256c2 : w256c1) : (clusterSize == 2 ? w128c2 : w128c1);
   }
 };
-// H200 (the measurements above).
-constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95};
+// H200 (the measurements above). 128 x 192: ESTIMATE between its neighbours by bytes loaded per
+// flop, to be replaced by a forced-variant measurement.
+constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95, 0.97, 0.97};
 // H100 (one H100 SXM, every configuration forced on the odd set, perf/results/
 // 20261127-s7-1xH100-H200/4-odd-tiles/): its L2 and HBM feed the narrow tile less well, 128 x 128
 // at 0.78 of 128 x 256 (4096^3: 229.1 against 179.4 us) and 0.83 in clusters of 2 (8000 x 8184 x
 // 4096: 871 against 719 us for twice the waves), so 4097 x 4104 x 4096 wants the wide tiles in
 // clusters (217.8 against 249.0 us in 128 x 128 clusters).
-constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83};
+constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.90, 0.92};
 // Rows of A or W off a multiple of 128 bytes (K = 4104: 8208-byte rows), unpacked: each 128-byte
 // box row spans two lines and the L2 serves ~30% fewer operand bytes per second
 // (tools/probes/operand_load.cu: 5.6 against 8.0 TB/s on one H200), so the configurations that
@@ -42,7 +45,7 @@ constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83};
 // 0.69 (H100) and 0.83 (H200), 128 x 128 in clusters 0.70 (H100) and ~0.78 (H200), alone 0.51
 // (H100); one table for both GPUs, between them, which picks the fastest measured configuration
 // at every odd shape on both (same folder, and 3-odd-promotion/).
-constexpr GemmTileRates kGemmTilesMisaligned{0.83, 1.0, 0.70, 0.80};
+constexpr GemmTileRates kGemmTilesMisaligned{0.83, 1.0, 0.70, 0.80, 0.77, 0.90};
 // The fused kernels' planners and stream-K's model: the H200's table.
 inline double gemmTileEfficiency(int bn, int clusterSize) { return kGemmTilesH200.of(bn, clusterSize); }
 
@@ -71,10 +74,11 @@ inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cand
   // Each candidate's plan and cost (cost < 0: it cannot run here), then the fastest, then among
   // those within 0.5% of it the fewest CTAs (a tie is measured against the fastest, so choices
   // never drift from it by a chain of ties).
-  GemmPlan plans[4];
-  double costs[4];
+  constexpr int kMax = 8;
+  GemmPlan plans[kMax];
+  double costs[kMax];
   double best = -1;
-  for (int i = 0; i < nCands && i < 4; ++i) {
+  for (int i = 0; i < nCands && i < kMax; ++i) {
     const GemmTileCandidate& c = cands[i];
     costs[i] = -1;
     int ctas = ctaBudget;
@@ -97,7 +101,7 @@ inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cand
   }
   GemmPlan plan;
   int chosen = -1;
-  for (int i = 0; i < nCands && i < 4; ++i) {
+  for (int i = 0; i < nCands && i < kMax; ++i) {
     if (costs[i] < 0 || costs[i] > best * 1.005) continue;
     if (chosen < 0 || plans[i].ctas < plans[chosen].ctas) chosen = i;
   }
@@ -106,22 +110,26 @@ inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cand
 }
 
 // The candidates a gemm.variant names: every configuration for auto (in the order ties go), else
-// the one forced; `wide` is the wide tile's width (256 for 16-bit inputs).
-inline int gemmTileCandidates(GemmVariant v, int wide, const GemmTileCandidate (&autoOrder)[4],
+// the one forced; `wide` is the wide tile's width (256 for 16-bit inputs). 192x1 / 192x2 name
+// 128 x 192 tiles (callers without them map those variants first: gemmVariantWide).
+template <int kN>
+inline int gemmTileCandidates(GemmVariant v, int wide, const GemmTileCandidate (&autoOrder)[kN],
                               GemmTileCandidate* forced, const GemmTileCandidate** cands) {
   if (v == GemmVariant::Auto) {
     *cands = autoOrder;
-    return 4;
+    return kN;
   }
-  forced->bn = (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? wide : 128;
-  forced->cs = (v == GemmVariant::F256C2 || v == GemmVariant::F128C2) ? 2 : 1;
+  const bool is192 = v == GemmVariant::F192C1 || v == GemmVariant::F192C2;
+  forced->bn = is192 ? 192 : (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? wide : 128;
+  forced->cs = (v == GemmVariant::F256C2 || v == GemmVariant::F128C2 || v == GemmVariant::F192C2) ? 2 : 1;
   *cands = forced;
   return 1;
 }
 
-// rates: the configurations' efficiencies on this GPU and these rows (gemmTileRatesFor).
+// rates: the configurations' efficiencies on this GPU and these rows (gemmTileRatesFor). withTile192:
+// auto also weighs 128 x 192 tiles (the plain GEMM; the fused kernels are built in 128 and 256).
 inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
-                              const GemmTileRates& rates = kGemmTilesH200) {
+                              const GemmTileRates& rates = kGemmTilesH200, bool withTile192 = false) {
   (void)K;  // per-tile costs (epilogue, pipeline fill) scale with the tile width as the mainloop does
   if (v == GemmVariant::Simple) {
     GemmPlan plan;
@@ -132,9 +140,12 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
     return plan;
   }
   static const GemmTileCandidate kAuto[4] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}};
+  // 128 x 192 last: a tie keeps the configurations measured longest.
+  static const GemmTileCandidate kAuto192[6] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}, {192, 1}, {192, 2}};
   GemmTileCandidate forced{256, 2};
   const GemmTileCandidate* cands = nullptr;
-  const int n = gemmTileCandidates(v, 256, kAuto, &forced, &cands);
+  const int n = withTile192 ? gemmTileCandidates(v, 256, kAuto192, &forced, &cands)
+                            : gemmTileCandidates(v, 256, kAuto, &forced, &cands);
   return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2,
                       [&rates](int bn, int cs) { return rates.of(bn, cs); });
 }

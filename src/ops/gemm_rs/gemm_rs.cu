@@ -404,7 +404,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode, const Fp8Ca
   in.K = int64_t(K);
   in.ctaBudget = opMaxCtas(comm);
   in.flagSlots = int64_t(comm->ws.flagsBytes / 8) - kOpFlagSlot;
-  in.variant = tune.gemm.variant;
+  in.variant = gemmVariantWide(tune.gemm.variant);  // no 128 x 192 fused kernel
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());
 

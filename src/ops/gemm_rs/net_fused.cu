@@ -68,6 +68,7 @@ mkcclResult_t netFusedLaunch(OpCtx& ctx, const NetFusedPlan& plan, const void* A
 mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, const Tuning::Reduce& over,
                           bool* ran) {
   *ran = false;
+  v = gemmVariantWide(v);  // the fused kernel has no 128 x 192 tiles
   mkcclComm* comm = ctx.comm;
   const char* name = mode == kModeAllReduce ? "mkcclGemmAllReduce" : "mkcclGemmReduceScatter";
   NetCollInfo* info = netCollInfo(comm);

@@ -45,7 +45,7 @@ void addReduceKeys(std::vector<Key>& k, const char* prefix, Tuning::Reduce Tunin
 const std::vector<Key>& keys() {
   static const std::vector<Key> k = [] {
     std::vector<Key> v;
-    v.push_back({"gemm.variant", {"auto", "simple", "256x2", "256x1", "128x1", "128x2"}, 0, 0,
+    v.push_back({"gemm.variant", {"auto", "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2"}, 0, 0,
                  [](Tuning& t, long long x) { t.gemm.variant = static_cast<GemmVariant>(x); },
                  [](const Tuning& t) { return (long long)t.gemm.variant; }});
     v.push_back({"gemm.split_k", {}, 0, 16, [](Tuning& t, long long x) { t.gemm.splitK = int(x); },
