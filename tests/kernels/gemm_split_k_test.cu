@@ -287,7 +287,8 @@ void emulateReduction(int mBlocks, int nBlocks, int kBlocks, const mkccl::SplitK
     int64_t sum = 0, count = 0;
     int writes = 0;
   };
-  const size_t nSlots = p.splits > 0 ? static_cast<size_t>(tiles) * p.splits : static_cast<size_t>(2 * ctas);
+  const size_t nSlots =
+      p.splits > 0 ? static_cast<size_t>(tiles - p.dpTiles) * p.splits : static_cast<size_t>(2 * ctas);
   std::vector<Slot> slots(nSlots);
   std::vector<int> counters(static_cast<size_t>(2 * tiles), 0), stored(static_cast<size_t>(tiles), 0);
   std::vector<size_t> pos(static_cast<size_t>(ctas), 0);
@@ -302,7 +303,7 @@ void emulateReduction(int mBlocks, int nBlocks, int kBlocks, const mkccl::SplitK
     if (pos[c] == units[c].size()) --live;
     int64_t mine = 0;
     for (int kb = t.kBegin; kb < t.kEnd; ++kb) mine += kb + 1;
-    if (p.splits == 1 || (p.splits == 0 && t.split < 0)) {
+    if (p.splits == 1 || t.split < 0) {
       ASSERT_EQ(mine, full);
       ++stored[t.tile];
       continue;
@@ -313,6 +314,7 @@ void emulateReduction(int mBlocks, int nBlocks, int kBlocks, const mkccl::SplitK
     const int64_t own = parts.slot(parts.me);
     ASSERT_GE(own, 0);
     ASSERT_LT(own, static_cast<int64_t>(nSlots));
+    ASSERT_GE(parts.counter, 0);
     ASSERT_LT(parts.counter, static_cast<int64_t>(counters.size()));
     Slot& sl = slots[own];
     ASSERT_EQ(sl.writes, 0) << "slot " << own << " written twice";
@@ -405,5 +407,108 @@ TEST(GemmStreamK, Rule) {
   EXPECT_EQ(f.bn, 128);
   EXPECT_EQ(skPlanFor(1000, 1032, 4096, 2, GemmVariant::Simple).splits, 1);
 }
+
+
+// The split remainder (splits >= 2, dpTiles = whole waves): every tile once, the whole ones in the
+// first dpTiles of the raster order, the rest in uniform parts covering its k-blocks once; each
+// CTA's whole tiles before its parts; the reduction protocol in random interleavings.
+void checkRemainder(int mBlocks, int nBlocks, int kBlocks, int splits, int dpTiles, int ctas, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, " << dpTiles
+                                  << " whole, " << splits << " parts, " << ctas << " CTAs");
+  mkccl::GemmArgs g{};
+  g.kBlocks = kBlocks;
+  g.sched.mBlocks = mBlocks;
+  g.sched.nBlocks = nBlocks;
+  g.sched.clusterM = 1;
+  g.sched.group = 16;
+  mkccl::SplitKParams p{nullptr, nullptr, splits};
+  p.dpTiles = dpTiles;
+  p.ctas = ctas;
+  const int tiles = mBlocks * nBlocks;
+  std::vector<int> covered(static_cast<size_t>(tiles) * kBlocks, 0), seenAt(static_cast<size_t>(tiles), -1);
+  for (int c = 0; c < ctas; ++c) {
+    mkccl::SplitKScheduler s(g, p, c, ctas, 0);
+    mkccl::SplitKTile t;
+    bool inParts = false;
+    while (s.next(t)) {
+      ASSERT_GE(t.tile, 0);
+      ASSERT_LT(t.tile, tiles);
+      ASSERT_LT(t.kBegin, t.kEnd);
+      if (t.tile < dpTiles) {
+        ASSERT_EQ(t.split, -1);
+        ASSERT_FALSE(inParts) << "a whole tile after a part";
+        ASSERT_EQ(t.kEnd - t.kBegin, kBlocks);
+      } else {
+        ASSERT_GE(t.split, 0);
+        ASSERT_LT(t.split, splits);
+        inParts = true;
+      }
+      // The raster coordinate of the linear index, as the whole-tile kernel's scheduler gives it.
+      mkccl::dev::TileCoord rc{0, 0};
+      mkccl::dev::GroupedTileScheduler(g.sched, t.tile, 1, 0).next(rc);
+      ASSERT_EQ(t.m, rc.m);
+      ASSERT_EQ(t.n, rc.n);
+      for (int kb = t.kBegin; kb < t.kEnd; ++kb) ++covered[static_cast<size_t>(t.tile) * kBlocks + kb];
+    }
+  }
+  for (int v : covered) ASSERT_EQ(v, 1);
+  emulateReduction(mBlocks, nBlocks, kBlocks, p, ctas, seed);
+}
+
+TEST(GemmSplitRemainder, ScheduleAndReduction) {
+  checkRemainder(16, 11, 64, 3, 132, 132, 1);  // 2000 x 2056 x 4096 in 128 x 192: 44 tiles left
+  checkRemainder(33, 22, 64, 2, 660, 132, 2);  // 4097 x 4104 x 4096 in 128 x 192: 66 left
+  checkRemainder(8, 6, 64, 2, 0, 96, 3);       // 1000 x 1032 x 4096 in 128 x 192: one partial wave
+  checkRemainder(3, 5, 16, 4, 0, 60, 4);       // 333 x 520 x 1000 in 128 x 128
+  std::mt19937 rng(31337);
+  for (int i = 0; i < 60; ++i) {
+    const int mb = 1 + static_cast<int>(rng() % 20), nb = 1 + static_cast<int>(rng() % 20);
+    const int kb = 8 + static_cast<int>(rng() % 100), P = 2 + static_cast<int>(rng() % 140);
+    const int tiles = mb * nb, full = tiles / P, rest = tiles - full * P;
+    if (rest == 0) continue;
+    const int s = std::min({P / rest, mkccl::kRemainderMaxSplits, kb / mkccl::kStreamKMinKBlocks});
+    if (s < 2) continue;
+    checkRemainder(mb, nb, kb, s, full * P, full > 0 ? P : rest * s, static_cast<uint32_t>(rng()));
+  }
+}
+
+GemmPlan remPlanFor(int64_t M, int64_t N, int64_t K, int forced = 0, GemmVariant v = GemmVariant::Auto,
+                    const mkccl::GemmTileRates& rates = mkccl::kGemmTilesH200) {
+  const GemmPlan plain = mkccl::gemmPlainPreferCluster(
+      mkccl::gemmPlanModel(M, N, K, v, kSms, kClusters, rates, true), M, N, v, kSms, kClusters);
+  return mkccl::gemmSplitRemainderPlan(plain, M, N, K, v, forced, kSms, 4 * kSms, kUnits, mkccl::kSplitKMaxRows,
+                                       rates);
+}
+
+// The rule: the shapes below ~2 waves whose last wave is mostly empty take it (2000 x 2056,
+// 1000 x 1032, 333 x 520); full waves, decode M, cluster variants and gemm.stream_k=off never;
+// forced (split) wherever a remainder exists, with the variant's tile; the plans fit the
+// workspace and their whole tiles are whole waves of the CTAs.
+TEST(GemmSplitRemainder, Rule) {
+  for (const auto& s : std::vector<std::array<int64_t, 3>>{
+           {2000, 2056, 4096}, {2000, 2056, 4104}, {1000, 1032, 4096}, {333, 520, 1000}}) {
+    const GemmPlan p = remPlanFor(s[0], s[1], s[2]);
+    printf("split remainder %lldx%lldx%lld: 128x%d, %d whole tiles, %d parts, %d CTAs\n", (long long)s[0],
+           (long long)s[1], (long long)s[2], p.bn, p.dpTiles, p.splits, p.ctas);
+    EXPECT_GE(p.splits, 2) << s[0] << "x" << s[1] << "x" << s[2];
+    EXPECT_EQ(p.clusterSize, 1);
+    EXPECT_LE(p.ctas, kSms);
+    EXPECT_EQ(p.dpTiles % p.ctas, 0);
+    const int64_t tiles = ((s[0] + 127) / 128) * ((s[1] + p.bn - 1) / p.bn);
+    EXPECT_LE((tiles - p.dpTiles) * p.splits, p.ctas);
+    EXPECT_LE((tiles - p.dpTiles) * p.splits * p.bn / 128, 4 * kSms);
+  }
+  EXPECT_EQ(remPlanFor(8192, 8192, 8192).splits, 1);
+  EXPECT_EQ(remPlanFor(128, 4096, 4096).splits, 1);  // decode: split K's
+  EXPECT_EQ(remPlanFor(2000, 2056, 4096, 1).splits, 1);
+  EXPECT_EQ(remPlanFor(2000, 2056, 4096, 2).splits, 1);  // on: stream-K's ranges, another rule
+  EXPECT_EQ(remPlanFor(2000, 2056, 4096, 0, GemmVariant::F192C2).splits, 1);
+  EXPECT_EQ(remPlanFor(2000, 2056, 4096, 0, GemmVariant::Simple).splits, 1);
+  const GemmPlan f = remPlanFor(2000, 2056, 4096, 3, GemmVariant::F128C1);
+  EXPECT_EQ(f.bn, 128);
+  EXPECT_GE(f.splits, 2);
+  EXPECT_EQ(remPlanFor(1000, 1032, 256, 3).splits, 1);  // 4 k-blocks: too short to cut
+}
+
 
 }  // namespace

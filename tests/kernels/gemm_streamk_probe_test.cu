@@ -8,9 +8,10 @@
 //   3 stored   consumer 0's epilogue done (a whole tile stored; a piece written and counted, and,
 //              in the tile's last part, the others read and the tile stored)
 //
-// The same kernel runs each shape twice: the stream-K split gemmStreamKPlan makes, and every tile
-// whole (dpTiles = all), so that the per-k-block rate, the wait for the first stage and the
-// epilogue of the two can be compared in one run. Checks the results against cuBLAS and the stamps'
+// The same kernel runs each shape three ways: every tile whole (dpTiles = all), the stream-K split
+// gemmStreamKSplit makes, and the split remainder (whole waves, then the last wave's tiles in
+// uniform parts: gemmSplitRemainderPlan's form), so that the per-k-block rate, the wait for the
+// first stage and the epilogue can be compared in one run. Checks the results against cuBLAS and the stamps'
 // order; prints the profile.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -97,8 +98,10 @@ std::string spread(std::vector<double> v) {
   return b;
 }
 
+enum Mode { kWhole, kStreamK, kRemainder };
+
 template <int BN>
-void probeOne(size_t M, size_t N, size_t K, bool streamK, double clkGHz) {
+void probeOne(size_t M, size_t N, size_t K, Mode mode, double clkGHz) {
   using Cfg = GemmCfg<dev::Bf16, BN, EpilogueTmaStore>;
   const int sms = smCount();
   const int kBlocks = static_cast<int>(ceilDiv(K, 64));
@@ -107,12 +110,19 @@ void probeOne(size_t M, size_t N, size_t K, bool streamK, double clkGHz) {
   plan.bn = BN;
   plan.clusterSize = 1;
   plan.splits = 0;
-  if (streamK) {
+  if (mode == kStreamK) {
     const StreamKSplit s = gemmStreamKSplit(tiles, kBlocks, sms);
     ASSERT_GT(s.skTiles, 0) << "no stream-K region for this shape";
     plan.dpTiles = s.dpTiles;
     plan.skTiles = s.skTiles;
     plan.ctas = s.ctas;
+  } else if (mode == kRemainder) {
+    const int64_t full = tiles / sms, rest = tiles - full * sms;
+    const int64_t s = std::min<int64_t>({rest > 0 ? sms / rest : 0, kRemainderMaxSplits, kBlocks / kStreamKMinKBlocks});
+    if (s < 2) return;  // no remainder to split at this tile
+    plan.splits = static_cast<int>(s);
+    plan.dpTiles = static_cast<int>(full * sms);
+    plan.ctas = static_cast<int>(full > 0 ? sms : rest * s);
   } else {
     plan.dpTiles = static_cast<int>(tiles);
     plan.skTiles = 0;
@@ -146,7 +156,7 @@ void probeOne(size_t M, size_t N, size_t K, bool streamK, double clkGHz) {
   memset(&p, 0, sizeof(p));
   p.partials = static_cast<float*>(partials.p);
   p.counters = static_cast<int*>(counters.p);
-  p.splits = 0;
+  p.splits = plan.splits;
   p.dpTiles = plan.dpTiles;
   p.skTiles = plan.skTiles;
   p.ctas = plan.ctas;
@@ -215,10 +225,12 @@ void probeOne(size_t M, size_t N, size_t K, bool streamK, double clkGHz) {
   cudaEventDestroy(e1);
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
 
-  printf("SKPROBE %zux%zux%zu 128x%d %s: %d CTAs, %lld tiles (%d whole + %d cut), %d k-blocks; %.1f us per call "
-         "(20 back to back); span first begin -> last stored %.1f us\n",
-         M, N, K, BN, streamK ? "stream-K" : "whole", plan.ctas, static_cast<long long>(tiles), plan.dpTiles,
-         plan.skTiles, kBlocks, ms * 1000.0 / 20, (last - first) / 1e3);
+  const long long cut = mode == kRemainder ? static_cast<long long>(tiles - plan.dpTiles) : plan.skTiles;
+  printf("SKPROBE %zux%zux%zu 128x%d %s: %d CTAs, %lld tiles (%d whole + %lld cut, %d parts), %d k-blocks; %.1f us "
+         "per call (20 back to back); span first begin -> last stored %.1f us\n",
+         M, N, K, BN, mode == kStreamK ? "stream-K" : mode == kRemainder ? "remainder" : "whole", plan.ctas,
+         static_cast<long long>(tiles), plan.dpTiles, cut, plan.splits, kBlocks, ms * 1000.0 / 20,
+         (last - first) / 1e3);
   printf("  CTA last stored after first begin (us): %s\n", spread(endUs).c_str());
   const char* kn[3] = {"whole tile", "piece", "last piece"};
   for (int k = 0; k < 3; ++k) {
@@ -246,13 +258,15 @@ TEST(GemmStreamKProbe, OddShapes) {
   cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
   const double ghz = khz / 1e6;
   printf("SKPROBE clock %.3f GHz (cycles converted with it)\n", ghz);
-  const size_t shapes[][3] = {{2000, 2056, 4096}, {1000, 1032, 4096}, {4096, 4096, 4096}, {3072, 3072, 4096}};
+  const size_t shapes[][3] = {{2000, 2056, 4096}, {1000, 1032, 4096}, {4097, 4104, 4096}, {333, 520, 1000}};
   for (const auto& sh : shapes) {
-    for (bool sk : {false, true}) {
-      probeOne<256>(sh[0], sh[1], sh[2], sk, ghz);
-      probeOne<128>(sh[0], sh[1], sh[2], sk, ghz);
+    for (Mode m : {kWhole, kRemainder}) {
+      probeOne<256>(sh[0], sh[1], sh[2], m, ghz);
+      probeOne<192>(sh[0], sh[1], sh[2], m, ghz);
+      probeOne<128>(sh[0], sh[1], sh[2], m, ghz);
     }
   }
+  probeOne<256>(2000, 2056, 4096, kStreamK, ghz);
 }
 
 }  // namespace

@@ -335,6 +335,53 @@ TEST(Gemm, StreamK) {
   EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.stream_k=sometimes"));
 }
 
+// The split remainder (stream_k_model.h: gemm.stream_k=split forced, auto by the rule): whole waves
+// of tiles, then the partial last wave's tiles in uniform parts of K. Each tile (128 x 256, 192,
+// 128), tails in M, N and K, every type pair, against cuBLAS and (one shape per tile) an fp32
+// reference on the host; back to back, deterministic, in a graph.
+TEST(Gemm, SplitRemainder) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{2000, 2056, 4096}, {2000, 2056, 4104}, {1000, 1032, 4096}, {4097, 4104, 4096},
+                              {333, 520, 1000},   {300, 264, 4104},   {257, 1000, 520},   {640, 2048, 1024}};
+  for (const char* v : {"auto;gemm.stream_k=split", "256x1;gemm.stream_k=split", "192x1;gemm.stream_k=split",
+                        "128x1;gemm.stream_k=split", "auto;gemm.stream_k=auto"})
+    for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
+  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
+    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
+      checkGemm(333, 520, 1000, in, out, "192x1;gemm.stream_k=split");
+  // fp32 references on the host: 300 x 600 x 1000 (3 x 3 tiles of 128 x 256 / 192, 3 x 5 of 128;
+  // 16 k-blocks in up to 4 parts).
+  for (const char* v : {"256x1;gemm.stream_k=split", "192x1;gemm.stream_k=split", "128x1;gemm.stream_k=split"}) {
+    const size_t M = 300, N = 600, K = 1000;
+    VariantScope vs(v);
+    DeviceBuf A(M * K * 2), W(N * K * 2), C(M * N * 4);
+    ASSERT_TRUE(A.p && W.p && C.p);
+    const uint64_t seed = mkccl::test::freshSeed();
+    SCOPED_TRACE(std::string(v) + ": host reference, seed " + std::to_string(seed));
+    mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
+    mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+    mkccl::test::poison(C.p, C.bytes);
+    ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclFloat32, 0))
+        << mkcclGetLastError(nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<double> a = mkccl::test::toHostDouble(A.p, M * K, mkcclBfloat16);
+    const std::vector<double> w = mkccl::test::toHostDouble(W.p, N * K, mkcclBfloat16);
+    std::vector<double> ref(M * N, 0.0);
+    for (size_t i = 0; i < M; ++i)
+      for (size_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (size_t k = 0; k < K; ++k) acc += a[i * K + k] * w[j * K + k];
+        ref[i * N + j] = acc;
+      }
+    const ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclFloat32), ref, 1e-5);
+    EXPECT_EQ(e.wrong, 0u) << "first wrong element " << e.firstWrong;
+    EXPECT_LE(e.maxRelErr, 1e-5);
+  }
+  backToBackAndGraph(2000, 2056, 4096, "192x1;gemm.stream_k=split");
+  backToBackAndGraph(1000, 1032, 4096, "256x1;gemm.stream_k=split");
+  backToBackAndGraph(333, 520, 1000, "128x1;gemm.stream_k=split");
+}
+
 // K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch
 // (gemm_pack.h; gemm.pack_k=on packs whatever the size); every configuration, and the unpacked
 // path forced, on such shapes.

@@ -5,7 +5,10 @@
 // reduces the parts. The same pieces run stream-K (SplitKParams::splits == 0) for outputs whose
 // tiles leave the last wave partly empty (1000 x 1032: 40 tiles of 128 x 256 on 132 SMs; 4097 x
 // 4104: 4.25 waves): the last full wave and the remainder are cut into equal k-block ranges, one
-// per CTA, and the tiles that a range boundary cuts are reduced the same way.
+// per CTA, and the tiles that a range boundary cuts are reduced the same way. And the same pieces
+// run the split remainder (splits >= 2 with dpTiles > 0): the full waves as whole tiles, then the
+// tiles of the partial last wave each in `splits` uniform parts, so that every SM has work and the
+// CTAs stay at the same k-blocks (stream-K's ranges leave them staggered: docs/PERFORMANCE.md).
 //
 // Reduction without waits: every part writes its 64 x BN fp32 accumulators (per consumer
 // warpgroup) to its own slot of a workspace, then counts itself in on the tile half's counter. The
@@ -27,13 +30,16 @@
 namespace mkccl {
 
 struct SplitKParams {
-  float* partials;  // uniform parts: [tiles][splits][2 halves][kAcc][128] fp32; stream-K: [2 ctas][2][kAcc][128]
-  int* counters;    // uniform parts: [tiles][2 halves]; stream-K: [skTiles][2]. Zero between calls
+  // uniform parts: [tiles - dpTiles][splits][2 halves][kAcc][128] fp32; stream-K: [2 ctas][2][kAcc][128]
+  float* partials;
+  int* counters;    // uniform parts: [tiles - dpTiles][2 halves]; stream-K: [skTiles][2]. Zero between calls
   int splits;       // >= 1, <= kBlocks; 0: stream-K (the fields below)
   // Stream-K (splits == 0): tiles [0, dpTiles) of the raster order are computed whole, round robin
   // (full waves); the k-blocks of tiles [dpTiles, dpTiles + skTiles) are cut into `ctas` equal
   // contiguous ranges, one per CTA (each CTA's range crosses tile boundaries), so the last wave
   // is spread over every SM instead of leaving most of them idle.
+  // Split remainder (splits >= 2, dpTiles > 0, a multiple of the launch's CTAs): tiles [0, dpTiles) of the
+  // raster order whole, round robin, then the rest in uniform parts, round robin, raster order.
   int dpTiles = 0, skTiles = 0;
   int ctas = 0;  // the launch's compute CTAs (the scheduler's numCtas)
 };
@@ -84,8 +90,8 @@ MKCCL_HD SplitKParts splitKParts(const Params& p, int kBlocks, const TileT& t) {
     r.parts = p.splits;
     r.me = t.split;
     r.firstCta = 0;
-    r.counter = 2ll * t.tile;
-    r.tileSlots = static_cast<int64_t>(t.tile) * p.splits;
+    r.counter = 2ll * (t.tile - p.dpTiles);  // the split remainder: its tiles only
+    r.tileSlots = static_cast<int64_t>(t.tile - p.dpTiles) * p.splits;
   } else {
     const int64_t it0 = static_cast<int64_t>(t.split) * kBlocks;
     r.firstCta = r.sp.ctaOf(it0);
@@ -106,7 +112,9 @@ MKCCL_HD void splitKRange(int kBlocks, int splits, int split, int* begin, int* e
 
 // Uniform parts (splits >= 1): units in linear order tile-major (the parts of a tile run side by
 // side, so its partial slots are still in L2 when the last one reads them); tiles M-block first.
-// CTA c of P takes c, c + P, ...
+// CTA c of P takes c, c + P, ... The split remainder (splits >= 2, dpTiles > 0): first the whole
+// tiles c, c + P, ... below dpTiles, then the units of the remaining tiles as above; every tile
+// in the plain GEMM's banded raster order.
 // Stream-K (splits == 0): first the whole tiles c, c + P, ... below dpTiles, then the pieces of
 // CTA c's range of stream-K iterations; tiles in the plain GEMM's banded raster order.
 // No clusters (clusterSize 1).
@@ -118,7 +126,7 @@ class SplitKScheduler {
       : sched_(g.sched), kBlocks_(g.kBlocks), splits_(p.splits), dpTiles_(p.dpTiles), cta_(cta), next_(cta),
         stride_(numCtas) {
     if (p.splits > 0) {
-      total_ = static_cast<int64_t>(g.sched.mBlocks) * g.sched.nBlocks * p.splits;
+      total_ = (static_cast<int64_t>(g.sched.mBlocks) * g.sched.nBlocks - p.dpTiles) * p.splits;
       cur_ = end_ = 0;
       firstSk_ = 0;
     } else {
@@ -132,14 +140,32 @@ class SplitKScheduler {
   MKCCL_HD bool next(Tile& t) {
     t.slot = 0;
     if (splits_ > 0) {
-      if (next_ >= total_) return false;
-      const int64_t u = next_;
-      next_ += stride_;
-      t.tile = static_cast<int>(u / splits_);
-      t.split = static_cast<int>(u - static_cast<int64_t>(t.tile) * splits_);
-      t.m = t.tile % sched_.mBlocks;
-      t.n = t.tile / sched_.mBlocks;
-      splitKRange(kBlocks_, splits_, t.split, &t.kBegin, &t.kEnd);
+      // The split remainder's full waves first (whole tiles c, c + P, ...); dpTiles is a multiple of
+      // P, so the unit after them is c again, counted from dpTiles.
+      if (next_ < dpTiles_) {
+        t.tile = static_cast<int>(next_);
+        next_ += stride_;
+        t.split = -1;
+        t.kBegin = 0;
+        t.kEnd = kBlocks_;
+      } else {
+        const int64_t u = next_ - dpTiles_;
+        if (u >= total_) return false;
+        next_ += stride_;
+        const int r = static_cast<int>(u / splits_);
+        t.split = static_cast<int>(u - static_cast<int64_t>(r) * splits_);
+        t.tile = dpTiles_ + r;
+        splitKRange(kBlocks_, splits_, t.split, &t.kBegin, &t.kEnd);
+        if (dpTiles_ == 0) {  // split K of decode-sized M: M-block first
+          t.m = t.tile % sched_.mBlocks;
+          t.n = t.tile / sched_.mBlocks;
+          return true;
+        }
+      }
+      dev::TileCoord c{0, 0};
+      dev::GroupedTileScheduler(sched_, t.tile, 1, 0).next(c);
+      t.m = c.m;
+      t.n = c.n;
       return true;
     }
     if (next_ < total_) {  // a whole tile of the full waves
@@ -206,7 +232,7 @@ struct SplitKEpilogue : StoreEpilogue<Cfg, Op> {
     // clipped whole, so nothing is staged or stored at all).
     const int64_t rows = this->g.M - (static_cast<int64_t>(t.m) * Cfg::BM + this->half * 64);
     if (rows <= 0) return;
-    if (p.splits == 1 || (p.splits == 0 && t.split < 0)) {  // a whole tile
+    if (p.splits == 1 || t.split < 0) {  // a whole tile (split K's parts have split >= 0)
       Base::store(acc, t);
       return;
     }

@@ -24,6 +24,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   using Simple = GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>;
   using SplitK = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>;
   using StreamK256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>;
+  using SplitK192 = GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, SplitKGemmOp>;
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
@@ -46,10 +47,14 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
     if (ws.maxUnits > 0) plan = split;
   } else {
-    // Stream-K for a partly empty last wave (stream_k_model.h), on the same workspace.
-    const GemmPlan sk = gemmStreamKPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
-                                        splitKSlotUnits(info.smCount), kSplitKMaxRows);
-    if (sk.splits == 0) {
+    // A partly empty last wave (stream_k_model.h), on the same workspace: the split remainder
+    // (gemm.stream_k auto or split), or stream-K's ranges when forced (on).
+    const GemmPlan sk = p.streamK == 2 ? gemmStreamKPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
+                                                         splitKSlotUnits(info.smCount), kSplitKMaxRows)
+                                       : gemmSplitRemainderPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
+                                                                splitKSlotUnits(info.smCount),
+                                                                splitKUnits(info.smCount), kSplitKMaxRows, rates);
+    if (sk.splits != 1) {
       MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
       if (ws.slotUnits > 0) plan = sk;
     }
@@ -97,7 +102,8 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
 
   MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d%s",
               (long long)p.M, (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn,
-              plan.clusterSize, plan.ctas, g.kBlocks, plan.splits, plan.splits == 0 ? " (stream-K)" : "");
+              plan.clusterSize, plan.ctas, g.kBlocks, plan.splits,
+              plan.splits == 0 ? " (stream-K)" : plan.dpTiles > 0 ? " (split remainder)" : "");
   if (ldk != p.K) MKCCL_TRACE("mkcclGemm: A and W packed to a pitch of %lld elements", (long long)ldk);
   int unused = 0;
   if (plan.simple) {
@@ -112,6 +118,10 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     if (plan.bn == 256) {
       MKCCL_CHECK(StreamK256::prepare(dev, info.smCount, 1, &unused));
       return StreamK256::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
+    }
+    if (plan.bn == 192) {
+      MKCCL_CHECK(SplitK192::prepare(dev, info.smCount, 1, &unused));
+      return SplitK192::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
     }
     MKCCL_CHECK(SplitK::prepare(dev, info.smCount, 1, &unused));
     return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
@@ -134,6 +144,7 @@ mkcclResult_t plainGemmPreload(int dev, int smCount) {
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);
 }
 

@@ -99,4 +99,62 @@ inline GemmPlan gemmStreamKPlan(const GemmPlan& plain, int64_t M, int64_t N, int
   return best;
 }
 
+// The split remainder (split_k.cuh: splits >= 2 with dpTiles > 0, or a single partial wave): the
+// full waves of tiles whole, then each tile of the partial last wave in s uniform parts, so that
+// the R tiles left fill the SMs (R s <= CTAs) and the CTAs work through the same k-blocks at once.
+// Stream-K's contiguous ranges left each CTA at its own k offset: on one H100 its mainloop ran
+// 15-100% slower per k-block than whole tiles in the same kernel (the L2 no longer serves one
+// k-slice to many CTAs at once), and its pieces' epilogues took 4-9 us against 1.3 for a whole
+// tile (gemm_streamk_probe_test; docs/PERFORMANCE.md). Parts per tile: at most 4 (the last part
+// reads the others' fp32 partials alone), each at least kStreamKMinKBlocks k-blocks.
+constexpr int kRemainderMaxSplits = 4;
+// The reduction of a split tile in tile times, per part: the partial written, counted, read back
+// by the last part. ESTIMATE from the probe's epilogues (~5 us of a ~40 us 128 x 256 tile).
+constexpr double kRemainderPartTiles = 0.06;
+constexpr double kRemainderGain = 0.97;  // auto: only when predicted at least 3% faster
+
+// The plan for the plain GEMM's partial last wave: `plain` unless the split remainder is predicted
+// faster (forced 0: auto; 1: off; 3: wherever a remainder exists, with the variant's tile if it
+// forces 256x1, 192x1 or 128x1). Not for cluster variants (the split-K kernel has no clusters),
+// nor at or below minRows (split K serves decode M). Workspace room: slotUnits fp32 tiles of
+// 128 x 128, counters for maxUnits tiles.
+inline GemmPlan gemmSplitRemainderPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v,
+                                       int forced, int ctaBudget, int slotUnits, int maxUnits, int64_t minRows,
+                                       const GemmTileRates& rates) {
+  if (plain.simple || plain.splits != 1 || forced == 1 || forced == 2 || M <= minRows) return plain;
+  const bool anyTile = v == GemmVariant::Auto;
+  if (!anyTile && v != GemmVariant::F256C1 && v != GemmVariant::F192C1 && v != GemmVariant::F128C1) return plain;
+  const int kBlocks = static_cast<int>(ceilDiv(K, 64));
+  const int64_t P = std::max(ctaBudget, 1);
+  const int64_t mBlocks = ceilDiv(M, 128);
+  const double plainCost = static_cast<double>(ceilDiv(ceilDiv(mBlocks, plain.clusterSize) * ceilDiv(N, plain.bn),
+                                                       std::max(plain.ctas / plain.clusterSize, 1))) *
+                           plain.bn / rates.of(plain.bn, plain.clusterSize);
+  GemmPlan best = plain;
+  double bestCost = forced == 3 ? 1e300 : plainCost * kRemainderGain;
+  for (const int bn : {256, 192, 128}) {
+    if (v == GemmVariant::F256C1 && bn != 256) continue;
+    if (v == GemmVariant::F192C1 && bn != 192) continue;
+    if (v == GemmVariant::F128C1 && bn != 128) continue;
+    const int64_t tiles = mBlocks * ceilDiv(N, bn);
+    const int64_t full = tiles / P, rest = tiles - full * P;
+    if (rest == 0) continue;
+    const int64_t s = std::min<int64_t>({P / rest, kRemainderMaxSplits, kBlocks / kStreamKMinKBlocks});
+    if (s < 2 || rest * s * (bn / 64) / 2 > slotUnits || rest > maxUnits) continue;
+    const double c = (static_cast<double>(full) + 1.0 / static_cast<double>(s) + kRemainderPartTiles * s) * bn /
+                     rates.of(bn, 1);
+    if (c < bestCost) {
+      bestCost = c;
+      best.bn = bn;
+      best.clusterSize = 1;
+      best.simple = false;
+      best.splits = static_cast<int>(s);
+      best.dpTiles = static_cast<int>(full * P);
+      best.skTiles = 0;
+      best.ctas = static_cast<int>(full > 0 ? P : rest * s);
+    }
+  }
+  return best;
+}
+
 }  // namespace mkccl

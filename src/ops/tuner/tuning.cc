@@ -50,7 +50,7 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) { return (long long)t.gemm.variant; }});
     v.push_back({"gemm.split_k", {}, 0, 16, [](Tuning& t, long long x) { t.gemm.splitK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.splitK; }});
-    v.push_back({"gemm.stream_k", {"auto", "off", "on"}, 0, 0,
+    v.push_back({"gemm.stream_k", {"auto", "off", "on", "split"}, 0, 0,
                  [](Tuning& t, long long x) { t.gemm.streamK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.streamK; }});
     v.push_back({"gemm.pdl", {"on", "off"}, 0, 0, [](Tuning& t, long long x) { t.gemm.pdl = int(x); },
