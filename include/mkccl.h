@@ -329,7 +329,7 @@ mkcclResult_t mkcclGemmReduceScatterEx(const mkcclFusedGemmArgs_t* args, mkcclCo
 mkcclResult_t mkcclGemmAllReduceEx(const mkcclFusedGemmArgs_t* args, mkcclComm_t comm, cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* MoE: expert-parallel dispatch and combine (intra-node, NVLink)                                  */
+/* MoE: expert-parallel dispatch and combine (NVLink in a node, the network across nodes)         */
 /* ---------------------------------------------------------------------------------------------- */
 
 /* E experts are spread evenly over the communicator's ranks: rank r owns the global experts
@@ -429,7 +429,9 @@ mkcclResult_t mkcclMoeCombine(mkcclMoe_t handle, const void* Y, void* out, size_
  * then mkcclMoeCombine(handle, Y, ...) finish the layer. Needs H and N multiples of 8, rowAlign a
  * multiple of 128, a Hopper GPU, and a handle whose maxCtas allows 2+ CTAs (overlap: a few of them
  * push the rows, the rest compute, the two grids at once on the communicator's second stream and
- * this one, joined before the call returns). Capturable in a CUDA graph. Collective. */
+ * this one, joined before the call returns). Capturable in a CUDA graph. Across nodes: the
+ * sequential route (the dispatch over the network, then the GEMM); moe.fused_route=overlap and
+ * capture are mkcclInvalidUsage there. Collective. */
 #define MKCCL_MOE_GEMM_PLAIN 0
 #define MKCCL_MOE_GEMM_SWIGLU 1
 #define MKCCL_MOE_GEMM_SWIGLU_GATE_UP 2
@@ -445,7 +447,8 @@ mkcclResult_t mkcclMoeDispatchGemm(mkcclMoe_t handle, const void* X, const int32
  * buffer, or the handle's recvX) is written, out [T, H] as for mkcclMoeCombine. Needs H and I
  * multiples of 8, rowAlign a multiple of 128, a Hopper GPU and maxCtas >= 2 (overlap: two grids on
  * the communicator's second stream and this one, joined before the call returns). Capturable in a
- * CUDA graph. Collective. */
+ * CUDA graph. Across nodes: the sequential route (the GEMM, then the combine over the network);
+ * moe.fused_route=overlap and capture are mkcclInvalidUsage there. Collective. */
 mkcclResult_t mkcclMoeGemmCombine(mkcclMoe_t handle, const void* act, const void* W2, void* Y, void* out, size_t I,
                                   size_t T, cudaStream_t stream);
 

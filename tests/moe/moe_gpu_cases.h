@@ -1,15 +1,19 @@
 // The MoE GPU tests' shared cases and checks (moe_test.cc in one node, moe_net_test.cc across
 // emulated nodes): one dispatch + combine of a case checked against the host model
-// (moe_reference.h), and the whole layer composed (dispatch, SwiGLU grouped GEMM, grouped GEMM,
-// combine) against an fp32 reference. World: the ranks of one process (test::InProcessRanks, or
-// test::NetWorld across emulated nodes): size(), devs, comms, streams, onEveryRank(fn).
+// (moe_reference.h), calls back to back with a stand-in for the experts, the whole layer composed
+// (dispatch, SwiGLU or plain grouped GEMM, grouped GEMM, combine) and fused (mkcclMoeDispatchGemm,
+// mkcclMoeGemmCombine) against an fp32 reference, and a peer that never joins. World: the ranks of
+// one process (test::InProcessRanks, or test::NetWorld across emulated nodes): size(), devs,
+// comms, streams, onEveryRank(fn).
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <random>
@@ -239,6 +243,33 @@ void checkCombine(const Dims& d, const std::vector<RankData>& rd, int s, bool fp
   EXPECT_LE(worst, tol);
 }
 
+// out (x.out, [T][H]) of one rank's dispatch + combine whose experts' compute was the expertScale
+// stand-in (Y = dtype(x * (1 + 0.25 * local expert))), against the placement model:
+// out[t] = sum_j w_j * Y(t, j). Returns the wrong elements (the first few reported).
+size_t checkStandInOut(const Dims& d, const RankData& x, bool fp16 = false) {
+  const int El = d.localExperts(), k = d.topk;
+  const size_t H = d.hidden;
+  std::vector<double> ref(H);
+  size_t wrong = 0;
+  for (int t = 0; t < x.route.T; ++t) {
+    referenceOut(d, x.route, t,
+                 [&](int j, size_t col) {
+                   const int le = x.route.idx[(size_t)t * k + j] % El;
+                   const float v = fromBits(x.X[(size_t)t * H + col], fp16) * (1.0f + 0.25f * le);
+                   return (double)fromBits(toBits(v, fp16), fp16);
+                 },
+                 ref.data());
+    double scale = 1e-6;
+    for (double v : ref) scale = std::max(scale, fabs(v));
+    for (size_t col = 0; col < H; ++col) {
+      const float got = fromBits(x.out[(size_t)t * H + col], fp16);
+      if (!(fabs(got - ref[col]) / scale <= 1e-2) && wrong++ < 3)
+        ADD_FAILURE() << "out[" << t << ", " << col << "] = " << got << ", expected " << ref[col];
+    }
+  }
+  return wrong;
+}
+
 // One dispatch + combine of case c on every rank of w, checked.
 template <class World>
 void runCase(World& w, const Case& c, uint64_t seed) {
@@ -350,8 +381,10 @@ void runCase(World& w, const Case& c, uint64_t seed) {
 // SwiGLU grouped GEMM on recvX (expert offsets from the dispatch, on the device), the second
 // grouped GEMM into Y, combine. Checked against an fp32 host reference of
 //   out[t] = sum_j w_j * (bf16(silu(x W1g_e^T) * (x W1u_e^T)) W2_e^T)
-// (the activation is stored in the dtype between the GEMMs, as ours does). H and I not multiples
-// of 128; T 0, 1, 3 and larger; uniform, skewed, dropped and empty-expert routings; 1-4 ranks.
+// (the activation is stored in the dtype between the GEMMs, as ours does), or with plain:
+//   out[t] = sum_j w_j * (bf16(x W1g_e^T) W2_e^T).
+// H and I not multiples of 128; T 0, 1, 3 and larger; uniform, skewed, dropped and empty-expert
+// routings; 1-4 ranks.
 struct LayerCase {
   int El, k;
   size_t H, I;
@@ -359,6 +392,8 @@ struct LayerCase {
   std::function<int(int)> T;
   bool fp16 = false;    // fp16 tokens, weights and outputs (bf16 otherwise)
   bool gateUp = false;  // W1 stored gate rows then up rows (mkcclSwigluGateUp), else blocked
+  bool plain = false;   // the first GEMM plain, act = x W1^T with W1 = the gate weights [El][I][H]
+                        // (MKCCL_MOE_GEMM_PLAIN): no SwiGLU, gateUp ignored
 };
 
 // Packed W1 (blocked interleave, mkcclGroupedGemmSwiglu) of one rank from gate / up [El][I][H].
@@ -390,6 +425,31 @@ std::vector<uint16_t> gateUpW1(const std::vector<uint16_t>& gate, const std::vec
 struct LayerWeights {
   std::vector<uint16_t> gate, up, w2;
 };
+
+// W1 as c's first GEMM takes it: the gate weights alone (plain), or gate and up in c's layout.
+std::vector<uint16_t> w1Of(const LayerCase& c, const LayerWeights& w) {
+  if (c.plain) return w.gate;
+  return c.gateUp ? gateUpW1(w.gate, w.up, c.El, c.I, c.H) : packW1(w.gate, w.up, c.El, c.I, c.H);
+}
+
+// mkcclMoeDispatchGemm's mode for c's first GEMM.
+int gemm1Mode(const LayerCase& c) {
+  return c.plain ? MKCCL_MOE_GEMM_PLAIN : c.gateUp ? MKCCL_MOE_GEMM_SWIGLU_GATE_UP : MKCCL_MOE_GEMM_SWIGLU;
+}
+
+// c's first GEMM composed, on the rows of the last dispatch: act [maxRecvRows][I] from recvX.
+mkcclResult_t composedGemm1(const LayerCase& c, const mkcclMoeBuffers& b, const void* W1, void* act,
+                            cudaStream_t s) {
+  const mkcclDataType_t dt = c.fp16 ? mkcclFloat16 : mkcclBfloat16;
+  if (c.plain) return mkcclGroupedGemm(b.recvX, W1, act, b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H, dt, dt, s);
+  return mkcclGroupedGemmSwigluEx(b.recvX, W1, c.gateUp ? mkcclSwigluGateUp : mkcclSwigluBlocked, act, b.expertOffsets,
+                                  c.El, b.maxRecvRows, c.I, c.H, dt, dt, s);
+}
+
+// c's first GEMM by name, for traces.
+const char* gemm1Name(const LayerCase& c) {
+  return c.plain ? "plain GEMM1" : c.gateUp ? "SwiGLU, W1 gate-up" : "SwiGLU, W1 blocked";
+}
 
 // Weights scaled so that the sums stay O(1) (gate values spread over silu's curve).
 LayerWeights randomWeights(const LayerCase& c, std::mt19937_64& g) {
@@ -424,9 +484,9 @@ void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Ro
       for (size_t h = 0; h < c.H; ++h) {
         const float xv = fromBits(xt[h], c.fp16);
         ga += xv * fromBits(gr[h], c.fp16);
-        u += xv * fromBits(ur[h], c.fp16);
+        if (!c.plain) u += xv * fromBits(ur[h], c.fp16);
       }
-      act[i] = fromBits(toBits(ga / (1.f + expf(-ga)) * u, c.fp16), c.fp16);
+      act[i] = fromBits(toBits(c.plain ? ga : ga / (1.f + expf(-ga)) * u, c.fp16), c.fp16);
     }
     const float wt = route.w[(size_t)t * c.k + j];
     for (size_t h = 0; h < c.H; ++h) {
@@ -439,7 +499,7 @@ void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Ro
 }
 
 // fused: the layer made twice per rank, composed (into a second output) and then with
-// mkcclMoeDispatchGemm for the dispatch and the SwiGLU GEMM, recvX and act poisoned in between (a
+// mkcclMoeDispatchGemm for the dispatch and the first GEMM, recvX and act poisoned in between (a
 // GEMM that read a row before it landed would compute on the poison, not on the composed call's
 // identical rows); both outputs against the reference and against each other.
 // both (with fused): the second half fused too (mkcclMoeGemmCombine), Y poisoned as well (a row
@@ -448,8 +508,7 @@ template <class World>
 void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, bool both = false) {
   const int ws = w.size();
   SCOPED_TRACE(testing::Message() << ws << " ranks, El " << c.El << " k " << c.k << " H " << c.H << " I " << c.I
-                                  << (c.fp16 ? ", fp16" : "") << (c.gateUp ? ", W1 gate-up, " : ", ")
-                                  << routeKindName(c.kind)
+                                  << (c.fp16 ? ", fp16, " : ", ") << gemm1Name(c) << ", " << routeKindName(c.kind)
                                   << (both ? ", both halves fused" : fused ? ", fused" : ", composed") << ", seed "
                                   << seed);
   Case base{"layer", c.El, c.k, c.H, c.kind, 0, c.fp16, c.T, Case::YRandom};
@@ -460,7 +519,6 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
   Handles hs(w, cfg);
   ASSERT_TRUE(hs.ok);
   std::mt19937_64 g(seed);
-  const size_t Ip = (c.I + 127) / 128 * 128;
   struct Rank {
     RankData d;
     LayerWeights wt;
@@ -480,8 +538,7 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
     x.d.route = makeRouting(c.kind, T, d, g());
     x.d.X = randomHalves((size_t)T * c.H, c.fp16, g);
     x.wt = randomWeights(c, g);
-    const std::vector<uint16_t> w1 = c.gateUp ? gateUpW1(x.wt.gate, x.wt.up, c.El, c.I, c.H)
-                                              : packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
+    const std::vector<uint16_t> w1 = w1Of(c, x.wt);
     x.dW1 = upload(w1.data(), w1.size() * 2);
     x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
     x.d.uploadInputs();
@@ -498,9 +555,7 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
     const mkcclMoeBuffers& b = x.d.buf;
     mkcclResult_t e = mkcclMoeDispatch(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r),
                                        w.streams[r]);
-    if (e == mkcclSuccess)
-      e = mkcclGroupedGemmSwigluEx(b.recvX, x.dW1, c.gateUp ? mkcclSwigluGateUp : mkcclSwigluBlocked, x.dAct,
-                                   b.expertOffsets, c.El, b.maxRecvRows, c.I, c.H, dt, dt, w.streams[r]);
+    if (e == mkcclSuccess) e = composedGemm1(c, b, x.dW1, x.dAct, w.streams[r]);
     if (e == mkcclSuccess)
       e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt, dt,
                            w.streams[r]);
@@ -509,7 +564,7 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
       cudaMemsetAsync(b.recvX, 0xff, b.maxRecvRows * b.rowPitch * 2, w.streams[r]);  // NaN in bf16 and fp16
       cudaMemsetAsync(x.dAct, 0xff, b.maxRecvRows * c.I * 2, w.streams[r]);
       e = mkcclMoeDispatchGemm(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), x.dW1, x.dAct,
-                               c.I, c.gateUp ? MKCCL_MOE_GEMM_SWIGLU_GATE_UP : MKCCL_MOE_GEMM_SWIGLU, w.streams[r]);
+                               c.I, gemm1Mode(c), w.streams[r]);
       if (both) {
         cudaMemsetAsync(x.d.dY, 0xff, b.maxRecvRows * c.H * 2, w.streams[r]);
         if (e == mkcclSuccess)
@@ -621,39 +676,163 @@ void runBackToBack(World& w, const Case& c, int calls, size_t cap, uint64_t seed
     ASSERT_EQ(0, failed[r]) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
     expectNoAsyncError(w.comms[r]);
   }
-  // out[t] = sum_j w_j * bf16(x_t * (1 + 0.25 * local expert of slot j)).
   for (int i = 0; i < calls; ++i)
     for (int r = 0; r < ws; ++r) {
       SCOPED_TRACE(testing::Message() << "call " << i << ", rank " << r);
       cudaSetDevice(w.devs[r]);
       RankData& x = rd[i][r];
       x.out = download<uint16_t>(x.dOut, (size_t)x.route.T * c.H);
-      std::vector<double> ref(c.H);
-      size_t wrong = 0;
-      for (int t = 0; t < x.route.T; ++t) {
-        referenceOut(d, x.route, t,
-                     [&](int j, size_t col) {
-                       const int le = x.route.idx[(size_t)t * c.k + j] % c.El;
-                       const float v = fromBits(x.X[(size_t)t * c.H + col], false) * (1.0f + 0.25f * le);
-                       return (double)fromBits(toBits(v, false), false);
-                     },
-                     ref.data());
-        double scale = 1e-6;
-        for (double v : ref) scale = std::max(scale, fabs(v));
-        for (size_t col = 0; col < c.H; ++col) {
-          const double err = fabs(fromBits(x.out[(size_t)t * c.H + col], false) - ref[col]) / scale;
-          if (!(err <= 1e-2) && wrong++ < 3)
-            ADD_FAILURE() << "out[" << t << ", " << col << "] = " << fromBits(x.out[(size_t)t * c.H + col], false)
-                          << ", expected " << ref[col];
-        }
-      }
-      EXPECT_EQ(0u, wrong);
+      EXPECT_EQ(0u, checkStandInOut(d, x));
       x.release();
     }
   for (int r = 0; r < ws; ++r) {
     cudaSetDevice(w.devs[r]);
     cudaFree(Y[r]);
   }
+}
+
+// `calls` layers queued back to back on every rank of w with no host sync, fresh X and routing per
+// call (T(r) tokens each), every output (poisoned first) against the fp32 reference; fused:
+// mkcclMoeDispatchGemm, grouped GEMM, combine (a call must never see the rows or layout of the one
+// before); not fused: the four composed calls with the real expert GEMMs (runBackToBack runs a
+// stand-in for the GEMMs). both: the second half fused too (mkcclMoeGemmCombine), after
+// mkcclMoeDispatchGemm on even calls and after the composed first half on odd ones. c's first
+// GEMM (SwiGLU blocked or gate-up, or plain) and dtype throughout.
+template <class World>
+void runLayersBackToBack(World& w, const LayerCase& c, int calls, uint64_t seed, bool fused, bool both) {
+  const int ws = w.size();
+  SCOPED_TRACE(testing::Message() << ws << " ranks, " << calls << " layers, " << gemm1Name(c)
+                                  << (c.fp16 ? ", fp16" : "")
+                                  << (both ? ", both halves fused" : fused ? ", first half fused" : ", composed")
+                                  << ", seed " << seed);
+  std::mt19937_64 g(seed);
+  const mkcclDataType_t dt = c.fp16 ? mkcclFloat16 : mkcclBfloat16;
+  size_t cap = 1, tokens = 0;
+  for (int r = 0; r < ws; ++r) {
+    cap = std::max(cap, (size_t)c.T(r));
+    tokens += (size_t)c.T(r);
+  }
+  Case base{"back to back", c.El, c.k, c.H, c.kind, 0, c.fp16, c.T, Case::YRandom};
+  const mkcclMoeConfig_t cfg = configOf(base, ws, cap);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  struct Rank {
+    std::vector<RankData> d;  // per call
+    LayerWeights wt;
+    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dY = nullptr;
+    mkcclMoeBuffers b{};
+  };
+  std::vector<Rank> rk(ws);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    Rank& x = rk[r];
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.b));
+    const Dims d = dimsOf(cfg, ws, x.b.maxRecvRows);
+    x.wt = randomWeights(c, g);
+    const std::vector<uint16_t> w1 = w1Of(c, x.wt);
+    x.dW1 = upload(w1.data(), w1.size() * 2);
+    x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dAct, x.b.maxRecvRows * c.I * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.b.maxRecvRows * c.H * 2));
+    x.d.resize(calls);
+    const int T = c.T(r);
+    for (int i = 0; i < calls; ++i) {
+      RankData& y = x.d[i];
+      makeInputs(y, i % 3 == 2 ? RouteKind::Skewed : c.kind, T, d, g(), g, c.fp16);
+      ASSERT_EQ(cudaSuccess, cudaMalloc(&y.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
+      test::poison(y.dOut, (size_t)T * c.H * 2, w.streams[r]);
+    }
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
+  }
+  std::vector<std::string> err(ws);
+  w.onEveryRank([&](int r) {
+    Rank& x = rk[r];
+    cudaStream_t s = w.streams[r];
+    for (int i = 0; i < calls && err[r].empty(); ++i) {
+      RankData& y = x.d[i];
+      mkcclResult_t e;
+      if (fused && (!both || i % 2 == 0)) {
+        e = mkcclMoeDispatchGemm(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), x.dW1, x.dAct, c.I,
+                                 gemm1Mode(c), s);
+      } else {
+        e = mkcclMoeDispatch(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), s);
+        if (e == mkcclSuccess) e = composedGemm1(c, x.b, x.dW1, x.dAct, s);
+      }
+      if (both) {
+        if (e == mkcclSuccess) e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.dY, y.dOut, c.I, c.T(r), s);
+      } else {
+        if (e == mkcclSuccess)
+          e = mkcclGroupedGemm(x.dAct, x.dW2, x.dY, x.b.expertOffsets, c.El, x.b.maxRecvRows, c.H, c.I, dt, dt, s);
+        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, y.dOut, c.T(r), s);
+      }
+      if (e != mkcclSuccess) err[r] = std::string("call ") + std::to_string(i) + ": " + mkcclGetLastError(w.comms[r]);
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess && err[r].empty()) err[r] = "stream";
+  });
+  for (int r = 0; r < ws; ++r) {
+    ASSERT_EQ("", err[r]) << "rank " << r;
+    expectNoAsyncError(w.comms[r]);
+  }
+  size_t wrong = 0, checked = 0;
+  for (int i = 0; i < calls; ++i)
+    for (int r = 0; r < ws; ++r) {
+      cudaSetDevice(w.devs[r]);
+      const int T = c.T(r);
+      const std::vector<uint16_t> out = download<uint16_t>(rk[r].d[i].dOut, (size_t)T * c.H);
+      std::vector<double> ref(c.H);
+      for (int t = 0; t < T; ++t) {
+        layerReference(c, rk[r].d[i].X, rk[r].d[i].route, t, [&](int o) -> const LayerWeights& { return rk[o].wt; },
+                       ref.data());
+        double scale = 1e-3;
+        for (double v : ref) scale = std::max(scale, fabs(v));
+        for (size_t h = 0; h < c.H; ++h) {
+          const float got = fromBits(out[(size_t)t * c.H + h], c.fp16);
+          if (!(fabs(got - ref[h]) / scale <= 3e-2) && wrong++ < 5)
+            ADD_FAILURE() << "call " << i << " rank " << r << " out[" << t << ", " << h << "] = " << got
+                          << ", expected " << ref[h];
+        }
+        ++checked;
+      }
+    }
+  EXPECT_EQ(0u, wrong);
+  EXPECT_EQ(size_t(calls) * tokens, checked);
+  for (int r = 0; r < ws; ++r) {
+    cudaSetDevice(w.devs[r]);
+    for (RankData& y : rk[r].d) y.release();
+    for (void* p : {rk[r].dW1, rk[r].dW2, rk[r].dAct, rk[r].dY}) cudaFree(p);
+  }
+}
+
+// Ranks 0 and 1 of w (their communicators' timeout set by the caller): rank 1 never calls
+// dispatch. Rank 0's waits give up after the timeout (the call ends within [minSecs, maxSecs)),
+// its kernel leaves cleanly, the timeout naming the MoE dispatch is the communicator's error, and
+// the next call returns it. Case c: the handle's shape, c.T(0) tokens on rank 0.
+template <class World>
+void runAbsentPeer(World& w, const Case& c, double minSecs, double maxSecs) {
+  const int T = c.T(0);
+  const mkcclMoeConfig_t cfg = configOf(c, 2, T);
+  Handles hs(w, cfg);
+  ASSERT_TRUE(hs.ok);
+  const Dims d = dimsOf(cfg, 2, 0);
+  cudaSetDevice(w.devs[0]);
+  RankData x;
+  std::mt19937_64 g(3);
+  makeInputs(x, c.kind, T, d, 1, g, c.fp16);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(mkcclSuccess, mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, T, w.streams[0]));
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "the kernel must exit cleanly";
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(secs, minSecs);
+  EXPECT_LT(secs, maxSecs);
+  mkcclResult_t async = mkcclSuccess;
+  ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[0], &async));
+  EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(w.comms[0]);
+  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find("MoE dispatch"))
+      << mkcclGetLastError(w.comms[0]);
+  printf("absent peer: error after %.1f s: %s\n", secs, mkcclGetLastError(w.comms[0]));
+  EXPECT_EQ(mkcclTimeout, mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, T, w.streams[0]))
+      << "the communicator keeps its error";
+  x.release();
 }
 
 }  // namespace

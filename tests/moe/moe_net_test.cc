@@ -5,13 +5,19 @@
 //     rank; T 0, 1, 3 and ~1000; H 72, 100, 136; bf16 and fp16; k 1 .. 8 and one k = 16 case;
 //   - 20 dispatch + compute + combine calls back to back with no host sync;
 //   - the composed layer (dispatch, SwiGLU grouped GEMM, grouped GEMM, combine) at 2x2 against fp32;
+//   - the fused calls (mkcclMoeDispatchGemm, mkcclMoeGemmCombine) on their sequential route, the
+//     only one across nodes, at every split: SwiGLU (W1 blocked and gate-up) and plain first
+//     GEMMs, bf16 and fp16, the first half or both fused, against the composed calls and fp32;
+//     12 layers back to back per first GEMM;
 //   - a network window too small for the routing: the same clear error on every rank, nothing
 //     written; a counterpart that never joins: a timeout error, no hang;
-//   - the fused calls and graph capture refused across nodes with mkcclInvalidUsage.
+//   - refused with mkcclInvalidUsage and a message: the fused calls' overlapped route forced
+//     across nodes, and graph capture of any MoE call across nodes.
 // Skips where there is no GPU or no libfabric (NET_WORLD_OR_SKIP).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
-#include <chrono>
+#include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +77,51 @@ TEST_P(MoeNet, TwentyCallsBackToBack) {
   Case c{"back to back", 4, 4, 136, RouteKind::Uniform, 0, false, nullptr, Case::YDevice};
   c.maxCtas = kNetCtas;
   runBackToBack(w, c, 20, 160, test::seedOf());
+}
+
+// The fused calls' cases: SwiGLU with W1 blocked and gate-up, plain; bf16 and fp16; T 0, 1, 3 and
+// larger; H and I not multiples of 128; uniform, skewed, dropped and empty-expert routings.
+std::vector<LayerCase> fusedCases() {
+  return {
+      {4, 4, 136, 200, RouteKind::Uniform, [](int r) { return 150 + 29 * r; }},
+      {3, 2, 264, 128, RouteKind::Skewed, [](int r) { return r == 0 ? 0 : r == 1 ? 1 : 3 + 40 * r; }},
+      {4, 2, 136, 200, RouteKind::Dropped, [](int r) { return 70 + 13 * r; }, true},
+      {4, 3, 200, 72, RouteKind::Uniform, [](int r) { return 90 + 21 * r; }, false, true},
+      {4, 3, 136, 264, RouteKind::Uniform, [](int r) { return 120 + 23 * r; }, false, false, true},
+      {3, 2, 72, 136, RouteKind::EmptyExperts, [](int r) { return 60 + r; }, true, false, true},
+  };
+}
+
+// The fused calls across nodes on their default route (auto: sequential, the dispatch over the
+// network then the grouped GEMM, the GEMM then the combine over the network): each case's layer
+// composed, then with the first half fused, or both; recvX, act and Y poisoned before the fused
+// calls; against the composed output and the fp32 reference (runLayer).
+TEST_P(MoeNet, FusedLayers) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  uint64_t seed = test::seedOf();
+  for (const LayerCase& c : fusedCases())
+    for (bool both : {false, true}) {
+      runLayer(w, c, ++seed, true, both);
+      if (HasFatalFailure()) return;
+    }
+}
+
+// 12 layers per first GEMM (SwiGLU blocked, SwiGLU gate-up in fp16, plain) queued back to back
+// with no host sync, both halves fused (the first after mkcclMoeDispatchGemm on even calls, after
+// the composed first half on odd ones), fresh X and routing per call, every output against fp32
+// (runLayersBackToBack). The gate-up run forces moe.fused_route=sequential; the others take auto.
+TEST_P(MoeNet, FusedLayersBackToBack) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  uint64_t seed = test::seedOf();
+  for (int mode = 0; mode < 3; ++mode) {
+    LayerCase c{4, 3, 72, 136, RouteKind::Uniform, [](int r) { return 40 + 17 * r; }};
+    c.fp16 = c.gateUp = mode == 1;
+    c.plain = mode == 2;
+    const char* tuning = mode == 1 ? "moe.fused_route=sequential" : "";
+    for (int r = 0; r < w.size(); ++r) ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)) << tuning;
+    runLayersBackToBack(w, c, 12, ++seed, true, true);
+    if (HasFatalFailure()) return;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Splits, MoeNet, MKCCL_NET_SPLITS);
@@ -149,94 +200,116 @@ TEST(MoeNetErrors, WindowTooSmallIsAnErrorOnEveryRank) {
 }
 
 // Rank 1 (the other node) never calls dispatch: rank 0's waits (rank 1's ready, its counts) end
-// in a timeout error within the timeout, and its kernel leaves.
+// in a timeout error within the timeout (3 s), and its kernel leaves (runAbsentPeer).
 TEST(MoeNetErrors, CounterpartNeverJoins) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}), 0, 3000);
   Case c{"lonely", 2, 2, 72, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
   c.maxCtas = kNetCtas;
-  const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
-  {
-    Handles hs(w, cfg);
-    ASSERT_TRUE(hs.ok);
-    const Dims d = dimsOf(cfg, 2, 0);
-    cudaSetDevice(w.devs[0]);
-    RankData x;
-    std::mt19937_64 g(3);
-    makeInputs(x, RouteKind::Uniform, 8, d, 1, g);
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(mkcclSuccess,
-              mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, w.streams[0]));
-    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "the kernel must exit cleanly";
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(secs, 60.0);
-    mkcclResult_t async = mkcclSuccess;
-    ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[0], &async));
-    EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(w.comms[0]);
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find("MoE dispatch"))
-        << mkcclGetLastError(w.comms[0]);
-    std::printf("absent counterpart: error after %.1f s: %s\n", secs, mkcclGetLastError(w.comms[0]));
-    x.release();
-  }  // the handles go (rank 0's without waiting: its communicator has an error)
+  runAbsentPeer(w, c, 0.0, 60.0);
+  // The handles are gone (rank 0's without waiting: its communicator has an error).
   mkcclCommAbort(w.comms[0]);
   const mkcclResult_t d = mkcclCommDestroy(w.comms[1]);  // its peer is gone: whatever it says, no hang
   std::printf("rank 1 destroyed: %s\n", mkcclGetErrorString(d));
   w.comms.clear();
 }
 
-// Not across nodes yet: the fused halves, and capturing a call into a CUDA graph. Refused with
-// mkcclInvalidUsage and a message before anything is enqueued; the handle stays usable.
-TEST(MoeNetErrors, FusedCallsAndCaptureAreRefused) {
+// Across nodes the fused calls run on the sequential route only: moe.fused_route=overlap set on
+// every rank is refused by both fused calls with mkcclInvalidUsage naming moe.fused_route=
+// sequential / auto, before the call is enqueued. Capturing a MoE call into a CUDA graph across
+// nodes (the fused ones included) is refused too. The handle stays usable: with the tuning
+// cleared, the fused second half ends the layer of the plain dispatch made between the refusals,
+// and a whole fused layer follows.
+TEST(MoeNetErrors, FusedOverlapRouteAndCaptureAreRefused) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}));
   const int ws = w.size();
-  Case c{"refused", 2, 2, 128, RouteKind::Uniform, 0, false, [](int) { return 16; }, Case::YRandom};
+  const size_t T = 16, H = 128, N = 128;
+  Case c{"refused", 2, 2, H, RouteKind::Uniform, 0, false, [](int) { return 16; }, Case::YRandom};
   c.maxCtas = kNetCtas;
-  const mkcclMoeConfig_t cfg = configOf(c, ws, 16);
+  const mkcclMoeConfig_t cfg = configOf(c, ws, T);
   Handles hs(w, cfg);
   ASSERT_TRUE(hs.ok);
   std::vector<RankData> rd(ws);
+  std::vector<void*> dW1(ws), dW2(ws), dAct(ws);
   std::mt19937_64 g(5);
-  Dims d;
   for (int r = 0; r < ws; ++r) {
     cudaSetDevice(w.devs[r]);
-    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &rd[r].buf));
-    d = dimsOf(cfg, ws, rd[r].buf.maxRecvRows);
-    makeInputs(rd[r], RouteKind::Uniform, 16, d, g(), g);
-    ASSERT_EQ(cudaSuccess, cudaMalloc(&rd[r].dOut, 16 * 128 * 2));
+    RankData& x = rd[r];
+    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.buf));
+    makeInputs(x, RouteKind::Uniform, T, dimsOf(cfg, ws, x.buf.maxRecvRows), g(), g);
+    // Plain first GEMM: W1 [El][N][H]; W2 [El][H][N]. Values do not matter here.
+    const std::vector<uint16_t> wt = randomHalves(size_t(c.El) * N * H, false, g);
+    dW1[r] = upload(wt.data(), wt.size() * 2);
+    dW2[r] = upload(wt.data(), wt.size() * 2);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct[r], x.buf.maxRecvRows * N * 2));
+    ASSERT_EQ(cudaSuccess, cudaMemset(dAct[r], 0, x.buf.maxRecvRows * N * 2));  // read by the first combine
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.buf.maxRecvRows * H * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dOut, T * H * 2));
+    ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "moe.fused_route=overlap"));
   }
-  std::vector<mkcclResult_t> fusedD(ws), dispatch(ws), fusedC(ws), captured(ws), combine(ws);
-  std::vector<std::string> msgD(ws), msgC(ws), msgG(ws);
+  enum { kOverlapD, kOverlapC, kCaptureD, kCaptureC, kCaptureP, kCalls };
+  const char* names[kCalls] = {"overlap mkcclMoeDispatchGemm", "overlap mkcclMoeGemmCombine",
+                               "captured mkcclMoeDispatchGemm", "captured mkcclMoeGemmCombine",
+                               "captured mkcclMoeDispatch"};
+  std::vector<std::vector<mkcclResult_t>> refused(ws, std::vector<mkcclResult_t>(kCalls, mkcclSuccess));
+  std::vector<std::vector<std::string>> msg(ws, std::vector<std::string>(kCalls));
+  std::vector<std::string> err(ws);  // the calls expected to succeed
   w.onEveryRank([&](int r) {
     RankData& x = rd[r];
     cudaStream_t st = w.streams[r];
-    fusedD[r] = mkcclMoeDispatchGemm(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 16, nullptr, nullptr,
-                                     128, 1, st);
-    msgD[r] = mkcclGetLastError(w.comms[r]);
-    cudaGraph_t graph = nullptr;
-    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-      captured[r] = mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 16, st);
-      msgG[r] = mkcclGetLastError(w.comms[r]);
+    auto dispatchGemm = [&] {
+      return mkcclMoeDispatchGemm(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, T, dW1[r], dAct[r], N,
+                                  MKCCL_MOE_GEMM_PLAIN, st);
+    };
+    auto gemmCombine = [&] { return mkcclMoeGemmCombine(hs.h[r], dAct[r], dW2[r], x.dY, x.dOut, N, T, st); };
+    auto dispatch = [&] { return mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, T, st); };
+    auto expectOk = [&](const char* what, mkcclResult_t e) {
+      if (e != mkcclSuccess && err[r].empty()) err[r] = std::string(what) + ": " + mkcclGetLastError(w.comms[r]);
+    };
+    auto record = [&](int i, mkcclResult_t e) {
+      refused[r][i] = e;
+      msg[r][i] = mkcclGetLastError(w.comms[r]);
+    };
+    auto captured = [&](int i, const std::function<mkcclResult_t()>& call) {
+      cudaGraph_t graph = nullptr;
+      if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        if (err[r].empty()) err[r] = std::string("begin capture for ") + names[i];
+        return;
+      }
+      record(i, call());
       cudaStreamEndCapture(st, &graph);
       if (graph) cudaGraphDestroy(graph);
-    }
-    dispatch[r] = mkcclMoeDispatch(hs.h[r], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 16, st);
-    fusedC[r] = mkcclMoeGemmCombine(hs.h[r], x.buf.recvX, x.buf.recvX, x.buf.recvX, x.dOut, 128, 16, st);
-    msgC[r] = mkcclGetLastError(w.comms[r]);
-    combine[r] = mkcclMoeCombine(hs.h[r], x.buf.recvX, x.dOut, 16, st);
-    cudaStreamSynchronize(st);
+    };
+    record(kOverlapD, dispatchGemm());
+    expectOk("dispatch", dispatch());  // the plain dispatch takes no route: it runs
+    record(kOverlapC, gemmCombine());  // (after a dispatch: the combine's own check passes)
+    expectOk("clear the tuning", mkcclSetTuning(w.comms[r], ""));
+    captured(kCaptureD, dispatchGemm);
+    captured(kCaptureC, gemmCombine);
+    captured(kCaptureP, dispatch);
+    // Still usable, on the default route, eagerly: the second half of the dispatch's layer, then a
+    // whole fused layer.
+    expectOk("mkcclMoeGemmCombine", gemmCombine());
+    expectOk("mkcclMoeDispatchGemm", dispatchGemm());
+    expectOk("mkcclMoeGemmCombine after mkcclMoeDispatchGemm", gemmCombine());
+    if (cudaStreamSynchronize(st) != cudaSuccess && err[r].empty()) err[r] = "stream";
   });
   for (int r = 0; r < ws; ++r) {
-    EXPECT_EQ(mkcclInvalidUsage, fusedD[r]) << msgD[r];
-    EXPECT_NE(std::string::npos, msgD[r].find("across nodes")) << msgD[r];
-    EXPECT_EQ(mkcclInvalidUsage, captured[r]) << msgG[r];
-    EXPECT_NE(std::string::npos, msgG[r].find("CUDA graph")) << msgG[r];
-    EXPECT_EQ(mkcclSuccess, dispatch[r]) << mkcclGetLastError(w.comms[r]);
-    EXPECT_EQ(mkcclInvalidUsage, fusedC[r]) << msgC[r];
-    EXPECT_NE(std::string::npos, msgC[r].find("across nodes")) << msgC[r];
-    EXPECT_EQ(mkcclSuccess, combine[r]) << mkcclGetLastError(w.comms[r]);
+    SCOPED_TRACE(testing::Message() << "rank " << r);
+    EXPECT_EQ("", err[r]);
+    for (int i = 0; i < kCalls; ++i) {
+      EXPECT_EQ(mkcclInvalidUsage, refused[r][i]) << names[i] << ": " << msg[r][i];
+      const bool overlap = i == kOverlapD || i == kOverlapC;
+      for (const char* want : overlap ? std::vector<const char*>{"moe.fused_route=sequential", "auto", "nodes"}
+                                      : std::vector<const char*>{"CUDA graph", "across nodes"})
+        EXPECT_NE(std::string::npos, msg[r][i].find(want)) << names[i] << ": " << msg[r][i];
+    }
+    EXPECT_NE(std::string::npos, msg[r][kCaptureD].find("mkcclMoeDispatchGemm")) << msg[r][kCaptureD];
+    EXPECT_NE(std::string::npos, msg[r][kCaptureC].find("mkcclMoeGemmCombine")) << msg[r][kCaptureC];
     expectNoAsyncError(w.comms[r]);
   }
   for (int r = 0; r < ws; ++r) {
     cudaSetDevice(w.devs[r]);
+    for (void* p : {dW1[r], dW2[r], dAct[r]}) cudaFree(p);
     rd[r].release();
   }
 }

@@ -227,38 +227,14 @@ TEST(MoeGpu, BadExpertIdIsReported) {
   for (auto& x : rd) x.release();
 }
 
-// Rank 1 never calls dispatch: rank 0's waits give up after the timeout, its kernel leaves, the
-// error reaches mkcclCommGetAsyncError and the next call.
+// Rank 1 never calls dispatch: rank 0's waits give up after the timeout (1.5 s), its kernel
+// leaves, the error reaches mkcclCommGetAsyncError and the next call.
 TEST(MoeGpu, PeerNeverJoins) {
   MKCCL_REQUIRE_GPUS(1);
   MoeRanks w(2, 1500);
   ASSERT_TRUE(w.ok());
-  Case c{"lonely", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom};
-  const mkcclMoeConfig_t cfg = configOf(c, 2, 8);
-  {
-    Handles hs(w, cfg);
-    ASSERT_TRUE(hs.ok);
-    const Dims d = dimsOf(cfg, 2, 0);
-    cudaSetDevice(w.devs[0]);
-    RankData x;
-    std::mt19937_64 g(3);
-    makeInputs(x, RouteKind::Uniform, 8, d, 1, g);
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(mkcclSuccess,
-              mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8, w.streams[0]));
-    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "the kernel must exit cleanly";
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_GE(secs, 1.3);
-    EXPECT_LT(secs, 20.0);
-    mkcclResult_t async = mkcclSuccess;
-    ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[0], &async));
-    EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(w.comms[0]);
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find("MoE dispatch"))
-        << mkcclGetLastError(w.comms[0]);
-    EXPECT_EQ(mkcclTimeout, mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, 8,
-                                             w.streams[0]));
-    x.release();
-  }
+  runAbsentPeer(w, Case{"lonely", 2, 2, 64, RouteKind::Uniform, 0, false, [](int) { return 8; }, Case::YRandom}, 1.3,
+                20.0);
 }
 
 // Mistakes refused before anything is queued, with a message; the handle stays usable.
@@ -441,22 +417,7 @@ TEST(MoeGpu, CapturedInACudaGraph) {
       cudaSetDevice(w.devs[r]);
       RankData& x = rd[r];
       x.out = download<uint16_t>(x.dOut, 64 * c.H);
-      std::vector<double> ref(c.H);
-      size_t wrong = 0;
-      for (int t = 0; t < 64; ++t) {
-        referenceOut(d, x.route, t,
-                     [&](int j, size_t col) {
-                       const int le = x.route.idx[(size_t)t * c.k + j] % c.El;
-                       const float v = fromBits(x.X[(size_t)t * c.H + col], false) * (1.0f + 0.25f * le);
-                       return (double)fromBits(toBits(v, false), false);
-                     },
-                     ref.data());
-        double scale = 1e-6;
-        for (double v : ref) scale = std::max(scale, fabs(v));
-        for (size_t col = 0; col < c.H; ++col)
-          wrong += !(fabs(fromBits(x.out[(size_t)t * c.H + col], false) - ref[col]) / scale <= 1e-2);
-      }
-      EXPECT_EQ(0u, wrong);
+      EXPECT_EQ(0u, checkStandInOut(d, x));
       test::poison(x.dOut, 64 * c.H * 2, w.streams[r]);
       EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
     }
@@ -856,114 +817,16 @@ TEST(MoeGpu, DispatchGemmPlainAgainstFp32) {
   }
 }
 
-// 50 layers queued back to back on every rank with no host sync, fresh X and routing per call,
-// every output against the fp32 reference; fused: mkcclMoeDispatchGemm, grouped GEMM, combine (the
-// arrival counters and the layout flag are zeroed on the stream before each call, and a call must
-// never see the rows or layout of the one before); not fused: the four composed calls with the real
-// expert GEMMs (FiftyCallsBackToBack runs a stand-in for the GEMMs).
-// both: the second half fused too (mkcclMoeGemmCombine, whose done words are the arrival words
-// the fused dispatch zeroes and fills), after mkcclMoeDispatchGemm on even calls and after
-// mkcclMoeDispatch + mkcclGroupedGemmSwiglu on odd ones.
+// 50 layers queued back to back on 2 ranks with no host sync, every output against the fp32
+// reference (runLayersBackToBack): fused, the first half fused (on the overlapped route these tests
+// set, the arrival counters and the layout flag zeroed on the stream before each call); both, the
+// second half fused too (its done words are the arrival words the fused dispatch zeroes and
+// fills); neither, the four composed calls with the real expert GEMMs.
 void runFifty(bool fused, bool both) {
-  const int ws = 2, calls = 50;
-  MoeRanks w(ws);
+  MoeRanks w(2);
   ASSERT_TRUE(w.ok());
-  const uint64_t seed = freshSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
-  std::mt19937_64 g(seed);
-  const LayerCase c{4, 3, 72, 136, RouteKind::Uniform, [](int r) { return 40 + 17 * r; }};
-  Case base{fused ? "fused back to back" : "composed back to back", c.El, c.k, c.H, c.kind, 0, false, c.T, Case::YRandom};
-  const mkcclMoeConfig_t cfg = configOf(base, ws, 57);
-  Handles hs(w, cfg);
-  ASSERT_TRUE(hs.ok);
-  struct Rank {
-    std::vector<RankData> d;  // per call
-    LayerWeights wt;
-    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dY = nullptr;
-    mkcclMoeBuffers b{};
-  };
-  std::vector<Rank> rk(ws);
-  for (int r = 0; r < ws; ++r) {
-    cudaSetDevice(w.devs[r]);
-    Rank& x = rk[r];
-    ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.b));
-    const Dims d = dimsOf(cfg, ws, x.b.maxRecvRows);
-    x.wt = randomWeights(c, g);
-    const std::vector<uint16_t> w1 = packW1(x.wt.gate, x.wt.up, c.El, c.I, c.H);
-    x.dW1 = upload(w1.data(), w1.size() * 2);
-    x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
-    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dAct, x.b.maxRecvRows * c.I * 2));
-    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.b.maxRecvRows * c.H * 2));
-    x.d.resize(calls);
-    const int T = c.T(r);
-    for (int i = 0; i < calls; ++i) {
-      RankData& y = x.d[i];
-      makeInputs(y, i % 3 == 2 ? RouteKind::Skewed : c.kind, T, d, g(), g);
-      ASSERT_EQ(cudaSuccess, cudaMalloc(&y.dOut, (size_t)T * c.H * 2));
-      test::poison(y.dOut, (size_t)T * c.H * 2, w.streams[r]);
-    }
-    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
-  }
-  std::vector<std::string> err(ws);
-  w.onEveryRank([&](int r) {
-    Rank& x = rk[r];
-    cudaStream_t s = w.streams[r];
-    for (int i = 0; i < calls && err[r].empty(); ++i) {
-      RankData& y = x.d[i];
-      mkcclResult_t e;
-      if (fused && (!both || i % 2 == 0)) {
-        e = mkcclMoeDispatchGemm(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), x.dW1, x.dAct, c.I,
-                                 1, s);
-      } else {
-        e = mkcclMoeDispatch(hs.h[r], y.dX, (const int32_t*)y.dIdx, (const float*)y.dW, c.T(r), s);
-        if (e == mkcclSuccess)
-          e = mkcclGroupedGemmSwiglu(x.b.recvX, x.dW1, x.dAct, x.b.expertOffsets, c.El, x.b.maxRecvRows, c.I, c.H,
-                                     mkcclBfloat16, mkcclBfloat16, s);
-      }
-      if (both) {
-        if (e == mkcclSuccess) e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.dY, y.dOut, c.I, c.T(r), s);
-      } else {
-        if (e == mkcclSuccess)
-          e = mkcclGroupedGemm(x.dAct, x.dW2, x.dY, x.b.expertOffsets, c.El, x.b.maxRecvRows, c.H, c.I, mkcclBfloat16,
-                               mkcclBfloat16, s);
-        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, y.dOut, c.T(r), s);
-      }
-      if (e != mkcclSuccess) err[r] = std::string("call ") + std::to_string(i) + ": " + mkcclGetLastError(w.comms[r]);
-    }
-    if (cudaStreamSynchronize(s) != cudaSuccess && err[r].empty()) err[r] = "stream";
-  });
-  for (int r = 0; r < ws; ++r) {
-    ASSERT_EQ("", err[r]) << "rank " << r;
-    expectNoAsyncError(w.comms[r]);
-  }
-  size_t wrong = 0, checked = 0;
-  for (int i = 0; i < calls; ++i)
-    for (int r = 0; r < ws; ++r) {
-      cudaSetDevice(w.devs[r]);
-      const int T = c.T(r);
-      const std::vector<uint16_t> out = download<uint16_t>(rk[r].d[i].dOut, (size_t)T * c.H);
-      std::vector<double> ref(c.H);
-      for (int t = 0; t < T; ++t) {
-        Routing route = rk[r].d[i].route;
-        layerReference(c, rk[r].d[i].X, route, t, [&](int o) -> const LayerWeights& { return rk[o].wt; }, ref.data());
-        double scale = 1e-3;
-        for (double v : ref) scale = std::max(scale, fabs(v));
-        for (size_t h = 0; h < c.H; ++h) {
-          const float got = fromBits(out[(size_t)t * c.H + h], false);
-          if (!(fabs(got - ref[h]) / scale <= 3e-2) && wrong++ < 5)
-            ADD_FAILURE() << "call " << i << " rank " << r << " out[" << t << ", " << h << "] = " << got
-                          << ", expected " << ref[h];
-        }
-        ++checked;
-      }
-    }
-  EXPECT_EQ(0u, wrong);
-  EXPECT_EQ(size_t(calls) * (c.T(0) + c.T(1)), checked);
-  for (int r = 0; r < ws; ++r) {
-    cudaSetDevice(w.devs[r]);
-    for (RankData& y : rk[r].d) y.release();
-    for (void* p : {rk[r].dW1, rk[r].dW2, rk[r].dAct, rk[r].dY}) cudaFree(p);
-  }
+  runLayersBackToBack(w, LayerCase{4, 3, 72, 136, RouteKind::Uniform, [](int r) { return 40 + 17 * r; }}, 50,
+                      freshSeed(), fused, both);
 }
 
 TEST(MoeGpu, FusedFiftyCallsBackToBack) {

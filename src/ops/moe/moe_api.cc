@@ -3,6 +3,7 @@
 #include <algorithm>
 #include "mkccl.h"
 #include "ops/moe/moe_handle.h"
+#include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "runtime/comm.h"
 #include "runtime/ops.h"
@@ -92,12 +93,14 @@ mkcclResult_t checkCombineCall(const char* op, mkcclMoe_t h, size_t T, cudaStrea
 // CTAs (commWork: what the non-computing ones do).
 mkcclResult_t checkFusedHandle(const char* op, mkcclMoe_t h, const char* dim, const char* commWork) {
   const moe::Dims& d = h->dims;
-  // The fused halves wait per 128-row block for rows pushed over NVLink; the network path has no
-  // such per-block counters yet (docs/MOE.md, "Across nodes").
-  if (h->comm->nNodes > 1)
+  // Across nodes only the sequential route runs (the network dispatch / combine and the grouped
+  // GEMM one after the other): the overlapped GEMM waits per 128-row block on counters that only
+  // NVLink stores raise. Refused here, before a sequence number, alike on every rank (same handle
+  // and tuning everywhere).
+  if (h->comm->nNodes > 1 && tuningOf(h->comm).moe.fusedRoute == Tuning::Moe::kRouteOverlap)
     return setError(mkcclInvalidUsage,
-                    "%s is not implemented across nodes (the communicator spans %d nodes): use mkcclMoeDispatch / "
-                    "mkcclMoeCombine with mkcclGroupedGemmSwiglu / mkcclGroupedGemm",
+                    "%s: moe.fused_route=overlap runs in one node only (the communicator spans %d nodes): set "
+                    "moe.fused_route=sequential or auto (the default), which runs it across nodes",
                     op, h->comm->nNodes);
   ARG_CHECK(d.hidden % 8 == 0, "%s: the handle's hidden=%zu must be a multiple of 8 (the GEMM's %s: 16-byte rows)", op,
             d.hidden, dim);

@@ -112,9 +112,12 @@ namespace {
 
 // moe.fused_route=sequential (and auto, its default): the dispatch on all the handle's CTAs, then
 // the grouped GEMM on the received rows, one after the other on the caller's stream (the composed
-// calls in one): each (token, rank) row travels once, and no tile waits for rows.
+// calls in one): each (token, rank) row travels once, and no tile waits for rows. The only route
+// across nodes (moe_api.cc refuses overlap there): dispatchOp takes the network path, and the GEMM
+// reads the same layout either way.
 mkcclResult_t sequentialDispatchGemm(OpCtx& ctx, mkcclMoe* h, const void* X, const int32_t* topkIdx,
                                      const float* topkW, size_t T, const void* W1, void* act, size_t N, int mode) {
+  MKCCL_CHECK(netCaptureCheck(ctx, "mkcclMoeDispatchGemm"));
   MKCCL_CHECK(dispatchOp(ctx, h, X, topkIdx, topkW, T));
   const Dims& d = h->dims;
   const void* recvX = h->region.peer[ctx.comm->localRank] + h->reg.recvX;
@@ -132,6 +135,7 @@ mkcclResult_t dispatchGemmOp(OpCtx& ctx, mkcclMoe* h, const void* X, const int32
                              size_t T, const void* W1, void* act, size_t N, int mode) {
   if (tuningOf(ctx.comm).moe.fusedRoute != Tuning::Moe::kRouteOverlap)
     return sequentialDispatchGemm(ctx, h, X, topkIdx, topkW, T, W1, act, N, mode);
+  // The overlapped route: one node only (refused across nodes by moe_api.cc).
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());  // an earlier GEMM-family kernel's internal fault, reported once
   const int total = std::min(h->ctas, ctx.comm->smCount);

@@ -94,13 +94,16 @@ mkcclResult_t gemmCombinePreload(mkcclDataType_t t, int dev, int sms) {
 mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void* W2, void* Y, void* out, size_t I,
                             size_t T) {
   // moe.fused_route=sequential (and auto, its default): the grouped GEMM on all the CTAs, then the
-  // combine (the composed calls in one).
+  // combine (the composed calls in one; across nodes the only route, combineOp's network path).
+  // A capture across nodes is refused before the GEMM, so that nothing of the call is captured.
   if (tuningOf(ctx.comm).moe.fusedRoute != Tuning::Moe::kRouteOverlap) {
+    MKCCL_CHECK(netCaptureCheck(ctx, "mkcclMoeGemmCombine"));
     const Dims& d = h->dims;
     MKCCL_CHECK(mkcclGroupedGemm(act, W2, Y, h->local.expertOffsets, d.localExperts(), d.rows, d.hidden, I, h->dtype,
                                  h->dtype, ctx.stream));
     return combineOp(ctx, h, Y, out, T);
   }
+  // The overlapped route: one node only (refused across nodes by moe_api.cc).
   MKCCL_CHECK(cuDriverLoad());
   MKCCL_CHECK(gemmCheckFault());  // an earlier GEMM-family kernel's internal fault, reported once
   const int total = std::min(h->ctas, ctx.comm->smCount);

@@ -67,6 +67,9 @@ mkcclResult_t gemmCombineOp(OpCtx& ctx, mkcclMoe* h, const void* act, const void
 // dispatch or combine kernel (a.ctas CTAs) on `stream`.
 Args argsFor(const OpCtx& ctx, const mkcclMoe* h, size_t T);
 mkcclResult_t launchMoeKernel(const void* fn, const Args& a, size_t smem, cudaStream_t stream, const char* what);
+// Across nodes the MoE calls run eagerly only: mkcclInvalidUsage naming `what` while ctx's stream
+// is being captured (the fused calls check it before their first launch, so nothing is captured).
+mkcclResult_t netCaptureCheck(const OpCtx& ctx, const char* what);
 // How mkcclMoeDispatchGemm splits the handle's CTAs: the dispatch's share (the GEMM gets the rest).
 int fusedDispatchCtas(int total);
 

@@ -33,6 +33,14 @@ mkcclResult_t launchMoeKernel(const void* fn, const Args& a, size_t smem, cudaSt
   return mkcclSuccess;
 }
 
+mkcclResult_t netCaptureCheck(const OpCtx& ctx, const char* what) {
+  if (ctx.comm->nNodes == 1 || !ctx.capturing) return mkcclSuccess;
+  return setError(mkcclInvalidUsage,
+                  "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph yet; "
+                  "call it eagerly (docs/GRAPHS.md)",
+                  what, ctx.comm->nNodes);
+}
+
 namespace {
 
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
@@ -41,11 +49,7 @@ bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 // docs/GRAPHS.md), then the pieces' counters are cleared on the stream before the kernel.
 mkcclResult_t netPrepare(const OpCtx& ctx, const mkcclMoe* h, const char* what) {
   if (ctx.comm->nNodes == 1) return mkcclSuccess;
-  if (ctx.capturing)
-    return setError(mkcclInvalidUsage,
-                    "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph yet; "
-                    "call it eagerly (docs/GRAPHS.md)",
-                    what, ctx.comm->nNodes);
+  MKCCL_CHECK(netCaptureCheck(ctx, what));
   CUDA_CHECK(cudaMemsetAsync(h->local.netCount, 0, (size_t)kMaxRanks * kNetMaxPieces * 4, ctx.stream));
   return mkcclSuccess;
 }
