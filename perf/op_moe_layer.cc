@@ -345,9 +345,12 @@ int runMoeLayer(const Args& a, Env& env, std::vector<Result>*) {
     return 2;
   }
   // The fused rows time the overlapped kernels (the default route runs the composed calls), the
-  // process's other overrides kept.
+  // process's other overrides kept; across emulated nodes (MKCCL_RANKS_PER_NODE below the ranks)
+  // the overlapped route is refused, so the default's stays.
   const char* user = getenv("MKCCL_TUNING");
-  if (user == nullptr || strstr(user, "moe.fused_route") == nullptr) {
+  const char* rpn = getenv("MKCCL_RANKS_PER_NODE");
+  const bool oneNode = rpn == nullptr || atoi(rpn) <= 0 || atoi(rpn) >= env.nranks;
+  if (oneNode && (user == nullptr || strstr(user, "moe.fused_route") == nullptr)) {
     const std::string t = std::string(user ? user : "") + (user && *user ? ";" : "") + "moe.fused_route=overlap";
     if (mkcclSetTuning(env.comm, t.c_str()) != mkcclSuccess) {
       fprintf(stderr, "moe: mkcclSetTuning(%s): %s\n", t.c_str(), mkcclGetLastError(env.comm));
