@@ -474,41 +474,53 @@ TEST(GemmSplitRemainder, ScheduleAndReduction) {
 
 GemmPlan remPlanFor(int64_t M, int64_t N, int64_t K, int forced = 0, GemmVariant v = GemmVariant::Auto,
                     const mkccl::GemmTileRates& rates = mkccl::kGemmTilesH200) {
+  const bool misaligned = &rates == &mkccl::kGemmTilesMisaligned;
   const GemmPlan plain = mkccl::gemmPlainPreferCluster(
       mkccl::gemmPlanModel(M, N, K, v, kSms, kClusters, rates, true), M, N, v, kSms, kClusters);
   return mkccl::gemmSplitRemainderPlan(plain, M, N, K, v, forced, kSms, 4 * kSms, kUnits, mkccl::kSplitKMaxRows,
-                                       rates);
+                                       rates, misaligned);
 }
 
-// The rule: the shapes below ~2 waves whose last wave is mostly empty take it (2000 x 2056,
-// 1000 x 1032, 333 x 520); full waves, decode M, cluster variants and gemm.stream_k=off never;
-// forced (split) wherever a remainder exists, with the variant's tile; the plans fit the
-// workspace and their whole tiles are whole waves of the CTAs.
+// The rule: 2000 x 2056 x 4096 (176 tiles of 128 x 192: a 44-tile remainder in three parts)
+// takes it; shapes where the model's gain is under 7% (4097 x 4104, 1000 x 1032, 333 x 520: the
+// reduction's fixed cost against 16 k-blocks), rows off 128 bytes, full waves, decode M, cluster
+// variants and gemm.stream_k=off never; forced (split) wherever a remainder exists, with the
+// variant's tile, whatever the rows; the plans fit the workspace and their whole tiles are whole
+// waves of the CTAs.
 TEST(GemmSplitRemainder, Rule) {
-  for (const auto& s : std::vector<std::array<int64_t, 3>>{
-           {2000, 2056, 4096}, {2000, 2056, 4104}, {1000, 1032, 4096}, {333, 520, 1000}}) {
-    const GemmPlan p = remPlanFor(s[0], s[1], s[2]);
-    printf("split remainder %lldx%lldx%lld: 128x%d, %d whole tiles, %d parts, %d CTAs\n", (long long)s[0],
-           (long long)s[1], (long long)s[2], p.bn, p.dpTiles, p.splits, p.ctas);
-    EXPECT_GE(p.splits, 2) << s[0] << "x" << s[1] << "x" << s[2];
+  auto expectSane = [](const GemmPlan& p, int64_t M, int64_t N) {
+    EXPECT_GE(p.splits, 2) << M << "x" << N;
     EXPECT_EQ(p.clusterSize, 1);
     EXPECT_LE(p.ctas, kSms);
     EXPECT_EQ(p.dpTiles % p.ctas, 0);
-    const int64_t tiles = ((s[0] + 127) / 128) * ((s[1] + p.bn - 1) / p.bn);
+    const int64_t tiles = ((M + 127) / 128) * ((N + p.bn - 1) / p.bn);
     EXPECT_LE((tiles - p.dpTiles) * p.splits, p.ctas);
     EXPECT_LE((tiles - p.dpTiles) * p.splits * p.bn / 128, 4 * kSms);
-  }
-  EXPECT_EQ(remPlanFor(8192, 8192, 8192).splits, 1);
-  EXPECT_EQ(remPlanFor(128, 4096, 4096).splits, 1);  // decode: split K's
+  };
+  const GemmPlan a = remPlanFor(2000, 2056, 4096);
+  printf("split remainder 2000x2056x4096: 128x%d, %d whole tiles, %d parts, %d CTAs\n", a.bn, a.dpTiles, a.splits,
+         a.ctas);
+  EXPECT_EQ(a.bn, 192);
+  EXPECT_EQ(a.splits, 3);
+  expectSane(a, 2000, 2056);
+  for (const auto& s : std::vector<std::array<int64_t, 3>>{{4097, 4104, 4096}, {1000, 1032, 4096}, {333, 520, 1000},
+                                                            {3072, 3072, 4096}, {8192, 8192, 8192}, {128, 4096, 4096}})
+    EXPECT_EQ(remPlanFor(s[0], s[1], s[2]).splits, 1) << s[0] << "x" << s[1] << "x" << s[2];
+  EXPECT_EQ(remPlanFor(2000, 2056, 4104, 0, GemmVariant::Auto, mkccl::kGemmTilesMisaligned).splits, 1);
+  EXPECT_GE(remPlanFor(2000, 2056, 4104, 3, GemmVariant::Auto, mkccl::kGemmTilesMisaligned).splits, 2);
   EXPECT_EQ(remPlanFor(2000, 2056, 4096, 1).splits, 1);
   EXPECT_EQ(remPlanFor(2000, 2056, 4096, 2).splits, 1);  // on: stream-K's ranges, another rule
   EXPECT_EQ(remPlanFor(2000, 2056, 4096, 0, GemmVariant::F192C2).splits, 1);
   EXPECT_EQ(remPlanFor(2000, 2056, 4096, 0, GemmVariant::Simple).splits, 1);
+  for (const auto& s : std::vector<std::array<int64_t, 3>>{
+           {2000, 2056, 4104}, {1000, 1032, 4096}, {333, 520, 1000}, {4097, 4104, 4096}}) {
+    const GemmPlan f = remPlanFor(s[0], s[1], s[2], 3);
+    expectSane(f, s[0], s[1]);
+  }
   const GemmPlan f = remPlanFor(2000, 2056, 4096, 3, GemmVariant::F128C1);
   EXPECT_EQ(f.bn, 128);
   EXPECT_GE(f.splits, 2);
   EXPECT_EQ(remPlanFor(1000, 1032, 256, 3).splits, 1);  // 4 k-blocks: too short to cut
 }
-
 
 }  // namespace

@@ -53,7 +53,8 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
                                                          splitKSlotUnits(info.smCount), kSplitKMaxRows)
                                        : gemmSplitRemainderPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
                                                                 splitKSlotUnits(info.smCount),
-                                                                splitKUnits(info.smCount), kSplitKMaxRows, rates);
+                                                                splitKUnits(info.smCount), kSplitKMaxRows, rates,
+                                                                misalignedRows);
     if (sk.splits != 1) {
       MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
       if (ws.slotUnits > 0) plan = sk;

@@ -108,28 +108,39 @@ inline GemmPlan gemmStreamKPlan(const GemmPlan& plain, int64_t M, int64_t N, int
 // tile (gemm_streamk_probe_test; docs/PERFORMANCE.md). Parts per tile: at most 4 (the last part
 // reads the others' fp32 partials alone), each at least kStreamKMinKBlocks k-blocks.
 constexpr int kRemainderMaxSplits = 4;
-// The reduction of a split tile in tile times, per part: the partial written, counted, read back
-// by the last part. ESTIMATE from the probe's epilogues (~5 us of a ~40 us 128 x 256 tile).
-constexpr double kRemainderPartTiles = 0.06;
-constexpr double kRemainderGain = 0.97;  // auto: only when predicted at least 3% faster
+// What the reduction of a split tile adds to the last part, in k-blocks of its own tile: its
+// epilogue took 3.9-6.2 us against ~1 us for a whole tile (one H200, gemm_streamk_probe_test:
+// 128 x 192 parts at 2000 x 2056 x 4096 and 4097 x 4104 x 4096, 128 x 128 at 333 x 520 x 1000),
+// ~10 k-blocks of a 128 x 192 tile (0.39 us each).
+constexpr double kRemainderReduceKBlocks = 12;
+// Auto: only when predicted at least 7% faster. Measured with the rule's inputs on the odd set
+// (same H200, alternating with the whole-tile plans): 2000 x 2056 x 4096 58.7 against 68.2 us
+// (model 0.75 of the plain plan) gained; 4097 x 4104 x 4096 (model 0.95) and 1000 x 1032 x 4096
+// (0.95) ran within 2% of the whole-tile plans, the first slower (the split kernel has no 2-CTA
+// clusters, which 4097 x 4104 measured 5% faster with).
+constexpr double kRemainderGain = 0.93;
 
 // The plan for the plain GEMM's partial last wave: `plain` unless the split remainder is predicted
 // faster (forced 0: auto; 1: off; 3: wherever a remainder exists, with the variant's tile if it
 // forces 256x1, 192x1 or 128x1). Not for cluster variants (the split-K kernel has no clusters),
-// nor at or below minRows (split K serves decode M). Workspace room: slotUnits fp32 tiles of
-// 128 x 128, counters for maxUnits tiles.
+// nor at or below minRows (split K serves decode M), nor by auto on rows off 128 bytes
+// (misalignedRows: there the 2-CTA clusters' W multicast is worth more than the last wave; 2000 x
+// 2056 x 4104: 79.2 us split against 73.6 in 128 x 192 clusters). Workspace room: slotUnits fp32
+// tiles of 128 x 128, counters for maxUnits tiles.
 inline GemmPlan gemmSplitRemainderPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v,
                                        int forced, int ctaBudget, int slotUnits, int maxUnits, int64_t minRows,
-                                       const GemmTileRates& rates) {
+                                       const GemmTileRates& rates, bool misalignedRows = false) {
   if (plain.simple || plain.splits != 1 || forced == 1 || forced == 2 || M <= minRows) return plain;
+  if (forced == 0 && misalignedRows) return plain;
   const bool anyTile = v == GemmVariant::Auto;
   if (!anyTile && v != GemmVariant::F256C1 && v != GemmVariant::F192C1 && v != GemmVariant::F128C1) return plain;
   const int kBlocks = static_cast<int>(ceilDiv(K, 64));
   const int64_t P = std::max(ctaBudget, 1);
   const int64_t mBlocks = ceilDiv(M, 128);
+  // Costs in k-blocks of a tile times tile width over efficiency (gemmWavePlan's unit, times K).
   const double plainCost = static_cast<double>(ceilDiv(ceilDiv(mBlocks, plain.clusterSize) * ceilDiv(N, plain.bn),
                                                        std::max(plain.ctas / plain.clusterSize, 1))) *
-                           plain.bn / rates.of(plain.bn, plain.clusterSize);
+                           kBlocks * plain.bn / rates.of(plain.bn, plain.clusterSize);
   GemmPlan best = plain;
   double bestCost = forced == 3 ? 1e300 : plainCost * kRemainderGain;
   for (const int bn : {256, 192, 128}) {
@@ -141,8 +152,9 @@ inline GemmPlan gemmSplitRemainderPlan(const GemmPlan& plain, int64_t M, int64_t
     if (rest == 0) continue;
     const int64_t s = std::min<int64_t>({P / rest, kRemainderMaxSplits, kBlocks / kStreamKMinKBlocks});
     if (s < 2 || rest * s * (bn / 64) / 2 > slotUnits || rest > maxUnits) continue;
-    const double c = (static_cast<double>(full) + 1.0 / static_cast<double>(s) + kRemainderPartTiles * s) * bn /
-                     rates.of(bn, 1);
+    const double c = (static_cast<double>(full * kBlocks) + static_cast<double>(ceilDiv(kBlocks, s)) +
+                      kRemainderReduceKBlocks) *
+                     bn / rates.of(bn, 1);
     if (c < bestCost) {
       bestCost = c;
       best.bn = bn;

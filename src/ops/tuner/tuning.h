@@ -18,10 +18,11 @@ struct Tuning {
   struct Gemm {
     GemmVariant variant = GemmVariant::Auto;  // gemm.variant: the engine's tile configuration
     int splitK = 0;  // gemm.split_k: 0 the model's, 1 never, s > 1 parts of K (plain GEMM: split_k_model.h)
-    // gemm.stream_k: auto (0) | off (1) | on (2) | split (3): the plain GEMM's partial last wave
-    // (stream_k_model.h): auto takes the split remainder where the model predicts a gain, on forces
-    // stream-K's ranges, split the split remainder. Off by default until the model is measured.
-    int streamK = 1;
+    // gemm.stream_k: auto (0, the default) | off (1) | on (2) | split (3): the plain GEMM's partial
+    // last wave (stream_k_model.h): auto takes the split remainder where the model predicts a 7%
+    // gain, on forces stream-K's ranges (measured slower: kept for experiments), split forces the
+    // split remainder.
+    int streamK = 0;
     int packK = 0;   // gemm.pack_k: auto (0) | off (1) | on (2): pack A and W whose K is not a multiple of 64 (gemm_pack.h)
     // gemm.pdl: on (0) | off (1, the default): the plain GEMM launched as a programmatic dependent
     // of the stream's previous kernel (its launch overlaps that kernel's end). Off by default: 20
