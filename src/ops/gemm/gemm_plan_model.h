@@ -28,15 +28,18 @@ struct GemmTileRates {
     return bn == 256 ? (clusterSize == 2 ? w256c2 : w256c1) : (clusterSize == 2 ? w128c2 : w128c1);
   }
 };
-// H200 (the measurements above). 128 x 192: ESTIMATE between its neighbours by bytes loaded per
-// flop, to be replaced by a forced-variant measurement.
+// H200 (the measurements above). 128 x 192: 0.97-1.0 of 128 x 256 by waves on the odd set's
+// shapes, forced (perf/results/20261127-s9-H200/2-tile192-h200/).
 constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95, 0.97, 0.97};
 // H100 (one H100 SXM, every configuration forced on the odd set, perf/results/
 // 20261127-s7-1xH100-H200/4-odd-tiles/): its L2 and HBM feed the narrow tile less well, 128 x 128
 // at 0.78 of 128 x 256 (4096^3: 229.1 against 179.4 us) and 0.83 in clusters of 2 (8000 x 8184 x
 // 4096: 871 against 719 us for twice the waves), so 4097 x 4104 x 4096 wants the wide tiles in
 // clusters (217.8 against 249.0 us in 128 x 128 clusters).
-constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.90, 0.92};
+// 128 x 192 on the H100 (every configuration forced on the odd set, perf/results/20261127-s9-H200/
+// 6-tile192-h100/): 0.95-0.96 of the wide tiles by waves at 4097 x 4104, 8000 x 8184 and 8192 x 8192
+// x 4160, with or without the cluster.
+constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.95, 0.95};
 // Rows of A or W off a multiple of 128 bytes (K = 4104: 8208-byte rows), unpacked: each 128-byte
 // box row spans two lines and the L2 serves ~30% fewer operand bytes per second
 // (tools/probes/operand_load.cu: 5.6 against 8.0 TB/s on one H200), so the configurations that
@@ -44,7 +47,9 @@ constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.90, 0.92};
 // third more bytes per flop) least. Relative to 128 x 256 in clusters, measured: 128 x 256 alone
 // 0.69 (H100) and 0.83 (H200), 128 x 128 in clusters 0.70 (H100) and ~0.78 (H200), alone 0.51
 // (H100); one table for both GPUs, between them, which picks the fastest measured configuration
-// at every odd shape on both (same folder, and 3-odd-promotion/).
+// at every odd shape on both (same folder, and 3-odd-promotion/). 128 x 192 (session 9, forced,
+// 2-tile192-h200/ and 6-tile192-h100/): in clusters 0.94-0.98 (H200) and ~0.88 (H100) of 128 x 256
+// in clusters, alone 0.77 (H200) and 0.63 (H100).
 constexpr GemmTileRates kGemmTilesMisaligned{0.83, 1.0, 0.70, 0.80, 0.77, 0.90};
 // The fused kernels' planners and stream-K's model: the H200's table.
 inline double gemmTileEfficiency(int bn, int clusterSize) { return kGemmTilesH200.of(bn, clusterSize); }

@@ -108,17 +108,19 @@ inline GemmPlan gemmStreamKPlan(const GemmPlan& plain, int64_t M, int64_t N, int
 // tile (gemm_streamk_probe_test; docs/PERFORMANCE.md). Parts per tile: at most 4 (the last part
 // reads the others' fp32 partials alone), each at least kStreamKMinKBlocks k-blocks.
 constexpr int kRemainderMaxSplits = 4;
-// What the reduction of a split tile adds to the last part, in k-blocks of its own tile: its
-// epilogue took 3.9-6.2 us against ~1 us for a whole tile (one H200, gemm_streamk_probe_test:
-// 128 x 192 parts at 2000 x 2056 x 4096 and 4097 x 4104 x 4096, 128 x 128 at 333 x 520 x 1000),
-// ~10 k-blocks of a 128 x 192 tile (0.39 us each).
-constexpr double kRemainderReduceKBlocks = 12;
-// Auto: only when predicted at least 7% faster. Measured with the rule's inputs on the odd set
-// (same H200, alternating with the whole-tile plans): 2000 x 2056 x 4096 58.7 against 68.2 us
-// (model 0.75 of the plain plan) gained; 4097 x 4104 x 4096 (model 0.95) and 1000 x 1032 x 4096
-// (0.95) ran within 2% of the whole-tile plans, the first slower (the split kernel has no 2-CTA
-// clusters, which 4097 x 4104 measured 5% faster with).
-constexpr double kRemainderGain = 0.93;
+// What the reduction of a split tile adds to the last part, in k-blocks of its own tile per part
+// (it reads the others' partials): its epilogue took 3.9-4.2 us in two parts of 128 x 192, 6.2 in
+// three, 4.9 in four of 128 x 128 and 8.0 in four of 128 x 256, against ~1 us for a whole tile (one
+// H200, gemm_streamk_probe_test, 3-remainder-h200/): 5-8 k-blocks of the tile per part. With 12
+// k-blocks in all, the rule took four parts of 128 x 256 on an H100 at 1000 x 1032 and 4097 x 4104
+// and lost 35% and 6% (6-tile192-h100/).
+constexpr double kRemainderReduceKBlocksPerPart = 6;
+// Auto: only when predicted at least 12% faster. Measured on the odd set (alternating with the
+// whole-tile plans): 2000 x 2056 x 4096 58.7 against 68.2 us on an H200, 61.5 against 69.0 on an
+// H100 (model 0.81-0.83 of the plain plan) gained; 4097 x 4104 x 4096 and 1000 x 1032 x 4096 in
+// 128 x 192 parts (model 0.90-1.0) ran within 2% of the whole-tile plans on the H200, the first
+// slower (the split kernel has no 2-CTA clusters, which 4097 x 4104 measured 5% faster with).
+constexpr double kRemainderGain = 0.88;
 
 // The plan for the plain GEMM's partial last wave: `plain` unless the split remainder is predicted
 // faster (forced 0: auto; 1: off; 3: wherever a remainder exists, with the variant's tile if it
@@ -153,7 +155,7 @@ inline GemmPlan gemmSplitRemainderPlan(const GemmPlan& plain, int64_t M, int64_t
     const int64_t s = std::min<int64_t>({P / rest, kRemainderMaxSplits, kBlocks / kStreamKMinKBlocks});
     if (s < 2 || rest * s * (bn / 64) / 2 > slotUnits || rest > maxUnits) continue;
     const double c = (static_cast<double>(full * kBlocks) + static_cast<double>(ceilDiv(kBlocks, s)) +
-                      kRemainderReduceKBlocks) *
+                      kRemainderReduceKBlocksPerPart * static_cast<double>(s)) *
                      bn / rates.of(bn, 1);
     if (c < bestCost) {
       bestCost = c;

@@ -19,7 +19,7 @@ struct Tuning {
     GemmVariant variant = GemmVariant::Auto;  // gemm.variant: the engine's tile configuration
     int splitK = 0;  // gemm.split_k: 0 the model's, 1 never, s > 1 parts of K (plain GEMM: split_k_model.h)
     // gemm.stream_k: auto (0, the default) | off (1) | on (2) | split (3): the plain GEMM's partial
-    // last wave (stream_k_model.h): auto takes the split remainder where the model predicts a 7%
+    // last wave (stream_k_model.h): auto takes the split remainder where the model predicts a 12%
     // gain, on forces stream-K's ranges (measured slower: kept for experiments), split forces the
     // split remainder.
     int streamK = 0;
