@@ -27,6 +27,18 @@ GemmPlan planFor(int64_t M, int64_t N, int64_t K, int forced = 0, GemmVariant v 
   return mkccl::gemmSplitKPlan(plain, M, N, K, v, forced, budget, kUnits);
 }
 
+// The kernel arguments the schedulers read: the tile grid, the k-blocks, the plain GEMM's raster
+// (bands of 16 M-blocks, no clusters).
+mkccl::GemmArgs rasterArgs(int mBlocks, int nBlocks, int kBlocks) {
+  mkccl::GemmArgs g{};
+  g.kBlocks = kBlocks;
+  g.sched.mBlocks = mBlocks;
+  g.sched.nBlocks = nBlocks;
+  g.sched.clusterM = 1;
+  g.sched.group = 16;
+  return g;
+}
+
 // Walks every CTA's schedule: each unit once, each tile's parts cover [0, kBlocks) without overlap.
 void checkSchedule(int mBlocks, int nBlocks, int kBlocks, int splits, int ctas) {
   SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, " << splits
@@ -194,12 +206,7 @@ void checkStreamK(int mBlocks, int nBlocks, int kBlocks, int dpTiles, int skTile
   SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, " << dpTiles
                                   << " whole + " << skTiles << " stream-K on " << ctas << " CTAs");
   ASSERT_EQ(dpTiles + skTiles, mBlocks * nBlocks);
-  mkccl::GemmArgs g{};
-  g.kBlocks = kBlocks;
-  g.sched.mBlocks = mBlocks;
-  g.sched.nBlocks = nBlocks;
-  g.sched.clusterM = 1;
-  g.sched.group = 16;
+  const mkccl::GemmArgs g = rasterArgs(mBlocks, nBlocks, kBlocks);
   mkccl::SplitKParams p{nullptr, nullptr, 0};
   p.dpTiles = dpTiles;
   p.skTiles = skTiles;
@@ -269,12 +276,7 @@ void checkStreamK(int mBlocks, int nBlocks, int kBlocks, int dpTiles, int skTile
 void emulateReduction(int mBlocks, int nBlocks, int kBlocks, const mkccl::SplitKParams& p, int ctas, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, splits "
                                   << p.splits << ", " << p.dpTiles << "+" << p.skTiles << " on " << ctas << " CTAs");
-  mkccl::GemmArgs g{};
-  g.kBlocks = kBlocks;
-  g.sched.mBlocks = mBlocks;
-  g.sched.nBlocks = nBlocks;
-  g.sched.clusterM = 1;
-  g.sched.group = 16;
+  const mkccl::GemmArgs g = rasterArgs(mBlocks, nBlocks, kBlocks);
   const int tiles = mBlocks * nBlocks;
   std::vector<std::vector<mkccl::SplitKTile>> units(static_cast<size_t>(ctas));
   for (int c = 0; c < ctas; ++c) {
@@ -415,12 +417,7 @@ TEST(GemmStreamK, Rule) {
 void checkRemainder(int mBlocks, int nBlocks, int kBlocks, int splits, int dpTiles, int ctas, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << mBlocks << "x" << nBlocks << " tiles, " << kBlocks << " k-blocks, " << dpTiles
                                   << " whole, " << splits << " parts, " << ctas << " CTAs");
-  mkccl::GemmArgs g{};
-  g.kBlocks = kBlocks;
-  g.sched.mBlocks = mBlocks;
-  g.sched.nBlocks = nBlocks;
-  g.sched.clusterM = 1;
-  g.sched.group = 16;
+  const mkccl::GemmArgs g = rasterArgs(mBlocks, nBlocks, kBlocks);
   mkccl::SplitKParams p{nullptr, nullptr, splits};
   p.dpTiles = dpTiles;
   p.ctas = ctas;

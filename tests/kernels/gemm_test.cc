@@ -289,6 +289,34 @@ TEST(Gemm, SplitKBackToBackAndGraph) {
   backToBackAndGraph(1, 4096, 4096, "auto;gemm.split_k=3");  // the spread sum (split_k.cuh)
 }
 
+// C = A . W^T in fp32 out against an fp64 reference computed on the host from the same bf16
+// inputs (fresh random, C poisoned), under `tuning`: relative error within 1e-5.
+static void checkHostFp32(size_t M, size_t N, size_t K, const std::string& tuning) {
+  VariantScope vs(tuning);
+  DeviceBuf A(M * K * 2), W(N * K * 2), C(M * N * 4);
+  ASSERT_TRUE(A.p && W.p && C.p);
+  const uint64_t seed = mkccl::test::freshSeed();
+  SCOPED_TRACE(tuning + ": host reference, seed " + std::to_string(seed));
+  mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
+  mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
+  mkccl::test::poison(C.p, C.bytes);
+  ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclFloat32, 0))
+      << mkcclGetLastError(nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<double> a = mkccl::test::toHostDouble(A.p, M * K, mkcclBfloat16);
+  const std::vector<double> w = mkccl::test::toHostDouble(W.p, N * K, mkcclBfloat16);
+  std::vector<double> ref(M * N, 0.0);
+  for (size_t i = 0; i < M; ++i)
+    for (size_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (size_t k = 0; k < K; ++k) acc += a[i * K + k] * w[j * K + k];
+      ref[i * N + j] = acc;
+    }
+  const ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclFloat32), ref, 1e-5);
+  EXPECT_EQ(e.wrong, 0u) << "first wrong element " << e.firstWrong;
+  EXPECT_LE(e.maxRelErr, 1e-5);
+}
+
 // Stream-K (stream_k_model.h): the partly empty last wave cut into k-block ranges, one per CTA.
 // Forced on both tiles and by the rule, tails in M, N and K, every type pair, against cuBLAS and
 // (one shape) an fp32 reference on the host; back to back, deterministic, in a graph.
@@ -304,32 +332,7 @@ TEST(Gemm, StreamK) {
   checkGemm(8000, 8184, 4104, mkcclBfloat16, mkcclBfloat16, "auto");
 
   // fp32 reference on the host: 300 x 264 x 1000 (3 x 2 tiles of 128 x 256, 16 k-blocks cut).
-  {
-    const size_t M = 300, N = 264, K = 1000;
-    VariantScope vs("256x1;gemm.stream_k=on");
-    DeviceBuf A(M * K * 2), W(N * K * 2), C(M * N * 4);
-    ASSERT_TRUE(A.p && W.p && C.p);
-    const uint64_t seed = mkccl::test::freshSeed();
-    SCOPED_TRACE("host reference, seed " + std::to_string(seed));
-    mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
-    mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
-    mkccl::test::poison(C.p, C.bytes);
-    ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclFloat32, 0))
-        << mkcclGetLastError(nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
-    const std::vector<double> a = mkccl::test::toHostDouble(A.p, M * K, mkcclBfloat16);
-    const std::vector<double> w = mkccl::test::toHostDouble(W.p, N * K, mkcclBfloat16);
-    std::vector<double> ref(M * N, 0.0);
-    for (size_t i = 0; i < M; ++i)
-      for (size_t j = 0; j < N; ++j) {
-        double acc = 0;
-        for (size_t k = 0; k < K; ++k) acc += a[i * K + k] * w[j * K + k];
-        ref[i * N + j] = acc;
-      }
-    const ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclFloat32), ref, 1e-5);
-    EXPECT_EQ(e.wrong, 0u) << "first wrong element " << e.firstWrong;
-    EXPECT_LE(e.maxRelErr, 1e-5);
-  }
+  checkHostFp32(300, 264, 1000, "256x1;gemm.stream_k=on");
   backToBackAndGraph(1000, 1032, 4096, "256x1;gemm.stream_k=on");
   backToBackAndGraph(640, 2048, 1024, "128x1;gemm.stream_k=on");
   EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.stream_k=sometimes"));
@@ -351,32 +354,8 @@ TEST(Gemm, SplitRemainder) {
       checkGemm(333, 520, 1000, in, out, "192x1;gemm.stream_k=split");
   // fp32 references on the host: 300 x 600 x 1000 (3 x 3 tiles of 128 x 256 / 192, 3 x 5 of 128;
   // 16 k-blocks in up to 4 parts).
-  for (const char* v : {"256x1;gemm.stream_k=split", "192x1;gemm.stream_k=split", "128x1;gemm.stream_k=split"}) {
-    const size_t M = 300, N = 600, K = 1000;
-    VariantScope vs(v);
-    DeviceBuf A(M * K * 2), W(N * K * 2), C(M * N * 4);
-    ASSERT_TRUE(A.p && W.p && C.p);
-    const uint64_t seed = mkccl::test::freshSeed();
-    SCOPED_TRACE(std::string(v) + ": host reference, seed " + std::to_string(seed));
-    mkccl::test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
-    mkccl::test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
-    mkccl::test::poison(C.p, C.bytes);
-    ASSERT_EQ(mkcclSuccess, mkcclGemm(A.p, W.p, C.p, M, N, K, mkcclBfloat16, mkcclFloat32, 0))
-        << mkcclGetLastError(nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
-    const std::vector<double> a = mkccl::test::toHostDouble(A.p, M * K, mkcclBfloat16);
-    const std::vector<double> w = mkccl::test::toHostDouble(W.p, N * K, mkcclBfloat16);
-    std::vector<double> ref(M * N, 0.0);
-    for (size_t i = 0; i < M; ++i)
-      for (size_t j = 0; j < N; ++j) {
-        double acc = 0;
-        for (size_t k = 0; k < K; ++k) acc += a[i * K + k] * w[j * K + k];
-        ref[i * N + j] = acc;
-      }
-    const ErrStats e = compare(mkccl::test::toHostDouble(C.p, M * N, mkcclFloat32), ref, 1e-5);
-    EXPECT_EQ(e.wrong, 0u) << "first wrong element " << e.firstWrong;
-    EXPECT_LE(e.maxRelErr, 1e-5);
-  }
+  for (const char* v : {"256x1;gemm.stream_k=split", "192x1;gemm.stream_k=split", "128x1;gemm.stream_k=split"})
+    checkHostFp32(300, 600, 1000, v);
   backToBackAndGraph(2000, 2056, 4096, "192x1;gemm.stream_k=split");
   backToBackAndGraph(1000, 1032, 4096, "256x1;gemm.stream_k=split");
   backToBackAndGraph(333, 520, 1000, "128x1;gemm.stream_k=split");

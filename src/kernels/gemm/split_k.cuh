@@ -130,7 +130,7 @@ class SplitKScheduler {
       cur_ = end_ = 0;
       firstSk_ = 0;
     } else {
-      total_ = p.dpTiles;
+      total_ = 0;
       const StreamKSpan sp{static_cast<int64_t>(p.skTiles) * g.kBlocks, numCtas, g.kBlocks};
       cur_ = sp.begin(cta);
       end_ = sp.begin(cta + 1);
@@ -139,42 +139,28 @@ class SplitKScheduler {
   }
   MKCCL_HD bool next(Tile& t) {
     t.slot = 0;
-    if (splits_ > 0) {
-      // The split remainder's full waves first (whole tiles c, c + P, ...); dpTiles is a multiple of
-      // P, so the unit after them is c again, counted from dpTiles.
-      if (next_ < dpTiles_) {
-        t.tile = static_cast<int>(next_);
-        next_ += stride_;
-        t.split = -1;
-        t.kBegin = 0;
-        t.kEnd = kBlocks_;
-      } else {
-        const int64_t u = next_ - dpTiles_;
-        if (u >= total_) return false;
-        next_ += stride_;
-        const int r = static_cast<int>(u / splits_);
-        t.split = static_cast<int>(u - static_cast<int64_t>(r) * splits_);
-        t.tile = dpTiles_ + r;
-        splitKRange(kBlocks_, splits_, t.split, &t.kBegin, &t.kEnd);
-        if (dpTiles_ == 0) {  // split K of decode-sized M: M-block first
-          t.m = t.tile % sched_.mBlocks;
-          t.n = t.tile / sched_.mBlocks;
-          return true;
-        }
-      }
-      dev::TileCoord c{0, 0};
-      dev::GroupedTileScheduler(sched_, t.tile, 1, 0).next(c);
-      t.m = c.m;
-      t.n = c.n;
-      return true;
-    }
-    if (next_ < total_) {  // a whole tile of the full waves
+    if (next_ < dpTiles_) {  // the full waves (split remainder, stream-K): whole tiles c, c + P, ...
       t.tile = static_cast<int>(next_);
       next_ += stride_;
       t.split = -1;
       t.kBegin = 0;
       t.kEnd = kBlocks_;
-    } else {
+    } else if (splits_ > 0) {
+      // Uniform parts; after full waves (dpTiles a multiple of P) the unit after them is c again,
+      // counted from dpTiles.
+      const int64_t u = next_ - dpTiles_;
+      if (u >= total_) return false;
+      next_ += stride_;
+      const int r = static_cast<int>(u / splits_);
+      t.split = static_cast<int>(u - static_cast<int64_t>(r) * splits_);
+      t.tile = dpTiles_ + r;
+      splitKRange(kBlocks_, splits_, t.split, &t.kBegin, &t.kEnd);
+      if (dpTiles_ == 0) {  // split K of decode-sized M: M-block first
+        t.m = t.tile % sched_.mBlocks;
+        t.n = t.tile / sched_.mBlocks;
+        return true;
+      }
+    } else {  // stream-K: the pieces of this CTA's range
       if (cur_ >= end_) return false;
       const int sk = static_cast<int>(cur_ / kBlocks_);
       const int64_t tileBegin = static_cast<int64_t>(sk) * kBlocks_;
@@ -196,7 +182,7 @@ class SplitKScheduler {
  private:
   dev::TileSchedParams sched_;
   int kBlocks_, splits_, dpTiles_, cta_, firstSk_;
-  int64_t next_, stride_, total_;
+  int64_t next_, stride_, total_;  // total_: uniform parts' units after the whole tiles
   int64_t cur_, end_;
 };
 
