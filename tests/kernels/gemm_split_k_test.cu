@@ -381,29 +381,27 @@ TEST(GemmStreamK, ScheduleCoversEveryKBlockOnce) {
 
 GemmPlan skPlanFor(int64_t M, int64_t N, int64_t K, int forced = 0, GemmVariant v = GemmVariant::Auto) {
   const GemmPlan plain = mkccl::gemmPlanModel(M, N, K, v, kSms, kClusters);
-  return mkccl::gemmStreamKPlan(plain, M, N, K, v, forced, kSms, 4 * kSms, mkccl::kSplitKMaxRows);
+  return mkccl::gemmStreamKPlan(plain, M, N, K, v, forced, kSms, 4 * kSms);
 }
 
-// The rule: shapes whose last wave is partly empty (the issue's mid-size shapes) run stream-K;
-// shapes that fill whole waves, decode M (split K's), forced variants and gemm.stream_k=off do not;
-// gemm.stream_k=on forces it where a region exists.
-TEST(GemmStreamK, Rule) {
+// Stream-K only when forced (gemm.stream_k=on): wherever a region exists, with the variant's tile
+// if it forces 256x1 or 128x1; never by auto or off, never for cluster variants or the debug kernel.
+TEST(GemmStreamK, OnlyWhenForced) {
   for (const auto& s : std::vector<std::array<int64_t, 3>>{
            {1000, 1032, 4096}, {1000, 1032, 4104}, {2000, 2056, 4104}, {4097, 4104, 4096}, {4097, 4104, 4104}}) {
-    const GemmPlan p = skPlanFor(s[0], s[1], s[2]);
-    printf("stream-K %lldx%lldx%lld: 128x%d, %d whole + %d cut tiles on %d CTAs\n", (long long)s[0],
+    EXPECT_EQ(skPlanFor(s[0], s[1], s[2]).splits, 1) << s[0] << "x" << s[1] << "x" << s[2];
+    EXPECT_EQ(skPlanFor(s[0], s[1], s[2], 1).splits, 1);
+    const GemmPlan p = skPlanFor(s[0], s[1], s[2], 2);
+    printf("stream-K forced %lldx%lldx%lld: 128x%d, %d whole + %d cut tiles on %d CTAs\n", (long long)s[0],
            (long long)s[1], (long long)s[2], p.bn, p.dpTiles, p.skTiles, p.ctas);
     EXPECT_EQ(p.splits, 0) << s[0] << "x" << s[1] << "x" << s[2];
     EXPECT_EQ(p.clusterSize, 1);
     EXPECT_LE(p.ctas, kSms);
     EXPECT_LE(2 * p.ctas * (p.bn / 128), 4 * kSms) << "two partials per CTA fit the workspace";
   }
-  EXPECT_EQ(skPlanFor(4096, 4096, 4096).splits, 1);  // 512 tiles of 128 x 256: whole waves on 128 CTAs
-  EXPECT_EQ(skPlanFor(128, 4096, 4096).splits, 1);   // decode: split K's
-  EXPECT_EQ(skPlanFor(1000, 1032, 4096, 1).splits, 1);
-  EXPECT_EQ(skPlanFor(1000, 1032, 4096, 0, GemmVariant::F256C2).splits, 1);
-  EXPECT_EQ(skPlanFor(1000, 1032, 256).splits, 1);  // 4 k-blocks: too short to cut
-  EXPECT_EQ(skPlanFor(16, 8192, 8192, 2).splits, 0);  // forced: wherever a region exists
+  EXPECT_EQ(skPlanFor(1000, 1032, 4096, 2, GemmVariant::F256C2).splits, 1);
+  EXPECT_EQ(skPlanFor(1000, 1032, 256, 2).splits, 1);   // 4 k-blocks: too short to cut
+  EXPECT_EQ(skPlanFor(16, 8192, 8192, 2).splits, 0);    // forced: wherever a region exists
   const GemmPlan f = skPlanFor(1000, 1032, 4096, 2, GemmVariant::F128C1);
   EXPECT_EQ(f.splits, 0);
   EXPECT_EQ(f.bn, 128);

@@ -50,7 +50,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     // A partly empty last wave (stream_k_model.h), on the same workspace: the split remainder
     // (gemm.stream_k auto or split), or stream-K's ranges when forced (on).
     const GemmPlan sk = p.streamK == 2 ? gemmStreamKPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
-                                                         splitKSlotUnits(info.smCount), kSplitKMaxRows)
+                                                         splitKSlotUnits(info.smCount))
                                        : gemmSplitRemainderPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
                                                                 splitKSlotUnits(info.smCount),
                                                                 splitKUnits(info.smCount), kSplitKMaxRows, rates,

@@ -22,7 +22,6 @@ constexpr int kStreamKMinKBlocks = 4;  // each CTA's range: at least this many k
 // tile's mainloop at the 128 x 128 rate: 64 KiB between an SM and L2 at ~110 GB/s (~0.6 us)
 // against 2.1 MFLOP at ~4.3 TFLOP/s per SM (~0.48 us). An estimate, not yet measured.
 constexpr double kStreamKSlotKBlocks = 1.25;
-constexpr double kStreamKGain = 0.97;  // auto: stream-K only when predicted at least 3% faster
 
 struct StreamKSplit {
   int dpTiles = 0, skTiles = 0, ctas = 0;  // skTiles 0: no stream-K
@@ -46,14 +45,8 @@ inline StreamKSplit gemmStreamKSplit(int64_t tiles, int kBlocks, int ctaBudget) 
   return s;
 }
 
-// Predicted time, in k-blocks of a 128 x 128 tile at the 128 x 128 rate, of the whole-tile plan
-// (bn, cs on ctas CTAs) and of stream-K with 128 x bn tiles.
-inline double gemmWholeTileCost(int64_t M, int64_t N, int kBlocks, int bn, int cs, int ctas) {
-  const int64_t units = ceilDiv(ceilDiv(M, 128), cs) * ceilDiv(N, bn);
-  const int64_t parallel = std::max(ctas / cs, 1);
-  return static_cast<double>(ceilDiv(units, parallel)) * kBlocks * (bn / 128.0) /
-         (gemmTileEfficiency(bn, cs) / gemmTileEfficiency(128, 1));
-}
+// Predicted time of stream-K with 128 x bn tiles, in k-blocks of a 128 x 128 tile at the 128 x 128
+// rate (it picks the tile when stream-K is forced).
 inline double gemmStreamKCost(int64_t M, int64_t N, int kBlocks, int bn, const StreamKSplit& s) {
   const double tile = (bn / 128.0) / (gemmTileEfficiency(bn, 1) / gemmTileEfficiency(128, 1));
   const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, bn);
@@ -65,20 +58,19 @@ inline double gemmStreamKCost(int64_t M, int64_t N, int kBlocks, int bn, const S
   return waves * kBlocks * tile + kStreamKSlotKBlocks * (bn / 128.0) * (1.0 + parts);
 }
 
-// The plan for the plain GEMM: `plain` (whole tiles) unless stream-K is predicted faster.
-// forced: the tuner's gemm.stream_k (0 auto, 1 off, 2 on: stream-K wherever a region exists, with
-// the variant's tile if it forces 256x1 or 128x1). Auto only with the auto variant and above the
-// decode rows that split K serves (kSplitKMaxRows). slotUnits: the workspace's room in fp32 tiles of
-// 128 x 128 (each CTA needs two of 128 x bn).
+// Stream-K's plan for the plain GEMM, when the tuner's gemm.stream_k forces it (2, `on`): wherever
+// a region exists, with the variant's tile if it forces 256x1 or 128x1, else the tile (128 x 256 or
+// 128 x 128) its model predicts faster; any other value: `plain`. It measured slower than whole
+// tiles on 10 of 13 odd shapes (docs/PERFORMANCE.md), so no rule picks it by itself; the split
+// remainder below is auto's. slotUnits: the workspace's room in fp32 tiles of 128 x 128 (each CTA
+// needs two of 128 x bn).
 inline GemmPlan gemmStreamKPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v, int forced,
-                                int ctaBudget, int slotUnits, int64_t minRows) {
-  if (plain.simple || plain.splits != 1 || forced == 1) return plain;
-  if (forced == 0 && (v != GemmVariant::Auto || M <= minRows)) return plain;
-  if (forced == 2 && v != GemmVariant::Auto && v != GemmVariant::F256C1 && v != GemmVariant::F128C1) return plain;
+                                int ctaBudget, int slotUnits) {
+  if (plain.simple || plain.splits != 1 || forced != 2) return plain;
+  if (v != GemmVariant::Auto && v != GemmVariant::F256C1 && v != GemmVariant::F128C1) return plain;
   const int kBlocks = static_cast<int>(ceilDiv(K, 64));
-  const double plainCost = gemmWholeTileCost(M, N, kBlocks, plain.bn, plain.clusterSize, plain.ctas);
   GemmPlan best = plain;
-  double bestCost = forced == 2 ? 1e300 : plainCost * kStreamKGain;
+  double bestCost = 1e300;
   for (const int bn : {256, 128}) {
     if (v == GemmVariant::F256C1 && bn != 256) continue;
     if (v == GemmVariant::F128C1 && bn != 128) continue;
