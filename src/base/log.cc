@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <atomic>
@@ -58,9 +59,15 @@ static void vlog(LogLevel level, const char* file, int line, const char* fmt, va
   char rank[24] = "";
   if (tlsRank >= 0) snprintf(rank, sizeof(rank), " [%d]", tlsRank);
   std::lock_guard<std::mutex> lock(logMutex);
-  if (level == LogLevel::Trace)
-    fprintf(stderr, "%s:%d:%ld%s MKCCL %s %s:%d %s\n", hostName(), (int)getpid(), (long)syscall(SYS_gettid), rank,
-            names[(int)level], base, line, msg);
+  if (level == LogLevel::Trace) {
+    // Trace lines carry CLOCK_MONOTONIC in microseconds: one clock for every process of a host,
+    // so the proxies' lines of several ranks order into one timeline.
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double us = (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+    fprintf(stderr, "%s:%d:%ld%s MKCCL %s %.1f %s:%d %s\n", hostName(), (int)getpid(), (long)syscall(SYS_gettid), rank,
+            names[(int)level], us, base, line, msg);
+  }
   else
     fprintf(stderr, "%s:%d:%ld%s MKCCL %s %s\n", hostName(), (int)getpid(), (long)syscall(SYS_gettid), rank,
             names[(int)level], msg);
