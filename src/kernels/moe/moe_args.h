@@ -22,6 +22,9 @@ struct LocalBufs {
   uint32_t* netCount;      // [kMaxRanks][kNetMaxPieces] across nodes: entries of each piece of what
                            // this rank sends each remote rank, staged so far (zeroed on the stream
                            // before each call); the warp that completes a piece puts it
+  uint64_t* netSeen;       // [kMaxRanks][kNetMaxPieces] across nodes: device copies of the arrival flags of
+                           // the pieces remote ranks send here (host memory), written by the call's one
+                           // watcher warp (moe_net.cuh netWatch); zeroed at creation, values only grow
 };
 
 struct Args {

@@ -129,11 +129,55 @@ __device__ __forceinline__ bool netEntryStaged(const Args& a, const DevComm& c, 
   return ok;
 }
 
-// Waits (one thread, bounded) for the piece of remote rank q's flow to me that holds entry i.
-__device__ __forceinline__ bool netWaitEntry(const DevComm& c, const NetView& v, int q, long long i, uint32_t step,
-                                             int site) {
+// The device copy (LocalBufs::netSeen) of the arrival flag of piece p of remote rank q's flow to me.
+__device__ __forceinline__ uint64_t* netSeenOf(const Args& a, int q, int p) {
+  return a.local.netSeen + q * kNetMaxPieces + p;
+}
+
+// One warp of the grid, while the others work: copies the arrival flag of every piece the remote
+// ranks send me in this op (step) into netSeen as it arrives, and returns once all have (false: a
+// wait failed or timed out; the error is recorded). The flags are host memory, written by the
+// proxy; the kernels' many waiters poll their device copies instead, so that one warp, not
+// hundreds, reads host memory. Hundreds of warps polling it kept the PCIe link so busy that the
+// same kernels' stores into the (host) window crawled: across two emulated nodes the combine put
+// its first piece ~5-10 ms after it started, the dispatch staged ~1 GB/s (docs/MOE.md).
+__device__ __forceinline__ bool netWatch(const Args& a, const DevComm& c, const NetView& v, uint32_t step, int site) {
+  const uint64_t want = dev::netFlagValue(c.seq, step);
+  const int lane = laneId(), n = a.dims.ranks;
+  dev::WaitClock clock;
+  for (unsigned round = 1;; ++round) {
+    int pending = 0, q0 = -1;
+    uint64_t seen0 = 0;
+    for (int q = 0; q < n; ++q) {
+      if (!isRemote(a, q) || v.cntIn[q] == 0) continue;
+      const int pieces = netPieces(v.cntIn[q], v.perIn[q]);
+      for (int p = lane; p < pieces; p += 32) {
+        uint64_t* copy = netSeenOf(a, q, p);
+        if (*reinterpret_cast<volatile uint64_t*>(copy) >= want) continue;  // this warp's own store
+        const uint64_t f = dev::loadAcquire(dev::netFlag(c, q, kNetPieceFlag + (uint32_t)p));
+        if (f >= want) {
+          dev::storeRelease(copy, f);  // the acquire above, passed on to the copy's readers
+        } else if (pending++ == 0) {
+          q0 = q, seen0 = f;
+        }
+      }
+    }
+    if (!__any_sync(0xffffffffu, pending != 0)) return true;
+    if ((round & 63) == 0) {  // lane 0's clock decides for the warp (the loop stays converged)
+      const int r = __shfl_sync(0xffffffffu, lane == 0 ? clock.check(c) : 0, 0);
+      if (r == 2 && pending) dev::recordError(c, /*mkcclTimeout*/ 8, q0, site, seen0, want);
+      if (r != 0) return false;
+    }
+    __nanosleep(500);  // a piece is hundreds of KB: its wire time dwarfs this
+  }
+}
+
+// Waits (one thread, bounded) for the piece of remote rank q's flow to me that holds entry i:
+// its device copy, kept by netWatch.
+__device__ __forceinline__ bool netWaitEntry(const Args& a, const DevComm& c, const NetView& v, int q, long long i,
+                                             uint32_t step, int site) {
   const int p = (int)i / v.perIn[q];
-  return netWaitFor(c, q, kNetPieceFlag + p, dev::netFlagValue(c.seq, step), site);
+  return dev::waitGeq(c, netSeenOf(a, q, p), dev::netFlagValue(c.seq, step), -1, site);
 }
 
 }  // namespace moe

@@ -174,7 +174,7 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
         } else if (kNet && routeFirst(rt.code) && isRemote(a, d)) {
           kind = landsAsSum(routeSlots(rt.code)) ? 2 : 1, w = rt.weight;
           src = netWindow(c) + view.in[d] + (uint64_t)rt.idx * view.stride;
-          nf = dev::netFlag(c, d, kNetPieceFlag + (uint32_t)(rt.idx / view.perIn[d]));  // 32-bit division
+          nf = netSeenOf(a, d, rt.idx / view.perIn[d]);  // its device copy (netWatch); 32-bit division
         } else if (routeFirst(rt.code)) {
           const size_t li = (size_t)peerIndex(lme, a.lidx[d], L) * cap + rt.idx;
           kind = landsAsSum(routeSlots(rt.code)) ? 2 : 1, w = rt.weight;
@@ -286,9 +286,14 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const Args a) {
     // reduce tokens (HBM-bound) as the pieces they sum land, so the two overlap. No grid sync: a
     // token's rank waits for each landing piece's ready word, raised by the warp that wrote it (or,
     // across nodes, for the network piece that holds it).
+    // Across nodes the grid's last reduce warp watches the network flags (netWatch: a failure is
+    // recorded); the others wait on its copies.
     constexpr int kRet = kReturnWarps, kRed = kWarps - kReturnWarps;
+    const bool watch = kNet && a.net;
+    const int redW = a.ctas * kRed - (watch ? 1 : 0), redGw = b * kRed + warp - kRet;
     if (warp < kRet) returnPairs<T, kNet>(a, c, b * kRet + warp, a.ctas * kRet, true, s_view, tk);
-    else reduceTokens<T, kNet>(a, c, b * kRed + warp - kRet, a.ctas * kRed, warp, true, s_view);
+    else if (watch && redGw == redW) netWatch(a, c, s_view, kNetStepCombine, kSiteMoeCombine);
+    else reduceTokens<T, kNet>(a, c, redGw, redW, warp, true, s_view);
   }
   // Across nodes: the block's puts leave the window before the kernel ends, so the next call or op
   // may reuse it.

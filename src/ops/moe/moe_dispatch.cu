@@ -386,8 +386,12 @@ __device__ __forceinline__ void dispatchBody(const Args& a, const DevComm& c, Ti
     const size_t rowBytes = D.rowBytes(), cap = D.cap;
     const int stride = D.pairStride();
     const PeerPairs peers(counts, K, E, me, n);
-    const int half = kWarps - sendWarps, gw = b * half + warp - sendWarps, nw = a.ctas * half;
-    for (int item = gw; item < peers.total(); item += nw) {
+    const int half = kWarps - sendWarps, gw = b * half + warp - sendWarps;
+    // Across nodes the grid's last expand warp watches the network flags (netWatch: a failure is
+    // recorded); the others wait on its copies.
+    const int nw = a.ctas * half - (a.net ? 1 : 0);
+    if (a.net && gw == nw) netWatch(a, c, s_view, kNetStepDispatch, kSiteMoeDispatch);
+    else for (int item = gw; item < peers.total(); item += nw) {
       const int s = peers.sourceOf(item);
       if (isRemote(a, s)) {
         // A remote node's pair, in pair order: wait for its piece, then everything the NVLink path
@@ -395,7 +399,7 @@ __device__ __forceinline__ void dispatchBody(const Args& a, const DevComm& c, Ti
         // combine), read from the window entry through L2 (the NIC / proxy wrote it).
         const long long i = item - peers.start(s);
         int ok = 1;
-        if (lane == 0) ok = netWaitEntry(c, s_view, s, i, kNetStepDispatch, kSiteMoeDispatch);
+        if (lane == 0) ok = netWaitEntry(a, c, s_view, s, i, kNetStepDispatch, kSiteMoeDispatch);
         __syncwarp();  // hands lane 0's acquire to the warp
         if (!__shfl_sync(0xffffffffu, ok, 0)) break;  // the error is recorded
         const char* ent = netWindow(c) + s_view.in[s] + (uint64_t)i * s_view.stride;

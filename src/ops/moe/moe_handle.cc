@@ -33,7 +33,7 @@ struct Agreed {
 
 // The local buffers, carved from one allocation (each piece 256-byte aligned).
 struct LocalLayout {
-  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, sendList, netCount, bytes;
+  size_t ctaCounts, slotRank, pairRank, route, offsets, counts, sendList, netCount, netSeen, bytes;
 };
 LocalLayout localLayoutFor(const Dims& d, int ctas) {
   LocalLayout l{};
@@ -52,6 +52,7 @@ LocalLayout localLayoutFor(const Dims& d, int ctas) {
   l.counts = take((size_t)d.localExperts() * 4);
   l.sendList = take(slots * 4);
   l.netCount = take((size_t)kMaxRanks * kNetMaxPieces * 4);
+  l.netSeen = take((size_t)kMaxRanks * kNetMaxPieces * 8);
   l.bytes = at;
   return l;
 }
@@ -208,6 +209,7 @@ mkcclResult_t handleCreate(mkcclComm* comm, const mkcclMoeConfig_t* cfg, mkcclMo
     h->local.expertCounts = reinterpret_cast<int32_t*>(base + l.counts);
     h->local.sendList = reinterpret_cast<int32_t*>(base + l.sendList);
     h->local.netCount = reinterpret_cast<uint32_t*>(base + l.netCount);
+    h->local.netSeen = reinterpret_cast<uint64_t*>(base + l.netSeen);
     // Flags must start below every call's values (the counts and pair tables are zeroed too, and the
     // landing rows' ready words). No
     // peer writes here before this rank has entered a call on the handle, i.e. after this. On the
