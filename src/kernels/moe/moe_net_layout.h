@@ -44,8 +44,10 @@ MOE_HD uint64_t netEntryBytes(const Dims& d) {
 }
 MOE_HD uint64_t netEntryRecord(const Dims& d) { return d.rowBytes(); }
 MOE_HD uint64_t netEntryInfo(const Dims& d) { return d.rowBytes() + (uint64_t)d.pairStride() * 4; }
-// A combine entry: one landing row (fp32 sum, or one dtype row at its start).
-MOE_HD uint64_t netCombineStride(const Dims& d) { return d.landingPitch(); }
+// A combine entry: one dtype row, the pair's rows weighted and summed in fp32 then rounded once
+// (m >= 2), or its one row as it is. Not the fp32 landing row of the NVLink path: half the bytes
+// on the wire, which decides the combine's time across nodes; one more rounding of a partial sum.
+MOE_HD uint64_t netCombineStride(const Dims& d) { return d.rowBytes(); }
 
 MOE_HD uint64_t netCountsRow(const Dims& d) { return alignUp((size_t)d.keys() * 4, kNetAlign); }
 MOE_HD uint64_t netCountsIn(const Dims& d, int s) { return netCountsRow(d) * (uint64_t)(1 + s); }

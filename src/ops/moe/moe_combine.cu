@@ -108,7 +108,11 @@ __device__ __forceinline__ bool returnPairs(const Args& a, const DevComm& c, int
             if (on && r0 + u < m) fma8<T>(acc, v[u], w);
           }
         }
-        if (on) {
+        if (on && viaNet) {  // a network entry: the sum as one dtype row (moe_net_layout.h)
+          *reinterpret_cast<uint4*>(dst + c0 * es) =
+              make_uint4(Elem<T>::pack(acc[0], acc[1]), Elem<T>::pack(acc[2], acc[3]), Elem<T>::pack(acc[4], acc[5]),
+                         Elem<T>::pack(acc[6], acc[7]));
+        } else if (on) {
           float4* o = reinterpret_cast<float4*>(dst + c0 * 4);
           o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
           o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
@@ -172,7 +176,8 @@ __device__ __forceinline__ void reduceTokens(const Args& a, const DevComm& c, in
           kind = 1, yRow = rt.idx, w = rt.weight;
           src = a.y + (size_t)rt.idx * rowBytes;
         } else if (kNet && routeFirst(rt.code) && isRemote(a, d)) {
-          kind = landsAsSum(routeSlots(rt.code)) ? 2 : 1, w = rt.weight;
+          // A dtype row either way: a weighted sum (m >= 2) counts once, a single row with its weight.
+          kind = 1, w = landsAsSum(routeSlots(rt.code)) ? 1.f : rt.weight;
           src = netWindow(c) + view.in[d] + (uint64_t)rt.idx * view.stride;
           nf = netSeenOf(a, d, rt.idx / view.perIn[d]);  // its device copy (netWatch); 32-bit division
         } else if (routeFirst(rt.code)) {
