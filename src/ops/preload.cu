@@ -12,6 +12,7 @@
 #include "ops/ag_gemm/host.h"
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm/gemm_plain.cuh"
+#include "ops/gemm/gemm_narrow.h"
 #include "ops/moe/moe_kernels.h"
 #include "base/check.h"
 #include "runtime/hooks.h"
@@ -66,6 +67,8 @@ mkcclResult_t preloadKernels(int dev, int smCount) {
   MKCCL_CHECK(loadCollectives());
   MKCCL_CHECK(plainGemmPreload<dev::Bf16>(dev, smCount));
   MKCCL_CHECK(plainGemmPreload<dev::F16>(dev, smCount));
+  MKCCL_CHECK(plainGemmNarrowPreload<dev::Bf16>(dev, smCount));
+  MKCCL_CHECK(plainGemmNarrowPreload<dev::F16>(dev, smCount));
   MKCCL_CHECK(groupedGemmPreload(dev, smCount));
   MKCCL_CHECK(groupedSwigluPreload(dev, smCount));
   MKCCL_CHECK(ag::fusedPreload<dev::Bf16>(dev, smCount));

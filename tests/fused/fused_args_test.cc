@@ -101,8 +101,10 @@ void checkC(const void* dC, size_t rows, size_t N, size_t ldc, mkcclDataType_t t
                          << (e.firstWrong == size_t(-1) ? 0 : e.firstWrong % N) << ") max rel err " << e.maxRelErr;
 }
 
-std::string tuningFor(const char* op, const char* plan) {
-  return plan ? std::string(op) + ".plan=" + plan : std::string();
+// The op's plan (null: auto), then `extra` tuning items.
+std::string tuningFor(const char* op, const char* plan, const std::string& extra = "") {
+  std::string t = plan ? std::string(op) + ".plan=" + plan : std::string();
+  return extra.empty() ? t : t.empty() ? extra : t + ";" + extra;
 }
 
 // ---------------------------------------------------------------- AllGather+GEMM
@@ -312,12 +314,13 @@ void expectNoAsyncError(mkcclComm_t comm) {
   EXPECT_EQ(mkcclSuccess, async) << mkcclGetLastError(comm);
 }
 
-void runAll(InProcessRanks& w, const std::string& worldName, uint64_t seed) {
+// extra: tuning items kept for every case (e.g. a forced GEMM tile configuration).
+void runAll(InProcessRanks& w, const std::string& worldName, uint64_t seed, const std::string& extra = "") {
   const int ws = w.size();
   // AllGather+GEMM: every case on every plan (ce with a strided A runs fused, documented).
   for (const char* plan : {"fused", "sequential", "ce", (const char*)nullptr}) {
     for (int r = 0; r < ws; ++r)
-      ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuningFor("ag_gemm", plan).c_str()));
+      ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuningFor("ag_gemm", plan, extra).c_str()));
     for (const AgCase& c : kAgCases) {
       const std::string where = worldName + ", AG+GEMM " + c.name + ", plan " + (plan ? plan : "auto") +
                                 ", seed " + std::to_string(seed);
@@ -348,7 +351,7 @@ void runAll(InProcessRanks& w, const std::string& worldName, uint64_t seed) {
       }
     }
   }
-  for (int r = 0; r < ws; ++r) ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
+  for (int r = 0; r < ws; ++r) ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], extra.c_str()));
   // GEMM+ReduceScatter and GEMM+AllReduce.
   for (bool allReduce : {false, true}) {
     for (const RsCase& c : kRsCases) {
@@ -489,6 +492,15 @@ TEST(FusedArgs, OneRank) {
   InProcessRanks w({0});
   ASSERT_TRUE(w.ok());
   runAll(w, "1 rank", freshSeed());
+}
+
+// The plain GEMM's other tile widths (their last columns stored from registers, with the bias)
+// where the sequential plans run it; the fused kernels take 128 x 128 for them.
+TEST(FusedArgs, OneRankOtherWidths) {
+  MKCCL_REQUIRE_GPUS(1);
+  InProcessRanks w({0});
+  ASSERT_TRUE(w.ok());
+  for (const char* v : {"80x1", "144x2", "240x1"}) runAll(w, std::string("1 rank, ") + v, freshSeed(), std::string("gemm.variant=") + v);
 }
 
 TEST(FusedArgs, RanksSharingGpus) {

@@ -28,8 +28,9 @@ const char* variantName(GemmVariant v) {
     case GemmVariant::F128C2: return "128x2";
     case GemmVariant::F192C1: return "192x1";
     case GemmVariant::F192C2: return "192x2";
+    default: break;
   }
-  return "?";
+  return "other width";
 }
 
 // The model's time of a plan in tile-width units (independent restatement, for comparisons).
@@ -40,7 +41,9 @@ double modelCost(const GemmPlan& p, int64_t M, int64_t N) {
 }
 
 void expectLaunchable(const GemmPlan& p, int64_t M, int64_t N, int budget, int maxClusters2, bool forced) {
-  ASSERT_TRUE(p.bn == 128 || p.bn == 192 || p.bn == 256);
+  const bool otherWidth = std::find(std::begin(mkccl::kGemmNarrowWidths), std::end(mkccl::kGemmNarrowWidths), p.bn) !=
+                          std::end(mkccl::kGemmNarrowWidths);
+  ASSERT_TRUE(p.bn == 128 || p.bn == 192 || p.bn == 256 || otherWidth) << p.bn;
   ASSERT_TRUE(p.clusterSize == 1 || p.clusterSize == 2);
   ASSERT_GE(p.ctas, p.clusterSize);
   EXPECT_EQ(p.ctas % p.clusterSize, 0);
@@ -264,6 +267,34 @@ TEST(GemmPlan, Tile192ForThePlainGemmOnly) {
     // Never worse in the model than the plan without 128 x 192.
     EXPECT_LE(modelCost(a, M, N), modelCost(fusedAuto, M, N) * 1.0051) << M << "x" << N;
   }
+}
+
+// The plain GEMM's other widths: each forced variant is its (width, cluster) and launchable at any
+// shape and budget; the kernels built without them read it as 128 x 128 with the same cluster.
+TEST(GemmPlan, OtherWidthsForced) {
+  std::mt19937_64 rng(777);
+  for (int i = 0; i < mkccl::kGemmNarrowCount; ++i)
+    for (int cs : {1, 2}) {
+      const GemmVariant v = mkccl::gemmNarrowVariant(i, cs);
+      int bn = 0, c = 0;
+      ASSERT_TRUE(mkccl::gemmVariantNarrow(v, &bn, &c));
+      EXPECT_EQ(mkccl::kGemmNarrowWidths[i], bn);
+      EXPECT_EQ(cs, c);
+      EXPECT_EQ(cs == 2 ? GemmVariant::F128C2 : GemmVariant::F128C1, mkccl::gemmVariantWide(v));
+      for (int k = 0; k < 500; ++k) {
+        const int64_t M = 1 + static_cast<int64_t>(rng() % 9000), N = 8 * (1 + static_cast<int64_t>(rng() % 1200));
+        const int budget = 1 + static_cast<int>(rng() % kSms);
+        const int maxClusters2 = static_cast<int>(rng() % (kClusters + 1));
+        const GemmPlan p = mkccl::gemmPlanModel(M, N, 4096, v, budget, maxClusters2, mkccl::kGemmTilesH200, true);
+        SCOPED_TRACE(testing::Message() << bn << "x" << cs << " " << M << "x" << N << " budget " << budget);
+        EXPECT_EQ(bn, p.bn);
+        EXPECT_EQ(cs, p.clusterSize);
+        expectLaunchable(p, M, N, budget, maxClusters2, true);
+      }
+    }
+  int bn = 0, c = 0;
+  for (GemmVariant v : {GemmVariant::Auto, GemmVariant::Simple, GemmVariant::F256C2, GemmVariant::F192C1})
+    EXPECT_FALSE(mkccl::gemmVariantNarrow(v, &bn, &c));
 }
 
 }  // namespace

@@ -58,7 +58,10 @@ void checkGemm(size_t M, size_t N, size_t K, mkcclDataType_t in, mkcclDataType_t
   EXPECT_LE(e.maxRelErr, kTol);
 }
 
-const char* const kVariants[] = {"auto", "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2"};
+const char* const kVariants[] = {"auto",  "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2",
+                                 "64x1",  "64x2",   "80x1",  "80x2",  "96x1",  "96x2",  "112x1", "112x2",
+                                 "144x1", "144x2",  "160x1", "160x2", "176x1", "176x2", "208x1", "208x2",
+                                 "224x1", "224x2",  "240x1", "240x2"};
 
 class GemmVariants : public ::testing::TestWithParam<const char*> {};
 

@@ -3,7 +3,9 @@
 //
 //  EpilogueTmaStore  registers -> swizzled shared-memory chunks (stmatrix / st.shared.v2) -> TMA
 //                    store to C (local). Double-buffered per warpgroup; the stores run while the
-//                    next tile's mainloop starts. Tails are clipped by TMA.
+//                    next tile's mainloop starts. Tails are clipped by TMA. A width off 64
+//                    columns (the plain GEMM's) stores its last columns from registers, which
+//                    complete() does not fence: no tile hook follows such a width (gemm_op.cuh).
 //  EpilogueRegStore  registers -> global memory through args.C / args.ldc (local, or a peer's
 //                    buffer through its mapping). Bounds-checked element pairs. The debug
 //                    ("simple") variant uses it.
@@ -70,6 +72,61 @@ template <bool kBias>
 __device__ __forceinline__ float2 biasPair(const EpiCtx& c, int64_t col) {
   if constexpr (!kBias) return make_float2(0.f, 0.f);
   return make_float2(biasAt(c, col), biasAt(c, col + 1));
+}
+
+// Register stores of column groups [j0, BN / 8) of a warpgroup's 64 x BN part: thread (warp w,
+// lane l) owns rows 16w + l/4 (+8) and column pairs 8j + 2(l%4). Bounds-checked pairs; kAdd adds
+// (red.global.add: v2.f32, bf16x2, f16x2). The register epilogues store every group; the TMA store
+// the groups past its last whole chunk (widths off 64 columns).
+template <bool kAdd, class T>
+__device__ __forceinline__ void regPut(T* p, float a, float b, bool both) {
+  if constexpr (sizeof(T) == 4) {
+    if (both) {
+      if constexpr (kAdd) dev::redAddF32x2(reinterpret_cast<float*>(p), a, b);
+      else *reinterpret_cast<float2*>(p) = make_float2(a, b);
+    } else {
+      if constexpr (kAdd) dev::redAddF32(reinterpret_cast<float*>(p), a);
+      else *reinterpret_cast<float*>(p) = a;
+    }
+  } else {
+    constexpr bool kBf16 = std::is_same<T, __nv_bfloat16>::value;
+    if (both) {
+      if constexpr (kAdd) {
+        if constexpr (kBf16) dev::redAddBf16x2(p, dev::packBf16x2(a, b));
+        else dev::redAddF16x2(p, dev::packF16x2(a, b));
+      } else {
+        *reinterpret_cast<uint32_t*>(p) = kBf16 ? dev::packBf16x2(a, b) : dev::packF16x2(a, b);
+      }
+    } else {
+      // 16-bit adds need an even N (the host guarantees it: 16-byte row pitches make N a
+      // multiple of 8): a lone 16-bit red is a CAS loop that, unrolled here, spills.
+      if constexpr (!kAdd) {
+        if constexpr (kBf16) *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(a);
+        else *reinterpret_cast<__half*>(p) = __float2half_rn(a);
+      }
+    }
+  }
+}
+
+template <class Cfg, class T, bool kAdd, int j0 = 0>
+__device__ __forceinline__ void regStoreGroups(const float (&acc)[Cfg::kAcc], const EpiCtx& c) {
+  const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
+  const int64_t rowTop = c.row0 + warp * 16 + (lane >> 2);
+  const int64_t colBase = c.col0 + 2 * (lane & 3u);
+  T* out = static_cast<T*>(c.C);
+#pragma unroll
+  for (int j = j0; j < Cfg::BN / 8; ++j) {
+    const int64_t col = colBase + 8 * j;
+    if (col >= c.N) break;  // columns only grow with j
+    const bool both = col + 1 < c.N;
+    float2 b = make_float2(0.f, 0.f);
+    if (!kAdd && c.bias != nullptr) b = biasPair<true>(c, col);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = rowTop + 8 * h;
+      if (row < c.M) regPut<kAdd, T>(out + row * c.ldc + col, acc[4 * j + 2 * h] + b.x, acc[4 * j + 2 * h + 1] + b.y, both);
+    }
+  }
 }
 
 struct EpilogueTmaStore {
@@ -161,6 +218,8 @@ struct EpilogueTmaStore {
       }
       storeBuffer(c, buf, c.col0 + ch * 64);
     }
+    if constexpr (Cfg::BN % 64 != 0)  // the columns past the last whole chunk
+      regStoreGroups<Cfg, std::conditional_t<kBf16, __nv_bfloat16, __half>, false, Cfg::BN / 64 * 8>(acc, c);
   }
 
   // fp32: 32 columns per chunk, 8-byte shared stores (two wavefronts per warp: no conflicts).
@@ -182,12 +241,12 @@ struct EpilogueTmaStore {
       }
       storeBuffer(c, buf, c.col0 + ch * 32);
     }
+    if constexpr (Cfg::BN % 32 != 0) regStoreGroups<Cfg, float, false, Cfg::BN / 32 * 4>(acc, c);
   }
 };
 
-// Register epilogues: thread (warp w, lane l) owns rows 16w + l/4 (+8) and column pairs
-// 8j + 2(l%4) of the warpgroup's part. Row pitch ldc must be even (pairs are 4/8-byte aligned);
-// EpilogueRegAdd with a 16-bit output also needs an even N.
+// Register epilogues: every column group from registers (regStoreGroups). Row pitch ldc must be
+// even (pairs are 4/8-byte aligned); EpilogueRegAdd with a 16-bit output also needs an even N.
 template <bool kAdd>
 struct EpilogueRegBase {
   template <int kConsumers>
@@ -198,11 +257,11 @@ struct EpilogueRegBase {
   template <class Cfg>
   __device__ __forceinline__ static void store(const float (&acc)[Cfg::kAcc], EpiCtx& c) {
     if (c.outType == mkcclFloat32)
-      storeAs<Cfg, float>(acc, c);
+      regStoreGroups<Cfg, float, kAdd>(acc, c);
     else if (c.outType == mkcclFloat16)
-      storeAs<Cfg, __half>(acc, c);
+      regStoreGroups<Cfg, __half, kAdd>(acc, c);
     else
-      storeAs<Cfg, __nv_bfloat16>(acc, c);
+      regStoreGroups<Cfg, __nv_bfloat16, kAdd>(acc, c);
   }
   // (A bias, if any, is added by the register store only: an add epilogue reduces partials.)
   // Every thread fences its own stores; then one thread may publish.
@@ -211,58 +270,6 @@ struct EpilogueRegBase {
     dev::namedBarrierSync(c.barrierId, 128);
   }
   __device__ __forceinline__ static void finish(EpiCtx&) {}
-
- private:
-  template <class T>
-  __device__ __forceinline__ static void put(T* p, float a, float b, bool both) {
-    if constexpr (sizeof(T) == 4) {
-      if (both) {
-        if constexpr (kAdd) dev::redAddF32x2(reinterpret_cast<float*>(p), a, b);
-        else *reinterpret_cast<float2*>(p) = make_float2(a, b);
-      } else {
-        if constexpr (kAdd) dev::redAddF32(reinterpret_cast<float*>(p), a);
-        else *reinterpret_cast<float*>(p) = a;
-      }
-    } else {
-      constexpr bool kBf16 = std::is_same<T, __nv_bfloat16>::value;
-      if (both) {
-        if constexpr (kAdd) {
-          if constexpr (kBf16) dev::redAddBf16x2(p, dev::packBf16x2(a, b));
-          else dev::redAddF16x2(p, dev::packF16x2(a, b));
-        } else {
-          *reinterpret_cast<uint32_t*>(p) = kBf16 ? dev::packBf16x2(a, b) : dev::packF16x2(a, b);
-        }
-      } else {
-        // 16-bit adds need an even N (the host guarantees it: 16-byte row pitches make N a
-        // multiple of 8): a lone 16-bit red is a CAS loop that, unrolled here, spills.
-        if constexpr (!kAdd) {
-          if constexpr (kBf16) *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(a);
-          else *reinterpret_cast<__half*>(p) = __float2half_rn(a);
-        }
-      }
-    }
-  }
-
-  template <class Cfg, class T>
-  __device__ __forceinline__ static void storeAs(const float (&acc)[Cfg::kAcc], EpiCtx& c) {
-    const uint32_t warp = c.tid >> 5, lane = c.tid & 31u;
-    const int64_t rowTop = c.row0 + warp * 16 + (lane >> 2);
-    const int64_t colBase = c.col0 + 2 * (lane & 3u);
-    T* out = static_cast<T*>(c.C);
-#pragma unroll
-    for (int j = 0; j < Cfg::BN / 8; ++j) {
-      const int64_t col = colBase + 8 * j;
-      if (col >= c.N) break;  // columns only grow with j
-      const bool both = col + 1 < c.N;
-      float2 b = make_float2(0.f, 0.f);
-      if (!kAdd && c.bias != nullptr) b = biasPair<true>(c, col);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = rowTop + 8 * h;
-        if (row < c.M) put<T>(out + row * c.ldc + col, acc[4 * j + 2 * h] + b.x, acc[4 * j + 2 * h + 1] + b.y, both);
-      }
-    }
-  }
 };
 
 using EpilogueRegStore = EpilogueRegBase<false>;

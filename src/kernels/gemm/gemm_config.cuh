@@ -12,9 +12,12 @@ struct GemmCfg {
   using In = InT;        // dev::Bf16 or dev::F16 (A and W)
   using Epilogue = Epi;  // EpilogueTmaStore, EpilogueRegStore, EpilogueRegAdd (epilogue.cuh)
   static constexpr int BM = 128, BN = kBN, BK = 64;  // BK * 2 bytes = one 128 B swizzle row
-  // wgmma n <= 256; the TMA-store epilogue writes 64-column chunks. The fused kernels use 128 and
-  // 256; the plain GEMM and the fp8 block-scaled kernel (fp8_op.cuh) also 192.
-  static_assert(BN % 64 == 0 && BN >= 128 && BN <= 256, "BN 128, 192 or 256");
+  // wgmma n <= 256. The fused kernels use 128 and 256; the fp8 block-scaled kernel (fp8_op.cuh)
+  // also 192; the plain GEMM every multiple of 16 from 64 (widths that fill the GPU's waves of
+  // tiles: gemm_plan_model.h), 16 so that a 2-CTA cluster's half of the W box is whole 8-row
+  // swizzle atoms. The TMA-store epilogue writes 64-column chunks and the columns past the last
+  // whole chunk from registers (epilogue.cuh).
+  static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "BN a multiple of 16 in [64, 256]");
 
   static constexpr int kConsumers = 2;  // warpgroups, 64 rows each
   static constexpr int kConsumerWarps = kConsumers * 4;
@@ -26,7 +29,7 @@ struct GemmCfg {
   // 64512 <= 65536, and the launch allocation of 168 x 384 = 64512 covers it exactly). ptxas
   // allocates each region within its limit; a producer that calls out of line (a load hook's
   // waitGeq) spills at 40, so hooked kernels use 56 / 224 (also 64512; consumers do not spill).
-  static constexpr bool kRegRealloc = BN >= 256;
+  static constexpr bool kRegRealloc = BN > 192;  // 104+ accumulators: the 168-register share is short
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr uint32_t kHookProducerRegs = 56, kHookConsumerRegs = 224;
 

@@ -130,6 +130,7 @@ struct StoreEpilogue {
     ec.col0 = static_cast<int64_t>(t.n) * Cfg::BN;
     Epi::template store<Cfg>(acc, ec);
     if constexpr (Op::kTileHook) {
+      static_assert(Cfg::BN % 64 == 0, "a tile hook publishes whole TMA-stored chunks (epilogue.cuh)");
       Epi::complete(ec);
       if (ec.tid == 0) {
         const volatile int* flags = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(flagsAddr));

@@ -6,6 +6,7 @@
 #include "ops/gemm/gemm_launch.cuh"
 #include "kernels/gemm/gemm_op.cuh"
 #include "ops/gemm/gemm_plain.cuh"
+#include "ops/gemm/gemm_narrow.h"
 #include "ops/gemm/gemm_pack.h"
 #include "ops/gemm/split_k_model.h"
 #include "ops/gemm/stream_k_model.h"
@@ -128,6 +129,8 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
   }
   if (plan.bn == 256) return Fast256::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
+  if (plan.bn != 128 && plan.bn != 192)
+    return plainGemmNarrow<In>(NarrowLaunch{plan.bn, &mapA, &mapB, &mapC, &g, plan.ctas, dev, info.smCount, stream, p.pdl});
   if (plan.bn == 192) {
     MKCCL_CHECK(Fast192::prepare(dev, info.smCount, plan.clusterSize, &unused));
     return Fast192::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);

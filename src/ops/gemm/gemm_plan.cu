@@ -24,7 +24,14 @@ const char* gemmVariantName(GemmVariant v) {
     case GemmVariant::F128C2: return "128x2";
     case GemmVariant::F192C1: return "192x1";
     case GemmVariant::F192C2: return "192x2";
+    default: break;
   }
+  static const char* const kNarrowNames[] = {"64x1",  "64x2",  "80x1",  "80x2",  "96x1",  "96x2",  "112x1",
+                                             "112x2", "144x1", "144x2", "160x1", "160x2", "176x1", "176x2",
+                                             "208x1", "208x2", "224x1", "224x2", "240x1", "240x2"};
+  static_assert(sizeof(kNarrowNames) / sizeof(kNarrowNames[0]) == 2 * kGemmNarrowCount, "a name per variant");
+  const int i = static_cast<int>(v) - static_cast<int>(GemmVariant::kNarrow);
+  if (i >= 0 && i < 2 * kGemmNarrowCount) return kNarrowNames[i];
   return "?";
 }
 

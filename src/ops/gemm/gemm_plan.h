@@ -11,18 +11,41 @@
 namespace mkccl {
 
 // Forced configurations (the tuner's gemm.variant: auto | simple | 256x2 | 256x1 | 128x1 | 128x2 |
-// 192x1 | 192x2), for debugging and tests; Auto chooses per shape. 128 x 192 tiles exist for the
-// plain GEMM only (one wave of tiles at shapes where 128 x 256 needs two: docs/PERFORMANCE.md).
-enum class GemmVariant : int { Auto, Simple, F256C2, F256C1, F128C1, F128C2, F192C1, F192C2 };
+// 192x1 | 192x2, then <width>x1 | <width>x2 for the plain GEMM's other widths), for debugging and
+// tests; Auto chooses per shape. Tiles of widths other than 128 and 256 exist for the plain GEMM
+// only (they fill the waves of tiles where 128 and 256 leave the last one part empty:
+// docs/PERFORMANCE.md).
+enum class GemmVariant : int {
+  Auto, Simple, F256C2, F256C1, F128C1, F128C2, F192C1, F192C2,
+  // 128 x kGemmNarrowWidths[i] tiles in clusters of c CTAs: kNarrow + 2 i + c - 1 (gemmNarrowVariant).
+  kNarrow = 16
+};
+// The plain GEMM's widths besides 128, 192 and 256: multiples of 16 (gemm_config.cuh).
+constexpr int kGemmNarrowWidths[] = {64, 80, 96, 112, 144, 160, 176, 208, 224, 240};
+constexpr int kGemmNarrowCount = static_cast<int>(sizeof(kGemmNarrowWidths) / sizeof(kGemmNarrowWidths[0]));
+inline GemmVariant gemmNarrowVariant(int i, int clusterSize) {
+  return static_cast<GemmVariant>(static_cast<int>(GemmVariant::kNarrow) + 2 * i + clusterSize - 1);
+}
+// Whether v forces one of those widths, and which (width, cluster size).
+inline bool gemmVariantNarrow(GemmVariant v, int* bn, int* clusterSize) {
+  const int i = static_cast<int>(v) - static_cast<int>(GemmVariant::kNarrow);
+  if (i < 0 || i >= 2 * kGemmNarrowCount) return false;
+  *bn = kGemmNarrowWidths[i / 2];
+  *clusterSize = 1 + i % 2;
+  return true;
+}
 const char* gemmVariantName(GemmVariant v);
 // The variant for kernels built with 128- and 256-wide tiles only (the fused ops, fp8 with
-// per-tensor scales): 192x1 / 192x2 force the wide tile there, as 256x1 / 256x2 do.
+// per-tensor scales): 192x1 / 192x2 force the wide tile there, as 256x1 / 256x2 do; the other
+// widths the 128-wide tile with the same cluster.
 inline GemmVariant gemmVariantWide(GemmVariant v) {
+  int bn = 0, cs = 1;
+  if (gemmVariantNarrow(v, &bn, &cs)) return cs == 2 ? GemmVariant::F128C2 : GemmVariant::F128C1;
   return v == GemmVariant::F192C1 ? GemmVariant::F256C1 : v == GemmVariant::F192C2 ? GemmVariant::F256C2 : v;
 }
 
 struct GemmPlan {
-  int bn = 256;         // output tile 128 x bn (128, 192 or 256)
+  int bn = 256;         // output tile 128 x bn (128, 192, 256 or, plain GEMM only, kGemmNarrowWidths)
   int clusterSize = 2;  // CTAs per cluster along M, sharing the W tile by multicast
   bool simple = false;  // debug variant: 128 x 128, no cluster, register epilogue
   int ctas = 0;         // compute CTAs (a multiple of clusterSize)

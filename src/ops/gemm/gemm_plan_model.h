@@ -25,7 +25,8 @@ struct GemmTileRates {
   double w256c1, w256c2, w128c1, w128c2, w192c1, w192c2;
   MKCCL_HD double of(int bn, int clusterSize) const {
     if (bn == 192) return clusterSize == 2 ? w192c2 : w192c1;
-    return bn == 256 ? (clusterSize == 2 ? w256c2 : w256c1) : (clusterSize == 2 ? w128c2 : w128c1);
+    if (bn == 256) return clusterSize == 2 ? w256c2 : w256c1;
+    return clusterSize == 2 ? w128c2 : w128c1;
   }
 };
 // H200 (the measurements above). 128 x 192: 0.97-1.0 of 128 x 256 by waves on the odd set's
@@ -123,6 +124,10 @@ inline int gemmTileCandidates(GemmVariant v, int wide, const GemmTileCandidate (
   if (v == GemmVariant::Auto) {
     *cands = autoOrder;
     return kN;
+  }
+  if (gemmVariantNarrow(v, &forced->bn, &forced->cs)) {
+    *cands = forced;
+    return 1;
   }
   const bool is192 = v == GemmVariant::F192C1 || v == GemmVariant::F192C2;
   forced->bn = is192 ? 192 : (v == GemmVariant::F256C2 || v == GemmVariant::F256C1) ? wide : 128;

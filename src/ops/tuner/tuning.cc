@@ -45,9 +45,22 @@ void addReduceKeys(std::vector<Key>& k, const char* prefix, Tuning::Reduce Tunin
 const std::vector<Key>& keys() {
   static const std::vector<Key> k = [] {
     std::vector<Key> v;
-    v.push_back({"gemm.variant", {"auto", "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2"}, 0, 0,
-                 [](Tuning& t, long long x) { t.gemm.variant = static_cast<GemmVariant>(x); },
-                 [](const Tuning& t) { return (long long)t.gemm.variant; }});
+    // Values in order: the eight named configurations (their enum values), then the plain GEMM's
+    // other widths (GemmVariant::kNarrow on).
+    std::vector<const char*> variants;  // gemmVariantName: static strings
+    constexpr int kNamed = static_cast<int>(GemmVariant::F192C2) + 1;
+    for (int i = 0; i < kNamed + 2 * kGemmNarrowCount; ++i)
+      variants.push_back(gemmVariantName(static_cast<GemmVariant>(
+          i < kNamed ? i : static_cast<int>(GemmVariant::kNarrow) + i - kNamed)));
+    v.push_back({"gemm.variant", variants, 0, 0,
+                 [](Tuning& t, long long x) {
+                   t.gemm.variant = static_cast<GemmVariant>(
+                       x < kNamed ? x : static_cast<long long>(GemmVariant::kNarrow) + x - kNamed);
+                 },
+                 [](const Tuning& t) {
+                   const long long x = (long long)t.gemm.variant;
+                   return x < kNamed ? x : x - static_cast<long long>(GemmVariant::kNarrow) + kNamed;
+                 }});
     v.push_back({"gemm.split_k", {}, 0, 16, [](Tuning& t, long long x) { t.gemm.splitK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.splitK; }});
     v.push_back({"gemm.stream_k", {"auto", "off", "on", "split"}, 0, 0,
