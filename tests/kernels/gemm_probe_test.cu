@@ -30,12 +30,14 @@
 #include "kernels/gemm/split_k.cuh"
 #include "ops/gemm/gemm_plan_model.h"
 #include "ops/gemm/split_k_model.h"
+#include "gemm_probe_util.cuh"
 #include "test_util.h"
 #include "tile_map.h"
 
 namespace {
 
 using namespace mkccl;
+using namespace mkccl::gemmprobe;
 
 constexpr int kPoints = 6;   // stamps 0..5, in order in every CTA
 constexpr int kStamps = 9;   // with the epilogue's 6..8
@@ -98,14 +100,6 @@ __global__ void markTime(unsigned long long* out) {
 using mkccl::test::smCount;
 using Dev = mkccl::test::DeviceBuf;
 
-// Median, min and max of v (printed as "med [min, max]").
-std::string spread(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  char b[96];
-  snprintf(b, sizeof(b), "%7.0f [%6.0f, %7.0f]", v[v.size() / 2], v.front(), v.back());
-  return b;
-}
-
 void probe(size_t M, size_t N, size_t K) {
   SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
   const int sms = smCount();
@@ -131,10 +125,7 @@ void probe(size_t M, size_t N, size_t K) {
   ASSERT_TRUE(A.p && W.p && C.p && R.p && partials.p && counters.p && stamps.p && marks.p && fault.p);
   cudaMemset(counters.p, 0, tiles * 2 * 4);
   cudaMemset(fault.p, 0, 4);
-  const uint64_t seed = test::freshSeed();
-  test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
-  test::fillRandom(W.p, N * K * copies, mkcclBfloat16, seed + 1);
-  test::poison(C.p, M * N * 2);
+  fillOperands(A.p, W.p, N * copies, C.p, M, N, K);
 
   alignas(64) CUtensorMap mapA, mapC;
   std::vector<CUtensorMap> mapsB(copies);
@@ -143,30 +134,14 @@ void probe(size_t M, size_t N, size_t K) {
   ASSERT_TRUE(test::encodeBf16(&mapA, A.p, M, K, aRows));
   for (int i = 0; i < copies; ++i) ASSERT_TRUE(test::encodeBf16(&mapsB[i], wCopy(i), N, K, 128));
   ASSERT_TRUE(test::encodeBf16(&mapC, C.p, M, N, 64));
-  GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  gemmArgsFor(plan, M, N, K, &g);
-  g.outType = mkcclBfloat16;
-  g.C = C.p;
-  g.ldc = static_cast<int64_t>(N);
-  g.waitTimeoutNs = 20ull * 1000 * 1000 * 1000;
-  g.fault = static_cast<int*>(fault.p);
+  GemmArgs g = gemmArgs(plan, M, N, K, C.p, fault.p);
   g.aBoxRows = aRows < 128 ? static_cast<int>(aRows) : 0;
-  ProbeParams p;
-  memset(&p, 0, sizeof(p));
-  p.partials = static_cast<float*>(partials.p);
-  p.counters = static_cast<int*>(counters.p);
-  p.splits = plan.splits;
-  p.ctas = plan.ctas;
+  ProbeParams p = splitKParams<ProbeParams>(plan, partials.p, counters.p);
   p.stamps = static_cast<unsigned long long*>(stamps.p);
 
   auto kernel = &persistentGemmKernel<Cfg, ProbeOp>;
-  ASSERT_EQ(cudaSuccess, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(Cfg::kSmemBytes)));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(plan.ctas));
-  cfg.blockDim = dim3(Cfg::kThreads);
-  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+  cudaLaunchConfig_t cfg;
+  ASSERT_EQ(cudaSuccess, launchConfig<Cfg>(kernel, plan.ctas, &cfg));
   int call = 0;  // which copy of W the next call reads
   auto launch = [&] { return cudaLaunchKernelEx(&cfg, kernel, mapA, mapsB[call++ % copies], mapC, g, p); };
   for (int i = 0; i < copies; ++i) ASSERT_EQ(cudaSuccess, launch());
@@ -179,11 +154,7 @@ void probe(size_t M, size_t N, size_t K) {
   markTime<<<1, 1>>>(mk + 1);
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
 
-  test::cublasGemmRef(A.p, wCopy(call - 1), R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0);
-  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
-  const test::ErrStats e = test::compare(test::toHostDouble(C.p, M * N, mkcclBfloat16),
-                                         test::toHostDouble(R.p, M * N, mkcclBfloat16), 1e-2);
-  EXPECT_EQ(e.wrong, 0u);
+  ASSERT_NO_FATAL_FAILURE(expectMatchesCublas(A.p, wCopy(call - 1), C.p, R.p, M, N, K));
 
   std::vector<unsigned long long> s(static_cast<size_t>(plan.ctas) * kStamps * 2), m(2);
   cudaMemcpy(s.data(), stamps.p, s.size() * 8, cudaMemcpyDeviceToHost);
@@ -210,23 +181,8 @@ void probe(size_t M, size_t N, size_t K) {
   }
 
   // Time per call, 20 back to back: the stamped kernel, then mkcclGemm on the same operands.
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto per = [&](auto&& call) {
-    for (int i = 0; i < 3; ++i) call();
-    cudaEventRecord(e0);
-    for (int i = 0; i < 20; ++i) call();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    return ms * 1000.0 / 20;
-  };
-  const double probeUs = per([&] { launch(); });
-  const double libUs = per([&] { mkcclGemm(A.p, wCopy(call++), C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0); });
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const double probeUs = usPerCall([&] { launch(); });
+  const double libUs = usPerCall([&] { mkcclGemm(A.p, wCopy(call++), C.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0); });
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
 
   printf("PROBE %zux%zux%zu: %d CTAs, K in %d part(s); per call (W from HBM, %d copies): stamped %.1f us, "

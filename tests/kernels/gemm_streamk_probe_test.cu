@@ -26,12 +26,14 @@
 #include "kernels/gemm/split_k.cuh"
 #include "ops/gemm/gemm_plan_model.h"
 #include "ops/gemm/stream_k_model.h"
+#include "gemm_probe_util.cuh"
 #include "test_util.h"
 #include "tile_map.h"
 
 namespace {
 
 using namespace mkccl;
+using namespace mkccl::gemmprobe;
 
 constexpr int kUnits = 8;   // stamped units per CTA (later ones are not stamped)
 constexpr int kPoints = 4;  // per unit
@@ -90,13 +92,8 @@ struct SkProbeOp : SplitKGemmOp {
 using mkccl::test::smCount;
 using Dev = mkccl::test::DeviceBuf;
 
-std::string spread(std::vector<double> v) {
-  if (v.empty()) return "      -";
-  std::sort(v.begin(), v.end());
-  char b[96];
-  snprintf(b, sizeof(b), "%7.2f [%6.2f, %7.2f] (n=%zu)", v[v.size() / 2], v.front(), v.back(), v.size());
-  return b;
-}
+// Fractions of a microsecond matter here, and how many units a phase covers.
+std::string spread(const std::vector<double>& v) { return gemmprobe::spread(v, 2, true); }
 
 enum Mode { kWhole, kStreamK, kRemainder };
 
@@ -135,41 +132,22 @@ void probeOne(size_t M, size_t N, size_t K, Mode mode, double clkGHz) {
   ASSERT_TRUE(A.p && W.p && C.p && R.p && partials.p && counters.p && stamps.p && meta.p && fault.p);
   cudaMemset(counters.p, 0, tiles * 2 * 4 + 64);
   cudaMemset(fault.p, 0, 4);
-  const uint64_t seed = test::freshSeed();
-  test::fillRandom(A.p, M * K, mkcclBfloat16, seed);
-  test::fillRandom(W.p, N * K, mkcclBfloat16, seed + 1);
-  test::poison(C.p, M * N * 2);
+  fillOperands(A.p, W.p, N, C.p, M, N, K);
 
   alignas(64) CUtensorMap mapA, mapB, mapC;
   ASSERT_TRUE(test::encodeBf16(&mapA, A.p, M, K, 128));
   ASSERT_TRUE(test::encodeBf16(&mapB, W.p, N, K, BN));
   ASSERT_TRUE(test::encodeBf16(&mapC, C.p, M, N, 64));
-  GemmArgs g;
-  memset(&g, 0, sizeof(g));
-  gemmArgsFor(plan, M, N, K, &g);
-  g.outType = mkcclBfloat16;
-  g.C = C.p;
-  g.ldc = static_cast<int64_t>(N);
-  g.waitTimeoutNs = 20ull * 1000 * 1000 * 1000;
-  g.fault = static_cast<int*>(fault.p);
-  SkProbeParams p;
-  memset(&p, 0, sizeof(p));
-  p.partials = static_cast<float*>(partials.p);
-  p.counters = static_cast<int*>(counters.p);
-  p.splits = plan.splits;
+  const GemmArgs g = gemmArgs(plan, M, N, K, C.p, fault.p);
+  SkProbeParams p = splitKParams<SkProbeParams>(plan, partials.p, counters.p);
   p.dpTiles = plan.dpTiles;
   p.skTiles = plan.skTiles;
-  p.ctas = plan.ctas;
   p.stamps = static_cast<unsigned long long*>(stamps.p);
   p.meta = static_cast<int*>(meta.p);
 
   auto kernel = &persistentGemmKernel<Cfg, SkProbeOp>;
-  ASSERT_EQ(cudaSuccess, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(Cfg::kSmemBytes)));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(plan.ctas));
-  cfg.blockDim = dim3(Cfg::kThreads);
-  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+  cudaLaunchConfig_t cfg;
+  ASSERT_EQ(cudaSuccess, launchConfig<Cfg>(kernel, plan.ctas, &cfg));
   auto launch = [&] { return cudaLaunchKernelEx(&cfg, kernel, mapA, mapB, mapC, g, p); };
   for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaSuccess, launch());
   cudaMemsetAsync(stamps.p, 0, nStamps * 8);
@@ -177,11 +155,7 @@ void probeOne(size_t M, size_t N, size_t K, Mode mode, double clkGHz) {
   ASSERT_EQ(cudaSuccess, launch());
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
 
-  test::cublasGemmRef(A.p, W.p, R.p, M, N, K, mkcclBfloat16, mkcclBfloat16, 0);
-  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
-  const test::ErrStats e = test::compare(test::toHostDouble(C.p, M * N, mkcclBfloat16),
-                                         test::toHostDouble(R.p, M * N, mkcclBfloat16), 1e-2);
-  EXPECT_EQ(e.wrong, 0u);
+  ASSERT_NO_FATAL_FAILURE(expectMatchesCublas(A.p, W.p, C.p, R.p, M, N, K));
 
   std::vector<unsigned long long> s(nStamps);
   std::vector<int> mt(static_cast<size_t>(plan.ctas) * kUnits * 4);
@@ -211,25 +185,14 @@ void probeOne(size_t M, size_t N, size_t K, Mode mode, double clkGHz) {
   }
   for (double& v : endUs) v = (v - first) / 1e3;
 
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  for (int i = 0; i < 3; ++i) launch();
-  cudaEventRecord(e0);
-  for (int i = 0; i < 20; ++i) launch();
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const double us = usPerCall([&] { launch(); });
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
 
   const long long cut = mode == kRemainder ? static_cast<long long>(tiles - plan.dpTiles) : plan.skTiles;
   printf("SKPROBE %zux%zux%zu 128x%d %s: %d CTAs, %lld tiles (%d whole + %lld cut, %d parts), %d k-blocks; %.1f us "
          "per call (20 back to back); span first begin -> last stored %.1f us\n",
          M, N, K, BN, mode == kStreamK ? "stream-K" : mode == kRemainder ? "remainder" : "whole", plan.ctas,
-         static_cast<long long>(tiles), plan.dpTiles, cut, plan.splits, kBlocks, ms * 1000.0 / 20,
+         static_cast<long long>(tiles), plan.dpTiles, cut, plan.splits, kBlocks, us,
          (last - first) / 1e3);
   printf("  CTA last stored after first begin (us): %s\n", spread(endUs).c_str());
   const char* kn[3] = {"whole tile", "piece", "last piece"};

@@ -98,6 +98,18 @@ void expectNoAsyncError(mkcclComm_t comm) {
   EXPECT_EQ(mkcclSuccess, async) << mkcclGetLastError(comm);
 }
 
+// After a call whose peer never joined, `secs` long: it gave up within [minSecs, maxSecs), and the
+// communicator's error is the timeout, named for `what` (the MoE dispatch or combine) so that a
+// user can tell which wait it was.
+void expectPeerTimeout(mkcclComm_t comm, double secs, double minSecs, double maxSecs, const char* what) {
+  EXPECT_GE(secs, minSecs);
+  EXPECT_LT(secs, maxSecs);
+  mkcclResult_t async = mkcclSuccess;
+  ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(comm);
+  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(comm)).find(what)) << mkcclGetLastError(comm);
+}
+
 // One rank's inputs (host and device) and what it received.
 struct RankData {
   Routing route;
@@ -465,6 +477,26 @@ LayerWeights randomWeights(const LayerCase& c, std::mt19937_64& g) {
   return w;
 }
 
+// One rank's expert layer on the current device: weights drawn from g, W1 (as c's first GEMM takes
+// it) and W2 uploaded, act [rows][I] and Y [rows][H] allocated for the handle's receive rows.
+struct LayerRank {
+  LayerWeights wt;
+  void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dY = nullptr;
+  // An assertion here returns from make alone: call it under ASSERT_NO_FATAL_FAILURE.
+  void make(const LayerCase& c, size_t rows, std::mt19937_64& g) {
+    wt = randomWeights(c, g);
+    const std::vector<uint16_t> w1 = w1Of(c, wt);
+    dW1 = upload(w1.data(), w1.size() * 2);
+    dW2 = upload(wt.w2.data(), wt.w2.size() * 2);
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dAct, rows * c.I * 2));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&dY, rows * c.H * 2));
+  }
+  void release() {
+    for (void* p : {dW1, dW2, dAct, dY}) cudaFree(p);
+    dW1 = dW2 = dAct = dY = nullptr;
+  }
+};
+
 // The fp32 reference of token t's output row (ref[H]): expert e (global) is local expert e % El of
 // rank e / El, whose weights weightsOf(e / El) returns.
 void layerReference(const LayerCase& c, const std::vector<uint16_t>& X, const Routing& route, int t,
@@ -519,10 +551,9 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
   Handles hs(w, cfg);
   ASSERT_TRUE(hs.ok);
   std::mt19937_64 g(seed);
-  struct Rank {
+  struct Rank : LayerRank {
     RankData d;
-    LayerWeights wt;
-    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dOutC = nullptr;
+    void* dOutC = nullptr;
   };
   std::vector<Rank> rk(ws);
   Dims d;
@@ -537,13 +568,8 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
     const int T = c.T(r);
     x.d.route = makeRouting(c.kind, T, d, g());
     x.d.X = randomHalves((size_t)T * c.H, c.fp16, g);
-    x.wt = randomWeights(c, g);
-    const std::vector<uint16_t> w1 = w1Of(c, x.wt);
-    x.dW1 = upload(w1.data(), w1.size() * 2);
-    x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
+    ASSERT_NO_FATAL_FAILURE(x.make(c, x.d.buf.maxRecvRows, g));
     x.d.uploadInputs();
-    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dAct, x.d.buf.maxRecvRows * c.I * 2));
-    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dY, x.d.buf.maxRecvRows * c.H * 2));
     ASSERT_EQ(cudaSuccess, cudaMalloc(&x.d.dOut, std::max<size_t>((size_t)T * c.H * 2, 16)));
     test::poison(x.d.dOut, (size_t)T * c.H * 2, w.streams[r]);
     ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
@@ -557,23 +583,23 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
                                        w.streams[r]);
     if (e == mkcclSuccess) e = composedGemm1(c, b, x.dW1, x.dAct, w.streams[r]);
     if (e == mkcclSuccess)
-      e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt, dt,
+      e = mkcclGroupedGemm(x.dAct, x.dW2, x.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt, dt,
                            w.streams[r]);
-    if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, fused ? x.dOutC : x.d.dOut, c.T(r), w.streams[r]);
+    if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, fused ? x.dOutC : x.d.dOut, c.T(r), w.streams[r]);
     if (fused && e == mkcclSuccess) {
       cudaMemsetAsync(b.recvX, 0xff, b.maxRecvRows * b.rowPitch * 2, w.streams[r]);  // NaN in bf16 and fp16
       cudaMemsetAsync(x.dAct, 0xff, b.maxRecvRows * c.I * 2, w.streams[r]);
       e = mkcclMoeDispatchGemm(hs.h[r], x.d.dX, (const int32_t*)x.d.dIdx, (const float*)x.d.dW, c.T(r), x.dW1, x.dAct,
                                c.I, gemm1Mode(c), w.streams[r]);
       if (both) {
-        cudaMemsetAsync(x.d.dY, 0xff, b.maxRecvRows * c.H * 2, w.streams[r]);
+        cudaMemsetAsync(x.dY, 0xff, b.maxRecvRows * c.H * 2, w.streams[r]);
         if (e == mkcclSuccess)
-          e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.d.dY, x.d.dOut, c.I, c.T(r), w.streams[r]);
+          e = mkcclMoeGemmCombine(hs.h[r], x.dAct, x.dW2, x.dY, x.d.dOut, c.I, c.T(r), w.streams[r]);
       } else {
         if (e == mkcclSuccess)
-          e = mkcclGroupedGemm(x.dAct, x.dW2, x.d.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt, dt,
+          e = mkcclGroupedGemm(x.dAct, x.dW2, x.dY, b.expertOffsets, c.El, b.maxRecvRows, c.H, c.I, dt, dt,
                                w.streams[r]);
-        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.d.dY, x.d.dOut, c.T(r), w.streams[r]);
+        if (e == mkcclSuccess) e = mkcclMoeCombine(hs.h[r], x.dY, x.d.dOut, c.T(r), w.streams[r]);
       }
     }
     res[r] = e;
@@ -617,9 +643,7 @@ void runLayer(World& w, const LayerCase& c, uint64_t seed, bool fused = false, b
   EXPECT_LE(worst, 3e-2);
   for (int r = 0; r < ws; ++r) {
     cudaSetDevice(w.devs[r]);
-    cudaFree(rk[r].dW1);
-    cudaFree(rk[r].dW2);
-    cudaFree(rk[r].dAct);
+    rk[r].release();
     cudaFree(rk[r].dOutC);
     rk[r].d.release();
   }
@@ -716,10 +740,8 @@ void runLayersBackToBack(World& w, const LayerCase& c, int calls, uint64_t seed,
   const mkcclMoeConfig_t cfg = configOf(base, ws, cap);
   Handles hs(w, cfg);
   ASSERT_TRUE(hs.ok);
-  struct Rank {
+  struct Rank : LayerRank {
     std::vector<RankData> d;  // per call
-    LayerWeights wt;
-    void *dW1 = nullptr, *dW2 = nullptr, *dAct = nullptr, *dY = nullptr;
     mkcclMoeBuffers b{};
   };
   std::vector<Rank> rk(ws);
@@ -728,12 +750,7 @@ void runLayersBackToBack(World& w, const LayerCase& c, int calls, uint64_t seed,
     Rank& x = rk[r];
     ASSERT_EQ(mkcclSuccess, mkcclMoeGetBuffers(hs.h[r], &x.b));
     const Dims d = dimsOf(cfg, ws, x.b.maxRecvRows);
-    x.wt = randomWeights(c, g);
-    const std::vector<uint16_t> w1 = w1Of(c, x.wt);
-    x.dW1 = upload(w1.data(), w1.size() * 2);
-    x.dW2 = upload(x.wt.w2.data(), x.wt.w2.size() * 2);
-    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dAct, x.b.maxRecvRows * c.I * 2));
-    ASSERT_EQ(cudaSuccess, cudaMalloc(&x.dY, x.b.maxRecvRows * c.H * 2));
+    ASSERT_NO_FATAL_FAILURE(x.make(c, x.b.maxRecvRows, g));
     x.d.resize(calls);
     const int T = c.T(r);
     for (int i = 0; i < calls; ++i) {
@@ -799,7 +816,7 @@ void runLayersBackToBack(World& w, const LayerCase& c, int calls, uint64_t seed,
   for (int r = 0; r < ws; ++r) {
     cudaSetDevice(w.devs[r]);
     for (RankData& y : rk[r].d) y.release();
-    for (void* p : {rk[r].dW1, rk[r].dW2, rk[r].dAct, rk[r].dY}) cudaFree(p);
+    rk[r].release();
   }
 }
 
@@ -822,13 +839,7 @@ void runAbsentPeer(World& w, const Case& c, double minSecs, double maxSecs) {
   ASSERT_EQ(mkcclSuccess, mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, T, w.streams[0]));
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[0])) << "the kernel must exit cleanly";
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GE(secs, minSecs);
-  EXPECT_LT(secs, maxSecs);
-  mkcclResult_t async = mkcclSuccess;
-  ASSERT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[0], &async));
-  EXPECT_EQ(mkcclTimeout, async) << mkcclGetLastError(w.comms[0]);
-  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[0])).find("MoE dispatch"))
-      << mkcclGetLastError(w.comms[0]);
+  ASSERT_NO_FATAL_FAILURE(expectPeerTimeout(w.comms[0], secs, minSecs, maxSecs, "MoE dispatch"));
   printf("absent peer: error after %.1f s: %s\n", secs, mkcclGetLastError(w.comms[0]));
   EXPECT_EQ(mkcclTimeout, mkcclMoeDispatch(hs.h[0], x.dX, (const int32_t*)x.dIdx, (const float*)x.dW, T, w.streams[0]))
       << "the communicator keeps its error";
