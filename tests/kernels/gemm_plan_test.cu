@@ -230,16 +230,14 @@ TEST(GemmPlan, PlainPrefersClusters) {
 namespace {
 
 // 128 x 192 tiles (the plain GEMM's only): auto weighs them when asked (withTile192) and takes them
-// where they need fewer tile-widths of waves, e.g. 2000 x 2056 (176 tiles: two waves of 192
-// against two of 256 or three of 128) and 4097 x 4104 (726 tiles: six waves of 192 against five of
-// 256); the fused planners' call (no withTile192) never returns them, not even for the 192
-// variants, which their callers map to the wide tile (gemmVariantWide); every plan launchable.
+// where they need fewer tile-widths of waves, e.g. 3072 x 3072 (384 tiles: three waves of 192
+// against 2.2 of 256) where the other widths gain too little (2000 x 2056, which took 192 before
+// them, now takes 144: OtherWidthsAuto); the fused planners' call (no withTile192) never returns
+// them, not even for the 192 variants, which their callers map to the wide tile
+// (gemmVariantWide); every plan launchable.
 TEST(GemmPlan, Tile192ForThePlainGemmOnly) {
   for (const auto* rates : {&mkccl::kGemmTilesH200, &mkccl::kGemmTilesH100, &mkccl::kGemmTilesMisaligned}) {
-    GemmPlan p = mkccl::gemmPlanModel(2000, 2056, 4096, GemmVariant::Auto, kSms, kClusters, *rates, true);
-    EXPECT_EQ(p.bn, 192);
-    expectLaunchable(p, 2000, 2056, kSms, kClusters, false);
-    p = mkccl::gemmPlanModel(3072, 3072, 4096, GemmVariant::Auto, kSms, kClusters, *rates, true);
+    GemmPlan p = mkccl::gemmPlanModel(3072, 3072, 4096, GemmVariant::Auto, kSms, kClusters, *rates, true);
     EXPECT_EQ(p.bn, 192);
     // Whole waves of 128 x 256 tiles keep them.
     p = mkccl::gemmPlanModel(8192, 8192, 8192, GemmVariant::Auto, kSms, kClusters, *rates, true);
@@ -295,6 +293,43 @@ TEST(GemmPlan, OtherWidthsForced) {
   int bn = 0, c = 0;
   for (GemmVariant v : {GemmVariant::Auto, GemmVariant::Simple, GemmVariant::F256C2, GemmVariant::F192C1})
     EXPECT_FALSE(mkccl::gemmVariantNarrow(v, &bn, &c));
+}
+
+// Auto's other widths (plain GEMM, above decode M, at a 5% predicted gain): the odd set's shapes
+// take the widths measured fastest there (one H100, each forced, perf/results/20261128-s10/
+// 3-widths-h100/): 1000 x 1032 x 4096 128 x 80, 2000 x 2056 x 4096 144, 4097 x 4104 x 4096 208
+// (then gemmPlainPreferCluster: 144 in clusters, 208 alone on 33 M-blocks), 4097 x 4104 x 4104 224
+// in clusters; whole waves of 256 and 3072 x 3072 keep their tiles; never at decode M, never for
+// the fused planners.
+TEST(GemmPlan, OtherWidthsAuto) {
+  auto plan = [](int64_t M, int64_t N, int64_t K, const mkccl::GemmTileRates& r) {
+    return mkccl::gemmPlainPreferCluster(mkccl::gemmPlanModel(M, N, K, GemmVariant::Auto, kSms, kClusters, r, true), M,
+                                         N, GemmVariant::Auto, kSms, kClusters);
+  };
+  GemmPlan p = plan(1000, 1032, 4096, mkccl::kGemmTilesH100);
+  EXPECT_EQ(p.bn, 80);
+  p = plan(2000, 2056, 4096, mkccl::kGemmTilesH100);
+  EXPECT_EQ(p.bn, 144);
+  EXPECT_EQ(p.clusterSize, 2);
+  p = plan(4097, 4104, 4096, mkccl::kGemmTilesH100);
+  EXPECT_EQ(p.bn, 208);
+  EXPECT_EQ(p.clusterSize, 1);
+  p = plan(4097, 4104, 4104, mkccl::kGemmTilesMisaligned);
+  EXPECT_EQ(p.bn, 224);
+  EXPECT_EQ(p.clusterSize, 2);
+  for (const auto* r : {&mkccl::kGemmTilesH200, &mkccl::kGemmTilesH100}) {
+    EXPECT_EQ(plan(8192, 8192, 4096, *r).bn, 256);
+    EXPECT_EQ(plan(3072, 3072, 4096, *r).bn, 192);
+  }
+  std::mt19937_64 rng(99);
+  for (int i = 0; i < 5000; ++i) {
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 9000), N = 8 * (1 + static_cast<int64_t>(rng() % 1200));
+    const GemmPlan a = mkccl::gemmPlanModel(M, N, 4096, GemmVariant::Auto, kSms, kClusters, mkccl::kGemmTilesH200, true);
+    expectLaunchable(a, M, N, kSms, kClusters, false);
+    if (M <= mkccl::kGemmOtherWidthsMinRows) EXPECT_TRUE(a.bn == 128 || a.bn == 192 || a.bn == 256) << M << "x" << N;
+    const GemmPlan f = mkccl::gemmPlanModel(M, N, 4096, GemmVariant::Auto, kSms, kClusters);
+    EXPECT_TRUE(f.bn == 128 || f.bn == 256) << M << "x" << N;
+  }
 }
 
 }  // namespace

@@ -476,12 +476,12 @@ GemmPlan remPlanFor(int64_t M, int64_t N, int64_t K, int forced = 0, GemmVariant
                                        rates, misaligned);
 }
 
-// The rule: 2000 x 2056 x 4096 (176 tiles of 128 x 192: a 44-tile remainder in three parts)
-// takes it; shapes where the model's gain is under 12% (4097 x 4104, 1000 x 1032, 333 x 520: the
-// reduction's fixed cost against 16 k-blocks), rows off 128 bytes, full waves, decode M, cluster
-// variants and gemm.stream_k=off never; forced (split) wherever a remainder exists, with the
-// variant's tile, whatever the rows; the plans fit the workspace and their whole tiles are whole
-// waves of the CTAs.
+// The rule: 300 x 1480 x 4096 (the plain plan 128 x 64 in clusters, 3 M-blocks) takes it in
+// 128 x 128 parts; 2000 x 2056 x 4096, which took it before the other widths, now fills its two
+// waves with 128 x 144 tiles and does not; shapes where the model's gain is under 12% (4097 x 4104,
+// 1000 x 1032, 333 x 520), rows off 128 bytes, full waves, decode M, cluster variants and
+// gemm.stream_k=off never; forced (split) wherever a remainder exists, with the variant's tile,
+// whatever the rows; the plans fit the workspace and their whole tiles are whole waves of the CTAs.
 TEST(GemmSplitRemainder, Rule) {
   auto expectSane = [](const GemmPlan& p, int64_t M, int64_t N) {
     EXPECT_GE(p.splits, 2) << M << "x" << N;
@@ -492,20 +492,21 @@ TEST(GemmSplitRemainder, Rule) {
     EXPECT_LE((tiles - p.dpTiles) * p.splits, p.ctas);
     EXPECT_LE((tiles - p.dpTiles) * p.splits * p.bn / 128, 4 * kSms);
   };
-  const GemmPlan a = remPlanFor(2000, 2056, 4096);
-  printf("split remainder 2000x2056x4096: 128x%d, %d whole tiles, %d parts, %d CTAs\n", a.bn, a.dpTiles, a.splits,
+  const GemmPlan a = remPlanFor(300, 1480, 4096);
+  printf("split remainder 300x1480x4096: 128x%d, %d whole tiles, %d parts, %d CTAs\n", a.bn, a.dpTiles, a.splits,
          a.ctas);
-  EXPECT_EQ(a.bn, 192);
+  EXPECT_EQ(a.bn, 128);
   EXPECT_EQ(a.splits, 3);
-  expectSane(a, 2000, 2056);
-  for (const auto& s : std::vector<std::array<int64_t, 3>>{{4097, 4104, 4096}, {1000, 1032, 4096}, {333, 520, 1000},
-                                                            {3072, 3072, 4096}, {8192, 8192, 8192}, {128, 4096, 4096}})
+  expectSane(a, 300, 1480);
+  for (const auto& s : std::vector<std::array<int64_t, 3>>{{2000, 2056, 4096}, {4097, 4104, 4096}, {1000, 1032, 4096},
+                                                            {333, 520, 1000}, {3072, 3072, 4096}, {8192, 8192, 8192},
+                                                            {128, 4096, 4096}})
     EXPECT_EQ(remPlanFor(s[0], s[1], s[2]).splits, 1) << s[0] << "x" << s[1] << "x" << s[2];
   EXPECT_EQ(remPlanFor(2000, 2056, 4104, 0, GemmVariant::Auto, mkccl::kGemmTilesMisaligned).splits, 1);
-  // The H100's table: 2000 x 2056 too (61.5 against 69.0 us); not 1000 x 1032 nor 4097 x 4104, where
-  // four parts of 128 x 256 measured 35.9 against 26.6 and 220.4 against 207.3 (6-tile192-h100/).
-  EXPECT_EQ(remPlanFor(2000, 2056, 4096, 0, GemmVariant::Auto, mkccl::kGemmTilesH100).bn, 192);
-  EXPECT_GE(remPlanFor(2000, 2056, 4096, 0, GemmVariant::Auto, mkccl::kGemmTilesH100).splits, 2);
+  // The H100's table: not 1000 x 1032 nor 4097 x 4104, where four parts of 128 x 256 measured 35.9
+  // against 26.6 and 220.4 against 207.3 (6-tile192-h100/); 2000 x 2056 in 128 x 144 tiles.
+  EXPECT_EQ(remPlanFor(2000, 2056, 4096, 0, GemmVariant::Auto, mkccl::kGemmTilesH100).bn, 144);
+  EXPECT_EQ(remPlanFor(2000, 2056, 4096, 0, GemmVariant::Auto, mkccl::kGemmTilesH100).splits, 1);
   EXPECT_EQ(remPlanFor(1000, 1032, 4096, 0, GemmVariant::Auto, mkccl::kGemmTilesH100).splits, 1);
   EXPECT_EQ(remPlanFor(4097, 4104, 4096, 0, GemmVariant::Auto, mkccl::kGemmTilesH100).splits, 1);
   EXPECT_GE(remPlanFor(2000, 2056, 4104, 3, GemmVariant::Auto, mkccl::kGemmTilesMisaligned).splits, 2);

@@ -23,15 +23,31 @@ namespace mkccl {
 // (the plain GEMM only) last.
 struct GemmTileRates {
   double w256c1, w256c2, w128c1, w128c2, w192c1, w192c2;
-  MKCCL_HD double of(int bn, int clusterSize) const {
+  // The other widths (kGemmNarrowWidths[i], without / with the cluster).
+  double other[kGemmNarrowCount][2];
+  double of(int bn, int clusterSize) const {
     if (bn == 192) return clusterSize == 2 ? w192c2 : w192c1;
     if (bn == 256) return clusterSize == 2 ? w256c2 : w256c1;
+    for (int i = 0; i < kGemmNarrowCount; ++i)
+      if (kGemmNarrowWidths[i] == bn) return other[i][clusterSize == 2 ? 1 : 0];
     return clusterSize == 2 ? w128c2 : w128c1;
   }
 };
+// The other widths on an H100, relative to 128 x 256 (each forced on the odd set, one H100 SXM,
+// perf/results/20261128-s10/3-widths-h100/: by waves, the mean over 8192 x 8192 x 4160, 4096^3 and
+// 8000 x 8184 x 4096). A tile of W columns loads 16 KB of A and W / 8 KB of W per k-block, so the
+// narrow ones load more bytes per flop and run slower per column (64: 0.53, 0.58 in clusters);
+// 144-240 run as fast as 256 (144 measured 1.01: more stages fit; taken as 0.97, so that a tie
+// keeps the tiles measured longest). 176, 224 and 240 without a cluster were not measured: their
+// neighbours' values.
+#define MKCCL_GEMM_OTHER_WIDTHS_H100                                                                  \
+  {                                                                                                  \
+    {0.53, 0.58}, {0.60, 0.68}, {0.71, 0.79}, {0.75, 0.85}, {0.97, 0.97}, {0.93, 0.95}, {0.93, 0.95}, \
+        {0.97, 0.97}, {0.95, 0.97}, {0.95, 0.97}                                                     \
+  }
 // H200 (the measurements above). 128 x 192: 0.97-1.0 of 128 x 256 by waves on the odd set's
 // shapes, forced (perf/results/20261127-s9-H200/2-tile192-h200/).
-constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95, 0.97, 0.97};
+constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95, 0.97, 0.97, MKCCL_GEMM_OTHER_WIDTHS_H100};
 // H100 (one H100 SXM, every configuration forced on the odd set, perf/results/
 // 20261127-s7-1xH100-H200/4-odd-tiles/): its L2 and HBM feed the narrow tile less well, 128 x 128
 // at 0.78 of 128 x 256 (4096^3: 229.1 against 179.4 us) and 0.83 in clusters of 2 (8000 x 8184 x
@@ -40,7 +56,7 @@ constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95, 0.97, 0.97};
 // 128 x 192 on the H100 (every configuration forced on the odd set, perf/results/20261127-s9-H200/
 // 6-tile192-h100/): 0.95-0.96 of the wide tiles by waves at 4097 x 4104, 8000 x 8184 and 8192 x 8192
 // x 4160, with or without the cluster.
-constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.95, 0.95};
+constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.95, 0.95, MKCCL_GEMM_OTHER_WIDTHS_H100};
 // Rows of A or W off a multiple of 128 bytes (K = 4104: 8208-byte rows), unpacked: each 128-byte
 // box row spans two lines and the L2 serves ~30% fewer operand bytes per second
 // (tools/probes/operand_load.cu: 5.6 against 8.0 TB/s on one H200), so the configurations that
@@ -51,7 +67,13 @@ constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.95, 0.95};
 // at every odd shape on both (same folder, and 3-odd-promotion/). 128 x 192 (session 9, forced,
 // 2-tile192-h200/ and 6-tile192-h100/): in clusters 0.94-0.98 (H200) and ~0.88 (H100) of 128 x 256
 // in clusters, alone 0.77 (H200) and 0.63 (H100).
-constexpr GemmTileRates kGemmTilesMisaligned{0.83, 1.0, 0.70, 0.80, 0.77, 0.90};
+// The other widths on such rows (the H100 run above, relative to 128 x 256 in clusters, which ran
+// 1.34x as fast as without): the cluster's W multicast matters more the wider the tile, 208-240 in
+// clusters as fast as 256 (0.98), 144 0.79, 64 0.44.
+constexpr GemmTileRates kGemmTilesMisaligned{
+    0.83, 1.0, 0.70, 0.80, 0.77, 0.90,
+    {{0.36, 0.44}, {0.42, 0.51}, {0.46, 0.58}, {0.50, 0.64}, {0.58, 0.79}, {0.60, 0.84}, {0.65, 0.87}, {0.69, 0.98},
+     {0.70, 0.98}, {0.70, 0.97}}};
 // The fused kernels' planners and stream-K's model: the H200's table.
 inline double gemmTileEfficiency(int bn, int clusterSize) { return kGemmTilesH200.of(bn, clusterSize); }
 
@@ -80,7 +102,7 @@ inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cand
   // Each candidate's plan and cost (cost < 0: it cannot run here), then the fastest, then among
   // those within 0.5% of it the fewest CTAs (a tie is measured against the fastest, so choices
   // never drift from it by a chain of ties).
-  constexpr int kMax = 8;
+  constexpr int kMax = 6 + 2 * kGemmNarrowCount;
   GemmPlan plans[kMax];
   double costs[kMax];
   double best = -1;
@@ -115,6 +137,14 @@ inline GemmPlan gemmWavePlan(int64_t M, int64_t N, const GemmTileCandidate* cand
   return plan;
 }
 
+// The wave model's cost of a plan (gemmWavePlan's unit: tile widths over efficiency, in waves).
+template <class Efficiency>
+inline double gemmWaveCost(const GemmPlan& p, int64_t M, int64_t N, Efficiency efficiency) {
+  const int64_t units = ceilDiv(ceilDiv(M, 128), p.clusterSize) * ceilDiv(N, p.bn);
+  const int64_t parallel = std::max(p.ctas / p.clusterSize, 1);
+  return static_cast<double>(ceilDiv(units, parallel)) * p.bn / efficiency(p.bn, p.clusterSize);
+}
+
 // The candidates a gemm.variant names: every configuration for auto (in the order ties go), else
 // the one forced; `wide` is the wide tile's width (256 for 16-bit inputs). 192x1 / 192x2 name
 // 128 x 192 tiles (callers without them map those variants first: gemmVariantWide).
@@ -136,8 +166,15 @@ inline int gemmTileCandidates(GemmVariant v, int wide, const GemmTileCandidate (
   return 1;
 }
 
+// Auto weighs the other widths above this many rows (the plain GEMM's split-K limit), and takes
+// them where the wave model predicts them this much faster than the best of 128, 192 and 256
+// (gains of 10-36% on the odd set; 3072 x 3072 x 4096, 2% in the model, measured slower).
+constexpr int64_t kGemmOtherWidthsMinRows = 256;
+constexpr double kGemmOtherWidthsGain = 0.95;
+
 // rates: the configurations' efficiencies on this GPU and these rows (gemmTileRatesFor). withTile192:
-// auto also weighs 128 x 192 tiles (the plain GEMM; the fused kernels are built in 128 and 256).
+// auto also weighs 128 x 192 tiles and the other widths (the plain GEMM; the fused kernels are
+// built in 128 and 256).
 inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, int ctaBudget, int maxClusters2,
                               const GemmTileRates& rates = kGemmTilesH200, bool withTile192 = false) {
   (void)K;  // per-tile costs (epilogue, pipeline fill) scale with the tile width as the mainloop does
@@ -150,14 +187,29 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
     return plan;
   }
   static const GemmTileCandidate kAuto[4] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}};
-  // 128 x 192 last: a tie keeps the configurations measured longest.
+  // 128 x 192 next, then the other widths: a tie keeps the configurations measured longest.
   static const GemmTileCandidate kAuto192[6] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}, {192, 1}, {192, 2}};
+  static const auto kAllWidths = [] {
+    struct {
+      GemmTileCandidate c[6 + 2 * kGemmNarrowCount];
+    } a{};
+    for (int i = 0; i < 6; ++i) a.c[i] = kAuto192[i];
+    for (int i = 0; i < 2 * kGemmNarrowCount; ++i) a.c[6 + i] = {kGemmNarrowWidths[i / 2], 1 + i % 2};
+    return a;
+  }();
   GemmTileCandidate forced{256, 2};
   const GemmTileCandidate* cands = nullptr;
+  const auto eff = [&rates](int bn, int cs) { return rates.of(bn, cs); };
   const int n = withTile192 ? gemmTileCandidates(v, 256, kAuto192, &forced, &cands)
                             : gemmTileCandidates(v, 256, kAuto, &forced, &cands);
-  return gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2,
-                      [&rates](int bn, int cs) { return rates.of(bn, cs); });
+  const GemmPlan plan = gemmWavePlan(M, N, cands, n, v != GemmVariant::Auto, ctaBudget, maxClusters2, eff);
+  // The other widths: above decode M only (there split K decides, split_k_model.h, measured
+  // against the 128-wide tile), and only where the model gains kGemmOtherWidthsGain: their rates
+  // come from shapes of many waves, and on fewer the model misjudges them (3072 x 3072 x 4096: a
+  // tie with 128 x 192 in the model, 144 measured 14% slower on an H100).
+  if (!withTile192 || v != GemmVariant::Auto || M <= kGemmOtherWidthsMinRows) return plan;
+  const GemmPlan other = gemmWavePlan(M, N, kAllWidths.c, 6 + 2 * kGemmNarrowCount, false, ctaBudget, maxClusters2, eff);
+  return gemmWaveCost(other, M, N, eff) <= kGemmOtherWidthsGain * gemmWaveCost(plan, M, N, eff) ? other : plan;
 }
 
 // The plain GEMM's own preference (mkcclGemm and the fused ops' sequential plans; the fused
@@ -168,6 +220,10 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
 // (decode M, up to 256 rows, was measured without it and keeps the model's plan). The same for
 // 128 x 192: 192x2 against 192x1 on one H200 (perf/results/20261127-s9-H200/2-tile192-h200/):
 // 4097 x 4104 x 4096 204.2 against 214.1 us, within +-1.2% on the other odd shapes.
+// The other widths (forced, on the odd set, one H100) gained from the cluster where M-blocks pair
+// up over two waves or more (2000 x 2056 x 4096 in 128 x 144: 58.0 against 64.9 us; 8000 x 8184 x
+// 4096 1% faster), and lost where a cluster pads an odd M-block count (4097 x 4104 x 4096 in
+// 128 x 208: 224.2 against 198.3) or on one wave (1000 x 1032 x 4096 in 128 x 80: 25.0 against 22.9).
 inline GemmPlan gemmPlainPreferCluster(const GemmPlan& plan, int64_t M, int64_t N, GemmVariant v, int ctaBudget,
                                        int maxClusters2) {
   if (v != GemmVariant::Auto || plan.simple || plan.bn == 128 || plan.clusterSize != 1 || plan.splits != 1)
@@ -176,6 +232,7 @@ inline GemmPlan gemmPlainPreferCluster(const GemmPlan& plan, int64_t M, int64_t 
   const int ctas2 = std::min(std::max(ctaBudget, 1) / 2, std::max(maxClusters2, 0)) * 2;
   if (M <= 256 || ctas2 < 2) return plan;
   const int64_t waves1 = ceilDiv(mBlocks * nBlocks, std::max(plan.ctas, 1));
+  if (plan.bn != 192 && plan.bn != 256 && (mBlocks % 2 != 0 || waves1 < 2)) return plan;
   const int64_t units2 = ceilDiv(mBlocks, 2) * nBlocks;
   if (ceilDiv(units2, ctas2 / 2) > waves1) return plan;
   GemmPlan p = plan;
