@@ -145,6 +145,7 @@ struct Case {
       EXPECT_TRUE(ok) << "allocations of rank " << r;
       if (!ok) return false;
       poison(c.C.p, M * N * outBytes(out));
+      EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());  // the legacy stream orders no rank's stream
     }
     return true;
   }

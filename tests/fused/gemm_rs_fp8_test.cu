@@ -137,6 +137,7 @@ struct Case {
       EXPECT_TRUE(c.A.p && c.W.p && c.C.p && c.R.p && c.sA.p && c.sW.p);
       if (!(c.A.p && c.W.p && c.C.p && c.R.p && c.sA.p && c.sW.p)) return false;
       poison(c.C.p, cRows * N * 2);
+      EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());  // the legacy stream orders no rank's stream
     }
     return true;
   }
