@@ -41,7 +41,8 @@ mkcclResult_t agGemmFp8ArgsCheck(const char* op, int nranks, int rank, const voi
             "%s: C overlaps A, W or gatheredA", op);
   ARG_CHECK(!rangesOverlap(C, cBytes, scales->scaleA, sABytes) && !rangesOverlap(C, cBytes, scales->scaleW, sWBytes),
             "%s: C overlaps a scale", op);
-  ARG_CHECK(!rangesOverlap(gatheredA, gBytes, W, wBytes) && !rangesOverlap(gatheredA, gBytes, scales->scaleA, sABytes) &&
+  ARG_CHECK(!rangesOverlap(gatheredA, gBytes, W, wBytes) &&
+                !rangesOverlap(gatheredA, gBytes, scales->scaleA, sABytes) &&
                 !rangesOverlap(gatheredA, gBytes, scales->scaleW, sWBytes),
             "%s: gatheredA overlaps W or a scale", op);
   // In place: A is this rank's block of gatheredA.

@@ -356,7 +356,8 @@ TEST(GemmReduceFp8Block, CapturedAndReplayed) {
     for (const Route* rt : {&kRoutes[1], &kRoutes[3], &kRoutes[5], &kRoutes[6]})
       for (bool ar : {false, true}) {
         if (rt->arOnly && !ar) continue;
-        SCOPED_TRACE(testing::Message() << w.size() << " ranks, " << rt->name << (ar ? ", AllReduce" : ", ReduceScatter"));
+        SCOPED_TRACE(testing::Message() << w.size() << " ranks, " << rt->name
+                                        << (ar ? ", AllReduce" : ", ReduceScatter"));
         ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(*rt, ar)));
         Case c(w, Shape{264, 392, 656}, ar, mkcclBfloat16, mkcclFp8ScaleBlock);
         ASSERT_TRUE(c.alloc(w));

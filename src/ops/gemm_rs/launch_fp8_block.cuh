@@ -26,7 +26,8 @@ mkcclResult_t reduceOccupancyFp8Block(int dev, int smCount, Occupancy* out) {
 template <class Out>
 mkcclResult_t reduceLaunchFp8Block(const FusedLaunch& f, const Fp8Call& s, cudaStream_t stream) {
   const Layout& L = f.params.L;
-  if (L.bn != 128) return setError(mkcclInternalError, "gemm+reduce fp8 block scales: no kernel for tile width %d", L.bn);
+  if (L.bn != 128)
+    return setError(mkcclInternalError, "gemm+reduce fp8 block scales: no kernel for tile width %d", L.bn);
   ReduceLaunchArgs a;
   MKCCL_CHECK(reduceLaunchArgs(f, mkcclBfloat16, &a));  // K in 16-bit columns: one k-block is 128 e4m3
   ReduceFp8Params p;
