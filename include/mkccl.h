@@ -523,9 +523,12 @@ mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size
 /* AllGather + GEMM with e4m3 inputs (mkcclAllGatherGemm's fp8 form: the gathered bytes halve). Rank r
  * holds A_r[M/nranks, K] and W_r[N, K], both e4m3; C[M, N] (outType: bf16, fp16 or fp32) =
  * (AllGather(A) . sA) · (W_r . sW)ᵀ, fp32 accumulation. If gatheredA is not NULL it receives the
- * gathered e4m3 bytes [M, K] (A may be this rank's block of it). Per-tensor scales only
- * (mkcclFp8ScaleTensor; block scales: mkcclInvalidUsage): sA must hold the SAME value on every rank
- * (the activations of one tensor quantised with one scale; not checked), sW is this rank's own.
+ * gathered e4m3 bytes [M, K] (A may be this rank's block of it). Scales:
+ *   mkcclFp8ScaleTensor: sA must hold the SAME value on every rank (the activations of one tensor
+ *                        quantised with one scale; not checked), sW is this rank's own.
+ *   mkcclFp8ScaleBlock:  sA is this rank's shard's [M/nranks][ceil(K/128)], sW this rank's
+ *                        [ceil(N/128)][ceil(K/128)]; the shards' scale rows are gathered with their
+ *                        rows inside the call (into the communicator's own memory; not returned).
  * K a multiple of 16, N * sizeof(outType) a multiple of 16, M divisible by nranks; one node. */
 mkcclResult_t mkcclAllGatherGemmFp8(const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N,
                                     size_t K, const mkcclFp8Scales_t* scales, mkcclDataType_t outType,
@@ -533,14 +536,14 @@ mkcclResult_t mkcclAllGatherGemmFp8(const void* A, const void* W, void* C, void*
 
 /* GEMM + ReduceScatter / GEMM + AllReduce with e4m3 inputs (mkcclGemmReduceScatter /
  * mkcclGemmAllReduce's fp8 form). Rank r holds A_r[M, K] and W_r[N, K] (K: its slice of the
- * contraction), both e4m3 row-major, and its own per-tensor scales sA_r, sW_r (ranks may differ:
+ * contraction), both e4m3 row-major, and its own scales sA_r, sW_r, per tensor or block
+ * (mkcclFp8ScaleBlock: [M][ceil(K/128)] and [ceil(N/128)][ceil(K/128)] of its K; ranks may differ:
  * each rank's partial product is scaled before the reduction). With P = Σ_r (A_r . sA_r) · (W_r . sW_r)ᵀ
  * (fp32 accumulation; each partial rounded to outType before it travels, as in the 16-bit calls):
  *   mkcclGemmReduceScatterFp8  C[M/nranks, N] = rows rank*M/nranks... of P
  *   mkcclGemmAllReduceFp8      C[M, N] = P on every rank
- * outType: mkcclBfloat16 or mkcclFloat16 (the partials travel in it). Per-tensor scales only
- * (mkcclFp8ScaleTensor; block scales: mkcclInvalidUsage). K a multiple of 16, N a multiple of 8,
- * M divisible by nranks (ReduceScatter); one node (across nodes: mkcclInvalidUsage). */
+ * outType: mkcclBfloat16 or mkcclFloat16 (the partials travel in it). K a multiple of 16, N a
+ * multiple of 8, M divisible by nranks (ReduceScatter); one node (across nodes: mkcclInvalidUsage). */
 mkcclResult_t mkcclGemmReduceScatterFp8(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                                         const mkcclFp8Scales_t* scales, mkcclDataType_t outType, mkcclComm_t comm,
                                         cudaStream_t stream);

@@ -9,6 +9,9 @@
 //               plan forced), tflops, speedup
 // Correctness: ours against the baseline's C on input set 0 (2e-2 of max |C|; NaN counts: C is
 // poisoned). Inputs rotate through several sets (beyond L2). Every number is the max over ranks.
+// ag_gemm_fp8_block: the same with DeepSeek-V3 block scales (mkcclFp8ScaleBlock: each rank's
+// shard's [M/ws][ceil(K/128)], W's [ceil(N/128)][ceil(K/128)]) holding the per-tensor values in
+// every block, so that the per-tensor baseline computes the same C. Not yet run.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -28,9 +31,8 @@ namespace mkccl {
 namespace perf {
 namespace {
 
-constexpr const char* kOp = "ag_gemm_fp8";
-
-int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint64_t seed) {
+int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint64_t seed, bool block) {
+  const char* kOp = block ? "ag_gemm_fp8_block" : "ag_gemm_fp8";
   const int ws = env.nranks;
   const size_t M = s.m, N = s.n, K = s.k;
   if (M == 0 || N == 0 || K == 0 || M % ws != 0 || N % 8 != 0 || K % 16 != 0 || M > INT32_MAX || N > INT32_MAX ||
@@ -44,12 +46,14 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   const size_t setBytes = (m + N) * K;
   const int sets = static_cast<int>(std::max<size_t>(2, std::min<size_t>(8, (256ull << 20) / setBytes + 1)));
   std::vector<DevBuf> A(sets), W(sets);
-  DevBuf C, G, R, sA, sW;
+  DevBuf C, G, R, sA, sW, bA, bW;
+  const size_t kb = (K + 127) / 128, nA = m * kb, nW = (N + 127) / 128 * kb;  // block scales
   for (int i = 0; i < sets; ++i)
     if (!A[i].alloc(m * K, kOp, "A") || !W[i].alloc(N * K, kOp, "W")) return 1;
   if (!C.alloc(M * N * 2, kOp, "C") || !G.alloc(M * K, kOp, "G") || !R.alloc(M * N * 2, kOp, "R") ||
       !sA.alloc(4, kOp, "sA") || !sW.alloc(4, kOp, "sW"))
     return 1;
+  if (block && (!bA.alloc(nA * 4, kOp, "block sA") || !bW.alloc(nW * 4, kOp, "block sW"))) return 1;
   for (int i = 0; i < sets; ++i) {
     fillInput(A[i].p, m * K, mkcclFloat8e4m3, seed + 2 * i, env.rank, 0, env.stream);
     fillInput(W[i].p, N * K, mkcclFloat8e4m3, seed + 2 * i + 1, env.rank, 0, env.stream);
@@ -57,12 +61,20 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   const float scaleA = 0.75f, scaleW = 1.5f;  // sA the same on every rank (the API's rule)
   // On env.stream (non-blocking): a pageable cudaMemcpy may return before its DMA lands, and the
   // legacy stream does not order env.stream.
+  const std::vector<float> blockA(block ? nA : 0, scaleA), blockW(block ? nW : 0, scaleW);
   if (!cudaOk(kOp, cudaMemcpyAsync(sA.p, &scaleA, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
       !cudaOk(kOp, cudaMemcpyAsync(sW.p, &scaleW, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
+      (block && !cudaOk(kOp, cudaMemcpyAsync(bA.p, blockA.data(), nA * 4, cudaMemcpyHostToDevice, env.stream),
+                        "scales")) ||
+      (block && !cudaOk(kOp, cudaMemcpyAsync(bW.p, blockW.data(), nW * 4, cudaMemcpyHostToDevice, env.stream),
+                        "scales")) ||
       !cudaOk(kOp, cudaStreamSynchronize(env.stream), "fill"))
     return 1;
   const mkcclFp8Scales_t scales =
-      MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<float*>(sA.p), static_cast<float*>(sW.p));
+      block ? mkcclFp8Scales_t MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleBlock, static_cast<float*>(bA.p),
+                                                     static_cast<float*>(bW.p))
+            : mkcclFp8Scales_t MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<float*>(sA.p),
+                                                     static_cast<float*>(sW.p));
 
   LtFp8Gemm gemm;
   const bool haveLt = a.baseline && lt && gemm.init(lt, M, N, K, static_cast<float*>(sA.p), static_cast<float*>(sW.p),
@@ -173,21 +185,24 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   return 0;
 }
 
-int runAgGemmFp8(const Args& a, Env& env, std::vector<Result>*) {
+int runAll(const Args& a, Env& env, bool block) {
   std::vector<Shape> shapes = a.shapes;
   if (shapes.empty()) shapes = {{8192, 8192, 8192}, {8192, 2048, 8192}, {4096, 8192, 8192}, {2048, 8192, 8192}};
   cublasLtHandle_t lt = nullptr;
   if (a.baseline && cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
-    fprintf(stderr, "%s: cublasLtCreate failed\n", kOp);
+    fprintf(stderr, "%s: cublasLtCreate failed\n", block ? "ag_gemm_fp8_block" : "ag_gemm_fp8");
     return 1;
   }
   uint64_t seed = a.seed;
   int rc = 0;
   for (const Shape& s : shapes)
-    if ((rc = runShape(s, a, env, lt, seed += 1000)) != 0) break;
+    if ((rc = runShape(s, a, env, lt, seed += 1000, block)) != 0) break;
   if (lt) cublasLtDestroy(lt);
   return rc;
 }
+
+int runAgGemmFp8(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, false); }
+int runAgGemmFp8Block(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, true); }
 
 }  // namespace
 
@@ -195,6 +210,9 @@ MKCCL_PERF_SHAPE_OP("ag_gemm_fp8", runAgGemmFp8,
                     "AllGather + GEMM with e4m3 inputs and per-tensor scales (mkcclAllGatherGemmFp8, bf16 C) against "
                     "NCCL AllGather of the e4m3 bytes then cuBLASLt's fp8 GEMM (fast accumulation), with each alone, "
                     "floor_ratio and each plan forced. -m M -n N -k K or --shapes MxNxK,...");
+MKCCL_PERF_SHAPE_OP("ag_gemm_fp8_block", runAgGemmFp8Block,
+                    "ag_gemm_fp8 with DeepSeek-V3 block scales (mkcclFp8ScaleBlock, the per-tensor values in every "
+                    "block; the baseline stays cuBLASLt's per-tensor fp8 GEMM, fast accumulation).");
 
 }  // namespace perf
 }  // namespace mkccl

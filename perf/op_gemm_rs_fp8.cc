@@ -13,6 +13,9 @@
 // clock drift weighs on ours and the baselines alike. Correctness: ours against the baseline's C
 // on input set 0 (2e-2 of max |C|; NaN counts: C is poisoned). Inputs rotate through several sets.
 // Every number is the max over ranks. Written without a GPU: not yet run.
+// gemm_rs_fp8_block / gemm_ar_fp8_block: the same with DeepSeek-V3 block scales (mkcclFp8ScaleBlock:
+// each rank's [M][ceil(K_r/128)] and [ceil(N/128)][ceil(K_r/128)]) holding the per-tensor values in
+// every block, so that the per-tensor baseline computes the same C. Not yet run either.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -32,8 +35,10 @@ namespace mkccl {
 namespace perf {
 namespace {
 
-int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint64_t seed, bool allReduce) {
-  const char* name = allReduce ? "gemm_ar_fp8" : "gemm_rs_fp8";
+int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint64_t seed, bool allReduce,
+             bool block) {
+  const char* name = block ? (allReduce ? "gemm_ar_fp8_block" : "gemm_rs_fp8_block")
+                           : (allReduce ? "gemm_ar_fp8" : "gemm_rs_fp8");
   const mkcclDataType_t t = a.dtype == mkcclFloat16 ? mkcclFloat16 : mkcclBfloat16;
   const int ws = env.nranks;
   const size_t M = s.m, N = s.n, K = s.k;
@@ -48,12 +53,14 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   const size_t setBytes = (M + N) * Kr;
   const int sets = static_cast<int>(std::max<size_t>(2, std::min<size_t>(8, (256ull << 20) / setBytes + 1)));
   std::vector<DevBuf> A(sets), W(sets);
-  DevBuf C, P, Cb, sA, sW;
+  DevBuf C, P, Cb, sA, sW, bA, bW;
+  const size_t kb = (Kr + 127) / 128, nA = M * kb, nW = (N + 127) / 128 * kb;  // block scales
   for (int i = 0; i < sets; ++i)
     if (!A[i].alloc(M * Kr, name, "A") || !W[i].alloc(N * Kr, name, "W")) return 1;
   if (!C.alloc(cRows * N * es, name, "C") || !P.alloc(M * N * es, name, "the baseline's partial") ||
       !Cb.alloc(cRows * N * es, name, "the baseline's output") || !sA.alloc(4, name, "sA") || !sW.alloc(4, name, "sW"))
     return 1;
+  if (block && (!bA.alloc(nA * 4, name, "block sA") || !bW.alloc(nW * 4, name, "block sW"))) return 1;
   for (int i = 0; i < sets; ++i) {
     fillInput(A[i].p, M * Kr, mkcclFloat8e4m3, seed + 2 * i, env.rank, 0, env.stream);
     fillInput(W[i].p, N * Kr, mkcclFloat8e4m3, seed + 2 * i + 1, env.rank, 0, env.stream);
@@ -62,12 +69,20 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   const float scaleA = 0.75f * (1.f + 0.125f * float(env.rank)), scaleW = 1.5f;
   // On env.stream (non-blocking): a pageable cudaMemcpy may return before its DMA lands, and the
   // legacy stream does not order env.stream.
+  const std::vector<float> blockA(block ? nA : 0, scaleA), blockW(block ? nW : 0, scaleW);
   if (!cudaOk(name, cudaMemcpyAsync(sA.p, &scaleA, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
       !cudaOk(name, cudaMemcpyAsync(sW.p, &scaleW, 4, cudaMemcpyHostToDevice, env.stream), "scales") ||
+      (block && !cudaOk(name, cudaMemcpyAsync(bA.p, blockA.data(), nA * 4, cudaMemcpyHostToDevice, env.stream),
+                        "scales")) ||
+      (block && !cudaOk(name, cudaMemcpyAsync(bW.p, blockW.data(), nW * 4, cudaMemcpyHostToDevice, env.stream),
+                        "scales")) ||
       !cudaOk(name, cudaStreamSynchronize(env.stream), "fill"))
     return 1;
   const mkcclFp8Scales_t scales =
-      MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<float*>(sA.p), static_cast<float*>(sW.p));
+      block ? mkcclFp8Scales_t MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleBlock, static_cast<float*>(bA.p),
+                                                     static_cast<float*>(bW.p))
+            : mkcclFp8Scales_t MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<float*>(sA.p),
+                                                     static_cast<float*>(sW.p));
 
   LtFp8Gemm gemm;
   const bool haveLt = a.baseline && lt &&
@@ -196,7 +211,7 @@ int runShape(const Shape& s, const Args& a, Env& env, cublasLtHandle_t lt, uint6
   return 0;
 }
 
-int runAll(const Args& a, Env& env, bool allReduce) {
+int runAll(const Args& a, Env& env, bool allReduce, bool block) {
   std::vector<Shape> shapes = a.shapes;
   if (shapes.empty()) shapes = {{8192, 8192, 8192}, {16384, 8192, 8192}, {4096, 8192, 8192}, {8192, 8192, 4096}};
   cublasLtHandle_t lt = nullptr;
@@ -207,13 +222,15 @@ int runAll(const Args& a, Env& env, bool allReduce) {
   uint64_t seed = a.seed ? a.seed : 0x5eed8000ull + 977ull * uint64_t(time(nullptr));  // fresh per run
   int rc = 0;
   for (const Shape& s : shapes)
-    if ((rc = runShape(s, a, env, lt, seed += 1000, allReduce)) != 0) break;
+    if ((rc = runShape(s, a, env, lt, seed += 1000, allReduce, block)) != 0) break;
   if (lt) cublasLtDestroy(lt);
   return rc;
 }
 
-int runGemmRsFp8(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, false); }
-int runGemmArFp8(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, true); }
+int runGemmRsFp8(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, false, false); }
+int runGemmArFp8(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, true, false); }
+int runGemmRsFp8Block(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, false, true); }
+int runGemmArFp8Block(const Args& a, Env& env, std::vector<Result>*) { return runAll(a, env, true, true); }
 
 }  // namespace
 
@@ -224,6 +241,12 @@ MKCCL_PERF_SHAPE_OP("gemm_rs_fp8", runGemmRsFp8,
 MKCCL_PERF_SHAPE_OP("gemm_ar_fp8", runGemmArFp8,
                     "GEMM + AllReduce with e4m3 inputs and per-tensor scales per rank (mkcclGemmAllReduceFp8), as "
                     "gemm_rs_fp8 with NCCL AllReduce; rs_ag forced too where M divides by the ranks.");
+MKCCL_PERF_SHAPE_OP("gemm_rs_fp8_block", runGemmRsFp8Block,
+                    "gemm_rs_fp8 with DeepSeek-V3 block scales per rank (mkcclFp8ScaleBlock, the per-tensor values in "
+                    "every block; the baseline stays cuBLASLt's per-tensor fp8 GEMM, fast accumulation).");
+MKCCL_PERF_SHAPE_OP("gemm_ar_fp8_block", runGemmArFp8Block,
+                    "gemm_ar_fp8 with DeepSeek-V3 block scales per rank (mkcclFp8ScaleBlock, the per-tensor values in "
+                    "every block; the baseline stays cuBLASLt's per-tensor fp8 GEMM, fast accumulation).");
 
 }  // namespace perf
 }  // namespace mkccl

@@ -31,16 +31,19 @@ mkcclResult_t agGemmFp8ArgsCheck(const char* op, int nranks, int rank, const voi
   ARG_CHECK(A && W && C, "%s: A, W and C must not be NULL", op);
   ARG_CHECK(isAligned(A, 16) && isAligned(W, 16) && isAligned(C, 16) && isAligned(gatheredA, 16),
             "%s: A=%p W=%p C=%p gatheredA=%p must be 16-byte aligned (TMA)", op, A, W, C, gatheredA);
-  MKCCL_CHECK(fp8ScalesCheck(op, scales, "AllGather+GEMM", "mkcclAllGather of A and its scales then mkcclGemmFp8"));
+  MKCCL_CHECK(fp8ScalesCheck(op, scales));
   const size_t m = M / static_cast<size_t>(nranks);
   const size_t cBytes = M * N * oes, aBytes = m * K, wBytes = N * K, gBytes = gatheredA ? M * K : 0;
+  // Block scales: scaleA holds this rank's shard's rows.
+  const size_t sABytes = fp8ScaleABytes(scales->kind, m, K), sWBytes = fp8ScaleWBytes(scales->kind, N, K);
   ARG_CHECK(!rangesOverlap(C, cBytes, A, aBytes) && !rangesOverlap(C, cBytes, W, wBytes) &&
                 !rangesOverlap(C, cBytes, gatheredA, gBytes),
             "%s: C overlaps A, W or gatheredA", op);
-  ARG_CHECK(!rangesOverlap(C, cBytes, scales->scaleA, 4) && !rangesOverlap(C, cBytes, scales->scaleW, 4),
+  ARG_CHECK(!rangesOverlap(C, cBytes, scales->scaleA, sABytes) && !rangesOverlap(C, cBytes, scales->scaleW, sWBytes),
             "%s: C overlaps a scale", op);
-  ARG_CHECK(!rangesOverlap(gatheredA, gBytes, W, wBytes) && !rangesOverlap(gatheredA, gBytes, scales->scaleA, 4) &&
-                !rangesOverlap(gatheredA, gBytes, scales->scaleW, 4),
+  ARG_CHECK(!rangesOverlap(gatheredA, gBytes, W, wBytes) &&
+                !rangesOverlap(gatheredA, gBytes, scales->scaleA, sABytes) &&
+                !rangesOverlap(gatheredA, gBytes, scales->scaleW, sWBytes),
             "%s: gatheredA overlaps W or a scale", op);
   // In place: A is this rank's block of gatheredA.
   const bool inPlace = gatheredA && static_cast<const char*>(A) ==

@@ -7,8 +7,9 @@
 namespace mkccl {
 
 // The call on rank `rank` of `nranks`: A [M / nranks, K] e4m3, W [N, K] e4m3, C [M, N] of outType,
-// gatheredA [M, K] e4m3 or NULL. mkcclInvalidArgument with a message naming `op` and the argument;
-// mkcclInvalidUsage for what is valid but not built (block scales). Nothing is dereferenced.
+// gatheredA [M, K] e4m3 or NULL; per-tensor scales, or block scales of this rank's shard
+// ([M / nranks][ceil(K/128)]) and W. mkcclInvalidArgument with a message naming `op` and the
+// argument. Nothing is dereferenced but `scales`.
 mkcclResult_t agGemmFp8ArgsCheck(const char* op, int nranks, int rank, const void* A, const void* W, const void* C,
                                  const void* gatheredA, size_t M, size_t N, size_t K, const mkcclFp8Scales_t* scales,
                                  mkcclDataType_t outType);

@@ -3,6 +3,7 @@
 #include "mkccl.h"
 #include "base/check.h"
 #include "runtime/ag_fp8_args.h"
+#include "runtime/arg_checks.h"
 #include "runtime/comm.h"
 #include "runtime/enqueue.h"
 #include "runtime/ops_fp8.h"
@@ -23,11 +24,12 @@ mkcclResult_t mkcclAllGatherGemmFp8(const void* A, const void* W, void* C, void*
   MKCCL_CHECK(checkDevicePtr(W, N * K, dev, op, "W"));
   MKCCL_CHECK(checkDevicePtr(C, M * N * oes, dev, op, "C"));
   if (gatheredA) MKCCL_CHECK(checkDevicePtr(gatheredA, M * K, dev, op, "gatheredA"));
-  MKCCL_CHECK(checkDevicePtr(scales->scaleA, sizeof(float), dev, op, "scales->scaleA"));
-  MKCCL_CHECK(checkDevicePtr(scales->scaleW, sizeof(float), dev, op, "scales->scaleW"));
+  const mkcclFp8ScaleKind_t kind = scales->kind;
+  MKCCL_CHECK(checkDevicePtr(scales->scaleA, fp8ScaleABytes(kind, m, K), dev, op, "scales->scaleA"));
+  MKCCL_CHECK(checkDevicePtr(scales->scaleW, fp8ScaleWBytes(kind, N, K), dev, op, "scales->scaleW"));
   const float* sA = scales->scaleA;
   const float* sW = scales->scaleW;
   return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
-    return allGatherGemmFp8Op(ctx, A, W, C, gatheredA, M, N, K, sA, sW, outType);
+    return allGatherGemmFp8Op(ctx, A, W, C, gatheredA, M, N, K, kind, sA, sW, outType);
   });
 }

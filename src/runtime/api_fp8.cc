@@ -33,11 +33,9 @@ mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size
   ARG_CHECK(A && W && C, "%s: A, W and C must not be NULL", op);
   ARG_CHECK(((uintptr_t)A & 15) == 0 && ((uintptr_t)W & 15) == 0 && ((uintptr_t)C & 15) == 0,
             "%s: A=%p W=%p C=%p must be 16-byte aligned (TMA)", op, A, W, C);
-  MKCCL_CHECK(fp8ScalesCheck(op, scales, /*blockFor=*/nullptr, nullptr));
+  MKCCL_CHECK(fp8ScalesCheck(op, scales));
   const mkcclFp8ScaleKind_t kind = scales->kind;
-  const size_t kBlocks = (K + 127) / 128;
-  const size_t scaleABytes = (kind == mkcclFp8ScaleBlock ? M * kBlocks : 1) * sizeof(float);
-  const size_t scaleWBytes = (kind == mkcclFp8ScaleBlock ? (N + 127) / 128 * kBlocks : 1) * sizeof(float);
+  const size_t scaleABytes = fp8ScaleABytes(kind, M, K), scaleWBytes = fp8ScaleWBytes(kind, N, K);
   ARG_CHECK(!rangesOverlap(C, M * N * oes, A, M * K) && !rangesOverlap(C, M * N * oes, W, N * K) &&
                 !rangesOverlap(C, M * N * oes, scales->scaleA, scaleABytes) &&
                 !rangesOverlap(C, M * N * oes, scales->scaleW, scaleWBytes),

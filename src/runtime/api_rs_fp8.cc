@@ -3,6 +3,7 @@
 // communicator's stream order.
 #include "mkccl.h"
 #include "base/check.h"
+#include "runtime/arg_checks.h"
 #include "runtime/comm.h"
 #include "runtime/enqueue.h"
 #include "runtime/ops_fp8.h"
@@ -24,13 +25,14 @@ mkcclResult_t reduceFp8Call(const char* op, bool allReduce, const void* A, const
   MKCCL_CHECK(checkDevicePtr(A, M * K, dev, op, "A"));
   MKCCL_CHECK(checkDevicePtr(W, N * K, dev, op, "W"));
   MKCCL_CHECK(checkDevicePtr(C, rows * N * 2, dev, op, "C"));
-  MKCCL_CHECK(checkDevicePtr(scales->scaleA, sizeof(float), dev, op, "scales->scaleA"));
-  MKCCL_CHECK(checkDevicePtr(scales->scaleW, sizeof(float), dev, op, "scales->scaleW"));
+  const mkcclFp8ScaleKind_t kind = scales->kind;
+  MKCCL_CHECK(checkDevicePtr(scales->scaleA, fp8ScaleABytes(kind, M, K), dev, op, "scales->scaleA"));
+  MKCCL_CHECK(checkDevicePtr(scales->scaleW, fp8ScaleWBytes(kind, N, K), dev, op, "scales->scaleW"));
   const float* sA = scales->scaleA;
   const float* sW = scales->scaleW;
   return opEnqueue(comm, stream, op, [&](OpCtx& ctx) {
-    return allReduce ? gemmAllReduceFp8Op(ctx, A, W, C, M, N, K, sA, sW, outType)
-                     : gemmReduceScatterFp8Op(ctx, A, W, C, M, N, K, sA, sW, outType);
+    return allReduce ? gemmAllReduceFp8Op(ctx, A, W, C, M, N, K, kind, sA, sW, outType)
+                     : gemmReduceScatterFp8Op(ctx, A, W, C, M, N, K, kind, sA, sW, outType);
   });
 }
 

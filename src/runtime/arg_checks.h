@@ -20,9 +20,17 @@ inline bool rangesOverlap(const void* pa, size_t na, const void* pb, size_t nb) 
 inline bool isAligned(const void* p, uintptr_t to) { return (reinterpret_cast<uintptr_t>(p) & (to - 1)) == 0; }
 
 // An fp8 call's mkcclFp8Scales_t: present, sized, a known kind, both pointers set and 4-byte
-// aligned. blockFor: null where block scales are supported; else the op's name in the message that
-// refuses them (mkcclInvalidUsage), with `blockInstead` as the way to get the same result.
-mkcclResult_t fp8ScalesCheck(const char* op, const mkcclFp8Scales_t* scales, const char* blockFor,
-                             const char* blockInstead);
+// aligned. Every fp8 call takes both kinds.
+mkcclResult_t fp8ScalesCheck(const char* op, const mkcclFp8Scales_t* scales);
+
+// The bytes an fp8 call's scales cover (mkcclFp8Scales_t): per tensor one float each; block scales
+// scaleA [rowsA][ceil(K/128)] (rowsA: the rows of A the caller passes) and scaleW
+// [ceil(N/128)][ceil(K/128)].
+inline size_t fp8ScaleABytes(mkcclFp8ScaleKind_t kind, size_t rowsA, size_t K) {
+  return (kind == mkcclFp8ScaleBlock ? rowsA * ((K + 127) / 128) : 1) * sizeof(float);
+}
+inline size_t fp8ScaleWBytes(mkcclFp8ScaleKind_t kind, size_t N, size_t K) {
+  return (kind == mkcclFp8ScaleBlock ? (N + 127) / 128 * ((K + 127) / 128) : 1) * sizeof(float);
+}
 
 }  // namespace mkccl

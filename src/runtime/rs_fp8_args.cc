@@ -22,12 +22,12 @@ mkcclResult_t gemmReduceFp8ArgsCheck(const char* op, bool allReduce, int nranks,
   ARG_CHECK(A && W && C, "%s: A, W and C must not be NULL", op);
   ARG_CHECK(isAligned(A, 16) && isAligned(W, 16) && isAligned(C, 16),
             "%s: A=%p W=%p C=%p must be 16-byte aligned (TMA)", op, A, W, C);
-  MKCCL_CHECK(fp8ScalesCheck(op, scales, allReduce ? "GEMM+AllReduce" : "GEMM+ReduceScatter",
-                             allReduce ? "mkcclGemmFp8 then mkcclAllReduce" : "mkcclGemmFp8 then mkcclReduceScatter"));
+  MKCCL_CHECK(fp8ScalesCheck(op, scales));
   const size_t rows = allReduce ? M : M / static_cast<size_t>(nranks);
   const size_t cBytes = rows * N * 2;
   ARG_CHECK(!rangesOverlap(C, cBytes, A, M * K) && !rangesOverlap(C, cBytes, W, N * K), "%s: C overlaps A or W", op);
-  ARG_CHECK(!rangesOverlap(C, cBytes, scales->scaleA, 4) && !rangesOverlap(C, cBytes, scales->scaleW, 4),
+  ARG_CHECK(!rangesOverlap(C, cBytes, scales->scaleA, fp8ScaleABytes(scales->kind, M, K)) &&
+                !rangesOverlap(C, cBytes, scales->scaleW, fp8ScaleWBytes(scales->kind, N, K)),
             "%s: C overlaps a scale", op);
   if (nNodes > 1)
     return setError(mkcclInvalidUsage,

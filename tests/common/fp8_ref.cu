@@ -7,14 +7,25 @@ namespace mkccl {
 namespace test {
 
 namespace {
-__global__ void fp8TensorRefKernel(const __nv_fp8_e4m3* A, const __nv_fp8_e4m3* W, const float* sA, const float* sW,
-                                   float* R, int M, int N, int K) {
+// R[m, n] = sum_k (A[m, k] sA(m, k)) (W[n, k] sW(n, k)), fp32, one thread per element.
+__global__ void fp8RefKernel(const __nv_fp8_e4m3* A, const __nv_fp8_e4m3* W, const float* sA, const float* sW,
+                             bool block, float* R, int M, int N, int K) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
   if (n >= N || m >= M) return;
+  const int kb = (K + 127) / 128;
   float acc = 0.f;
-  for (int k = 0; k < K; ++k)
-    acc = fmaf(static_cast<float>(A[size_t(m) * K + k]) * sA[0], static_cast<float>(W[size_t(n) * K + k]) * sW[0], acc);
+  for (int k = 0; k < K; ++k) {
+    const float a = static_cast<float>(A[size_t(m) * K + k]) * (block ? sA[size_t(m) * kb + k / 128] : sA[0]);
+    const float w = static_cast<float>(W[size_t(n) * K + k]) * (block ? sW[size_t(n / 128) * kb + k / 128] : sW[0]);
+    acc = fmaf(a, w, acc);
+  }
   R[size_t(m) * N + n] = acc;
+}
+
+void launchRef(const void* A, const void* W, const float* sA, const float* sW, bool block, float* R, int M, int N,
+               int K, cudaStream_t stream) {
+  fp8RefKernel<<<dim3(unsigned((N + 127) / 128), unsigned(M)), 128, 0, stream>>>(
+      static_cast<const __nv_fp8_e4m3*>(A), static_cast<const __nv_fp8_e4m3*>(W), sA, sW, block, R, M, N, K);
 }
 }  // namespace
 
@@ -34,10 +45,20 @@ float randomFp8Scale(std::mt19937_64& rng, float minExp, float maxExp) {
   return s == 1.f ? 1.5f : s;
 }
 
+std::vector<float> randomFp8Scales(size_t n, std::mt19937_64& rng, float minExp, float maxExp) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = randomFp8Scale(rng, minExp, maxExp);
+  return v;
+}
+
 void fp8TensorRef(const void* A, const void* W, const float* sA, const float* sW, float* R, int M, int N, int K,
                   cudaStream_t stream) {
-  fp8TensorRefKernel<<<dim3(unsigned((N + 127) / 128), unsigned(M)), 128, 0, stream>>>(
-      static_cast<const __nv_fp8_e4m3*>(A), static_cast<const __nv_fp8_e4m3*>(W), sA, sW, R, M, N, K);
+  launchRef(A, W, sA, sW, false, R, M, N, K, stream);
+}
+
+void fp8BlockRef(const void* A, const void* W, const float* sA, const float* sW, float* R, int M, int N, int K,
+                 cudaStream_t stream) {
+  launchRef(A, W, sA, sW, true, R, M, N, K, stream);
 }
 
 }  // namespace test

@@ -11,10 +11,10 @@ namespace test {
 
 // Call: a default-constructed valid call with members `scales` (mkcclFp8Scales_t, per-tensor,
 // scaleA and scaleW 4-byte aligned) and `noScales` (true: pass NULL). refused(call, needle, want):
-// expects `want` and a message naming the call and containing needle. blockBuilt: block scales
-// are valid for the call (else they must be mkcclInvalidUsage).
+// expects `want` and a message naming the call and containing needle. Every fp8 call takes both
+// kinds, so the pointer checks run for each.
 template <class Call, class Refused>
-void fp8ScaleRefusals(const Refused& refused, bool blockBuilt) {
+void fp8ScaleRefusals(const Refused& refused) {
   auto misaligned = [](const float* p) {
     return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(p) + 2);
   };
@@ -29,23 +29,24 @@ void fp8ScaleRefusals(const Refused& refused, bool blockBuilt) {
     c.scales.kind = static_cast<mkcclFp8ScaleKind_t>(kind);
     refused(c, kind == 5 ? "scales->kind=5" : "scales->kind=7", mkcclInvalidArgument);
   }
-  if (!blockBuilt) {
+  for (mkcclFp8ScaleKind_t kind : {mkcclFp8ScaleTensor, mkcclFp8ScaleBlock}) {
     c = Call();
-    c.scales.kind = mkcclFp8ScaleBlock;
-    refused(c, "block scales", mkcclInvalidUsage);
+    c.scales.kind = kind;
+    c.scales.scaleA = nullptr;
+    refused(c, "scaleA and scales->scaleW must not be NULL", mkcclInvalidArgument);
+    c = Call();
+    c.scales.kind = kind;
+    c.scales.scaleW = nullptr;
+    refused(c, "scaleA and scales->scaleW must not be NULL", mkcclInvalidArgument);
+    c = Call();
+    c.scales.kind = kind;
+    c.scales.scaleA = misaligned(c.scales.scaleA);
+    refused(c, "4-byte aligned", mkcclInvalidArgument);
+    c = Call();
+    c.scales.kind = kind;
+    c.scales.scaleW = misaligned(c.scales.scaleW);
+    refused(c, "4-byte aligned", mkcclInvalidArgument);
   }
-  c = Call();
-  c.scales.scaleA = nullptr;
-  refused(c, "scaleA and scales->scaleW must not be NULL", mkcclInvalidArgument);
-  c = Call();
-  c.scales.scaleW = nullptr;
-  refused(c, "scaleA and scales->scaleW must not be NULL", mkcclInvalidArgument);
-  c = Call();
-  c.scales.scaleA = misaligned(c.scales.scaleA);
-  refused(c, "4-byte aligned", mkcclInvalidArgument);
-  c = Call();
-  c.scales.scaleW = misaligned(c.scales.scaleW);
-  refused(c, "4-byte aligned", mkcclInvalidArgument);
 }
 
 // The shape refusals the two fused fp8 calls share (mkcclAllGatherGemmFp8,

@@ -83,6 +83,29 @@ TEST(AgGemmLayout, SlicesChunksAndFlags) {
   }
 }
 
+// fp8 block scales: the scale area follows the counters (256-aligned, past the last slot), holds
+// [M][scaleRowBytes], and the rest of the layout is the one without it; none without scales.
+TEST(AgGemmLayout, ScaleAreaAfterTheCounters) {
+  for (const Case& c : kCases) {
+    if (c.M > (1 << 20)) continue;
+    SCOPED_TRACE(testing::Message() << "M=" << c.M << " K=" << c.K << " ws=" << c.ws);
+    Layout plain, L;
+    ASSERT_TRUE(layoutFor(c.M, c.K, 2, c.ws, 0, &plain));
+    const int64_t srb = (2 * c.K + 127) / 128 * 4;  // K 16-bit columns: 2 K e4m3 bytes per row
+    ASSERT_TRUE(layoutFor(c.M, c.K, 2, c.ws, 0, &L, srb));
+    EXPECT_EQ(0, plain.scaleRowBytes);
+    EXPECT_EQ(plain.countersEnd(), plain.regionBytes());
+    EXPECT_EQ(plain.countersOffset(), L.countersOffset());
+    EXPECT_EQ(plain.nChunks, L.nChunks);
+    EXPECT_EQ(plain.nSlices, L.nSlices);
+    EXPECT_EQ(0, L.scalesOffset() % 256);
+    EXPECT_GE(L.scalesOffset(), L.countersEnd());
+    EXPECT_LT(L.scalesOffset(), L.countersEnd() + 256);
+    EXPECT_EQ(L.scalesOffset() - L.countersOffset(), L.scalesFromCounters());
+    EXPECT_EQ(L.scalesOffset() + c.M * srb, L.regionBytes());
+  }
+}
+
 TEST(AgGemmLayout, HugeShardsGrowSlicesAndChunks) {
   Layout L;
   ASSERT_TRUE(layoutFor(int64_t{1} << 30, 8, 2, 2, 0, &L));  // 2^29 rows per rank

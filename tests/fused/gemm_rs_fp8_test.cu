@@ -8,6 +8,14 @@
 // stores, copy engines, the ring reduction; sequential; AllReduce: rs_ag) and auto; shapes and
 // routes in sequence; argument errors that need a GPU. The checks that need no GPU:
 // rs_fp8_args_test (CPU).
+//
+// Block scales (mkcclFp8ScaleBlock, each rank its own [M][ceil(K/128)] and [ceil(N/128)][ceil(K/128)]
+// spread over 2^-4..2^4; `*Block*` tests): every route and push, every tile configuration the
+// fused kernel has (128 x 128 with and without the 2-CTA cluster; 256x* run as 128 x 128) and the
+// sequential route's plain GEMM's (128 x 192 too), K with a partial last 128-block and K of one
+// block, back to back, and a CUDA graph captured and replayed with new inputs and scales. Besides
+// the whole-matrix tolerance, each row is checked against the largest partial of that row, so that
+// a wrong row's or block's scale shows even where other rows dominate the magnitudes.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <algorithm>
@@ -16,6 +24,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "capture_replay.h"
 #include "fp8_ref.h"
 #include "fused_fp8_bad_args.h"
 #include "rank_threads.h"
@@ -25,9 +34,15 @@ namespace {
 
 using namespace mkccl::test;
 
-// 2^-3 .. 2^1.5: sA sW <= 8, so that the sum of 4 ranks' partials stays far inside fp16's range
-// (|a w| <= 16 per product, sums of up to 2048 random products).
+bool isBlock(mkcclFp8ScaleKind_t k) { return k == mkcclFp8ScaleBlock; }
+
+// Per tensor: 2^-3 .. 2^1.5: sA sW <= 8, so that the sum of 4 ranks' partials stays far inside
+// fp16's range (|a w| <= 16 per product, sums of up to 2048 random products). Block scales:
+// 2^-4 .. 2^4 with bf16 out; with fp16 out 2^-4 .. 2^2, since a 128-block of products with both
+// scales near 2^4 alone reaches ~2^14 and 4 ranks' sums then pass 65504 (the kernel then rightly
+// stores inf).
 float randomScale(std::mt19937_64& rng) { return randomFp8Scale(rng, -3.f, 1.5f); }
+float blockMaxExp(mkcclDataType_t out) { return out == mkcclFloat16 ? 2.f : 4.f; }
 
 struct Shape {
   size_t m, N, K;  // ReduceScatter: rows of C per rank (M = m ws); AllReduce: M = m ws - 1 (m ws > 1)
@@ -35,6 +50,8 @@ struct Shape {
 // 200 rows per rank (tiles straddle the chunks), N and K tails (136, 272: K not a multiple of
 // 128), tiny (one row per rank, 8 columns, one 16-byte k step), several waves of 128 x 256 tiles.
 const Shape kShapes[] = {{200, 136, 272}, {1, 8, 16}, {384, 776, 1040}, {512, 2048, 2048}};
+// Block scales: those, and one whole k-block (K = 128) with N past a 128-wide W scale block.
+const Shape kBlockShapes[] = {{200, 136, 272}, {1, 8, 16}, {384, 776, 1040}, {512, 2048, 2048}, {130, 264, 128}};
 
 using Buf = DeviceBuf;
 
@@ -58,9 +75,10 @@ const Route kRoutes[] = {
     {"rs_ag", "plan=rs_ag", true},
 };
 
-std::string tuningFor(const Route& rt, bool ar) {
+// The tuning of a route for gemm_rs. / gemm_ar., and `extra` (e.g. "gemm.variant=128x2").
+std::string tuningFor(const Route& rt, bool ar, const std::string& extra = "") {
   const std::string prefix = ar ? "gemm_ar." : "gemm_rs.";
-  std::string out, keys = rt.keys;
+  std::string out = extra, keys = rt.keys;
   size_t at = 0;
   while (at < keys.size()) {
     const size_t semi = keys.find(';', at);
@@ -72,73 +90,172 @@ std::string tuningFor(const Route& rt, bool ar) {
   return out;
 }
 
+void setTuning(InProcessRanks& w, const std::string& t) {
+  for (int r = 0; r < w.size(); ++r)
+    ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], t.c_str())) << t << ": " << mkcclGetLastError(nullptr);
+}
+
 size_t rowsOf(const Shape& s, int ws, bool ar) {
   const size_t M = s.m * size_t(ws);
   return ar && M > 1 ? M - 1 : M;
 }
 
-// One call of shape s on every rank of `w`; C checked on every rank.
-void runCase(InProcessRanks& w, const Shape& s, bool ar, mkcclDataType_t out, std::mt19937_64& rng) {
-  const int ws = w.size();
-  const size_t M = rowsOf(s, ws, ar), N = s.N, K = s.K, cRows = ar ? M : M / size_t(ws);
-  SCOPED_TRACE(testing::Message() << (ar ? "AllReduce" : "ReduceScatter") << ", " << ws << " ranks, M=" << M
-                                  << " N=" << N << " K=" << K << " out " << static_cast<int>(out));
-  std::vector<RankCall> calls(ws);
-  std::vector<double> P(M * N, 0.0);  // Σ_r of the partials
-  for (int r = 0; r < ws; ++r) {
-    RankCall& c = calls[r];
-    cudaSetDevice(w.devs[r]);
-    const std::vector<uint8_t> a = randomFp8(M * K, rng), wt = randomFp8(N * K, rng);
-    const float sA = randomScale(rng), sW = randomScale(rng);
-    c.A.alloc(M * K);
-    c.W.alloc(N * K);
-    c.C.alloc(cRows * N * 2);
-    c.R.alloc(M * N * 4);
-    c.sA.alloc(4);
-    c.sW.alloc(4);
-    ASSERT_TRUE(c.A.p && c.W.p && c.C.p && c.R.p && c.sA.p && c.sW.p);
-    CUDA_OK(cudaMemcpy(c.A.p, a.data(), M * K, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(c.W.p, wt.data(), N * K, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(c.sA.p, &sA, 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(c.sW.p, &sW, 4, cudaMemcpyHostToDevice));
-    poison(c.C.p, cRows * N * 2);
-    fp8TensorRef(c.A.p, c.W.p, static_cast<const float*>(c.sA.p), static_cast<const float*>(c.sW.p),
-                 static_cast<float*>(c.R.p), int(M), int(N), int(K));
-    CUDA_OK(cudaDeviceSynchronize());
-    const std::vector<double> part = toHostDouble(c.R.p, M * N, mkcclFloat32);
-    for (size_t i = 0; i < M * N; ++i) P[i] += part[i];
+// One call of shape s on every rank: its buffers, and the reference (Σ_r of the partials, and per
+// row the largest Σ_r |partial| of its elements, which bounds every value rounded on the way: each
+// partial, and each running sum of the ring).
+struct Case {
+  Shape s;
+  bool ar;
+  mkcclDataType_t out;
+  mkcclFp8ScaleKind_t kind;
+  size_t M = 0, N = 0, K = 0, cRows = 0;
+  std::vector<RankCall> calls;
+  std::vector<double> P, rowMax;
+
+  Case(InProcessRanks& w, const Shape& s_, bool ar_, mkcclDataType_t out_, mkcclFp8ScaleKind_t kind_)
+      : s(s_), ar(ar_), out(out_), kind(kind_), calls(w.size()) {
+    const int ws = w.size();
+    M = rowsOf(s, ws, ar);
+    N = s.N;
+    K = s.K;
+    cRows = ar ? M : M / size_t(ws);
   }
-  std::vector<mkcclResult_t> res(ws, mkcclInternalError);
-  std::vector<cudaError_t> sync(ws, cudaErrorUnknown);
-  w.onEveryRank([&](int r) {
+  size_t nA() const { return isBlock(kind) ? fp8BlockScalesA(M, K) : 1; }
+  size_t nW() const { return isBlock(kind) ? fp8BlockScalesW(N, K) : 1; }
+
+  // Buffers on every rank (C poisoned). False (and a failed EXPECT) if an allocation failed.
+  bool alloc(InProcessRanks& w) {
+    for (int r = 0; r < w.size(); ++r) {
+      RankCall& c = calls[r];
+      cudaSetDevice(w.devs[r]);
+      c.A.alloc(M * K);
+      c.W.alloc(N * K);
+      c.C.alloc(cRows * N * 2);
+      c.R.alloc(M * N * 4);
+      c.sA.alloc(nA() * 4);
+      c.sW.alloc(nW() * 4);
+      EXPECT_TRUE(c.A.p && c.W.p && c.C.p && c.R.p && c.sA.p && c.sW.p);
+      if (!(c.A.p && c.W.p && c.C.p && c.R.p && c.sA.p && c.sW.p)) return false;
+      poison(c.C.p, cRows * N * 2);
+      EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());  // the legacy stream orders no rank's stream
+    }
+    return true;
+  }
+
+  // Rank r's new inputs and scales into its buffers, C poisoned, and its partial into R (on
+  // `stream`, which is synchronised).
+  void fillRank(InProcessRanks& w, int r, std::mt19937_64& rng, cudaStream_t stream) {
     RankCall& c = calls[r];
-    const mkcclFp8Scales_t sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, static_cast<const float*>(c.sA.p),
-                                                      static_cast<const float*>(c.sW.p));
-    res[r] = ar ? mkcclGemmAllReduceFp8(c.A.p, c.W.p, c.C.p, M, N, K, &sc, out, w.comms[r], w.streams[r])
-                : mkcclGemmReduceScatterFp8(c.A.p, c.W.p, c.C.p, M, N, K, &sc, out, w.comms[r], w.streams[r]);
-    sync[r] = cudaStreamSynchronize(w.streams[r]);
-  });
-  for (int r = 0; r < ws; ++r) {
-    RankCall& c = calls[r];
-    SCOPED_TRACE(testing::Message() << "rank " << r);
-    EXPECT_EQ(mkcclSuccess, res[r]) << mkcclGetLastError(w.comms[r]);
-    ASSERT_EQ(cudaSuccess, sync[r]);
-    mkcclResult_t async = mkcclSuccess;
-    EXPECT_EQ(mkcclSuccess, mkcclCommGetAsyncError(w.comms[r], &async));
-    EXPECT_EQ(mkcclSuccess, async) << mkcclGetLastError(w.comms[r]);
     cudaSetDevice(w.devs[r]);
-    const size_t row0 = ar ? 0 : size_t(r) * cRows;
-    const std::vector<double> ref(P.begin() + row0 * N, P.begin() + (row0 + cRows) * N);
+    poison(c.C.p, cRows * N * 2, stream);
+    const std::vector<uint8_t> a = randomFp8(M * K, rng), wt = randomFp8(N * K, rng);
+    std::vector<float> sA, sW;
+    if (isBlock(kind)) {
+      sA = randomFp8Scales(nA(), rng, -4.f, blockMaxExp(out));
+      sW = randomFp8Scales(nW(), rng, -4.f, blockMaxExp(out));
+    } else {
+      sA = {randomScale(rng)};
+      sW = {randomScale(rng)};
+    }
+    CUDA_OK(cudaMemcpyAsync(c.A.p, a.data(), M * K, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(c.W.p, wt.data(), N * K, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(c.sA.p, sA.data(), nA() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(c.sW.p, sW.data(), nW() * 4, cudaMemcpyHostToDevice, stream));
+    const float* dA = static_cast<const float*>(c.sA.p);
+    const float* dW = static_cast<const float*>(c.sW.p);
+    if (isBlock(kind)) fp8BlockRef(c.A.p, c.W.p, dA, dW, static_cast<float*>(c.R.p), int(M), int(N), int(K), stream);
+    else fp8TensorRef(c.A.p, c.W.p, dA, dW, static_cast<float*>(c.R.p), int(M), int(N), int(K), stream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+  }
+
+  // The reference from every rank's partial (after fillRank on every rank).
+  void reduce(InProcessRanks& w) {
+    P.assign(M * N, 0.0);
+    std::vector<double> absSum(M * N, 0.0);
+    for (int r = 0; r < w.size(); ++r) {
+      cudaSetDevice(w.devs[r]);
+      const std::vector<double> part = toHostDouble(calls[r].R.p, M * N, mkcclFloat32);
+      for (size_t i = 0; i < M * N; ++i) {
+        P[i] += part[i];
+        absSum[i] += fabs(part[i]);
+      }
+    }
+    rowMax.assign(M, 0.0);
+    for (size_t i = 0; i < M * N; ++i) rowMax[i / N] = std::max(rowMax[i / N], absSum[i]);
+  }
+
+  void fill(InProcessRanks& w, std::mt19937_64& rng) {
+    for (int r = 0; r < w.size(); ++r) fillRank(w, r, rng, 0);
+    reduce(w);
+  }
+
+  mkcclResult_t call(InProcessRanks& w, int r, cudaStream_t stream) const {
+    const RankCall& c = calls[r];
+    const mkcclFp8Scales_t sc =
+        MKCCL_FP8_SCALES_INIT(kind, static_cast<const float*>(c.sA.p), static_cast<const float*>(c.sW.p));
+    return ar ? mkcclGemmAllReduceFp8(c.A.p, c.W.p, c.C.p, M, N, K, &sc, out, w.comms[r], stream)
+              : mkcclGemmReduceScatterFp8(c.A.p, c.W.p, c.C.p, M, N, K, &sc, out, w.comms[r], stream);
+  }
+
+  // C of every rank against the reference.
+  void check(InProcessRanks& w) const {
+    const int ws = w.size();
     // Partials rounded to 16 bits (fp16: 2^-11, bf16: 2^-9 of their magnitude) before the sum: the
     // ring rounds each of its ws - 1 running sums and the result, and a running sum can exceed the
     // result's largest element (cancellation), so allow ws + 1 roundings at 1.5x that element
     // (a 4-rank ring measured 1.06e-2 once on one element of 800 x 136 bf16).
     const double tol = std::max(1e-2, (ws + 1) * 1.5 * (out == mkcclFloat16 ? 0x1p-11 : 0x1p-9));
-    const ErrStats e = compare(toHostDouble(c.C.p, cRows * N, out), ref, tol);
-    EXPECT_EQ(0u, e.wrong) << "first wrong element " << e.firstWrong << " (row "
-                           << (e.firstWrong == (size_t)-1 ? 0 : e.firstWrong / N) << ")";
-    EXPECT_LE(e.maxRelErr, tol);
+    for (int r = 0; r < ws; ++r) {
+      const RankCall& c = calls[r];
+      SCOPED_TRACE(testing::Message() << "rank " << r);
+      cudaSetDevice(w.devs[r]);
+      const size_t row0 = ar ? 0 : size_t(r) * cRows;
+      const std::vector<double> ref(P.begin() + row0 * N, P.begin() + (row0 + cRows) * N);
+      const std::vector<double> got = toHostDouble(c.C.p, cRows * N, out);
+      const ErrStats e = compare(got, ref, tol);
+      EXPECT_EQ(0u, e.wrong) << "first wrong element " << e.firstWrong << " (row "
+                             << (e.firstWrong == (size_t)-1 ? 0 : e.firstWrong / N) << ")";
+      EXPECT_LE(e.maxRelErr, tol);
+      // Row by row, against the row's largest Σ_r |partial| (which bounds each value rounded on the
+      // way): at most 2 ws - 1 roundings of 16 bits (partials, the ring's running sums, C), and the
+      // tensor cores' own sums in each 128-block.
+      const double rowTol = std::max(1e-2, 2 * ws * (out == mkcclFloat16 ? 0x1p-11 : 0x1p-9));
+      size_t badRows = 0, firstBad = 0;
+      for (size_t i = 0; i < cRows; ++i) {
+        const double norm = std::max(rowMax[row0 + i], 1e-30);
+        for (size_t j = 0; j < N; ++j)
+          if (!(fabs(got[i * N + j] - ref[i * N + j]) <= rowTol * norm)) {
+            if (badRows++ == 0) firstBad = i;
+            break;
+          }
+      }
+      EXPECT_EQ(0u, badRows) << "rows off their own magnitude, first: row " << firstBad << " of this rank's C";
+    }
   }
+};
+
+// One call of shape s on every rank of `w`; C checked on every rank.
+void runCase(InProcessRanks& w, const Shape& s, bool ar, mkcclDataType_t out, std::mt19937_64& rng,
+             mkcclFp8ScaleKind_t kind = mkcclFp8ScaleTensor) {
+  Case c(w, s, ar, out, kind);
+  SCOPED_TRACE(testing::Message() << (ar ? "AllReduce" : "ReduceScatter") << ", " << w.size() << " ranks, M=" << c.M
+                                  << " N=" << c.N << " K=" << c.K << " out " << static_cast<int>(out)
+                                  << (isBlock(kind) ? " block scales" : " per-tensor scales"));
+  if (!c.alloc(w)) return;
+  c.fill(w, rng);
+  std::vector<mkcclResult_t> res(w.size(), mkcclInternalError);
+  std::vector<cudaError_t> sync(w.size(), cudaErrorUnknown);
+  w.onEveryRank([&](int r) {
+    res[r] = c.call(w, r, w.streams[r]);
+    sync[r] = cudaStreamSynchronize(w.streams[r]);
+  });
+  for (int r = 0; r < w.size(); ++r) {
+    SCOPED_TRACE(testing::Message() << "rank " << r);
+    EXPECT_EQ(mkcclSuccess, res[r]) << mkcclGetLastError(w.comms[r]);
+    ASSERT_EQ(cudaSuccess, sync[r]);
+    expectNoAsyncError(w.comms[r]);
+  }
+  c.check(w);
 }
 
 std::vector<std::vector<int>> worlds() {
@@ -147,7 +264,7 @@ std::vector<std::vector<int>> worlds() {
   return v;
 }
 
-void everyRoute(bool ar) {
+void everyRoute(bool ar, mkcclFp8ScaleKind_t kind) {
   MKCCL_REQUIRE_GPUS(1);
   const uint64_t seed = freshSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
@@ -160,19 +277,49 @@ void everyRoute(bool ar) {
       if (rt.arOnly && !ar) continue;
       if (w.size() == 1 && rt.keys[0] != '\0') continue;  // one rank: mkcclGemmFp8, no route
       SCOPED_TRACE(rt.name);
-      for (int r = 0; r < w.size(); ++r)
-        ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuningFor(rt, ar).c_str())) << mkcclGetLastError(nullptr);
-      for (const Shape& s : kShapes) runCase(w, s, ar, s.N == 776 ? mkcclFloat16 : mkcclBfloat16, rng);
+      ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(rt, ar)));
+      if (isBlock(kind))
+        for (const Shape& s : kBlockShapes) runCase(w, s, ar, s.N == 776 ? mkcclFloat16 : mkcclBfloat16, rng, kind);
+      else
+        for (const Shape& s : kShapes) runCase(w, s, ar, s.N == 776 ? mkcclFloat16 : mkcclBfloat16, rng, kind);
     }
   }
 }
 
-TEST(GemmReduceScatterFp8, EveryRouteAgainstReference) { everyRoute(false); }
-TEST(GemmAllReduceFp8, EveryRouteAgainstReference) { everyRoute(true); }
+TEST(GemmReduceScatterFp8, EveryRouteAgainstReference) { everyRoute(false, mkcclFp8ScaleTensor); }
+TEST(GemmAllReduceFp8, EveryRouteAgainstReference) { everyRoute(true, mkcclFp8ScaleTensor); }
+TEST(GemmReduceScatterFp8Block, EveryRouteAgainstReference) { everyRoute(false, mkcclFp8ScaleBlock); }
+TEST(GemmAllReduceFp8Block, EveryRouteAgainstReference) { everyRoute(true, mkcclFp8ScaleBlock); }
+
+// Block scales on every tile configuration: the fused kernel's (gemm.variant 128x1 / 128x2; the
+// wide variants run 128 x 128 too, with and without the cluster) and, on the sequential route, the
+// plain block-scaled GEMM's (192x1 / 192x2 there are 128 x 192 tiles), both outputs, 2 and 4 ranks.
+TEST(GemmReduceFp8Block, EveryTileConfiguration) {
+  MKCCL_REQUIRE_GPUS(1);
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  const Route& fused = kRoutes[1];
+  const Route& sequential = kRoutes[5];
+  for (const std::vector<int>& devs : {std::vector<int>{0, 0}, std::vector<int>{0, 0, 0, 0}}) {
+    const SharedGpus shared(devs);
+    InProcessRanks w(devs);
+    ASSERT_TRUE(w.ok());
+    for (const char* v : {"128x1", "128x2", "256x1", "256x2", "192x2"})
+      for (const Route* rt : {&fused, &sequential})
+        for (bool ar : {false, true}) {
+          SCOPED_TRACE(testing::Message() << "gemm.variant=" << v << ", " << rt->name);
+          ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(*rt, ar, std::string("gemm.variant=") + v)));
+          runCase(w, Shape{200, 264, 400}, ar, mkcclBfloat16, rng, mkcclFp8ScaleBlock);
+          runCase(w, Shape{300, 136, 128}, ar, mkcclFloat16, rng, mkcclFp8ScaleBlock);
+        }
+  }
+}
 
 // Back to back, shapes shrinking and routes cycling, both ops on one communicator: each call's
-// flags and scratch land where the previous call's were.
-TEST(GemmReduceFp8, ShapeSequence) {
+// flags and scratch land where the previous call's were. Per-tensor and block scales alternate
+// (their plans and kernels differ) on the same communicator.
+void shapeSequence(bool alternateKinds) {
   MKCCL_REQUIRE_GPUS(1);
   const uint64_t seed = freshSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
@@ -185,16 +332,56 @@ TEST(GemmReduceFp8, ShapeSequence) {
   for (int i = 0; i < 4; ++i)
     for (bool ar : {false, true}) {
       const Route& rt = kRoutes[1 + (i + (ar ? 1 : 0)) % 5];
+      const mkcclFp8ScaleKind_t kind =
+          alternateKinds && (i + (ar ? 1 : 0)) % 2 == 1 ? mkcclFp8ScaleTensor : mkcclFp8ScaleBlock;
       SCOPED_TRACE(rt.name);
-      for (int r = 0; r < w.size(); ++r)
-        ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuningFor(rt, ar).c_str()));
-      runCase(w, seq[i], ar, mkcclBfloat16, rng);
+      ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(rt, ar)));
+      runCase(w, seq[i], ar, mkcclBfloat16, rng, alternateKinds ? kind : mkcclFp8ScaleTensor);
     }
 }
 
-// Mistakes found only with a GPU, or on a communicator: host memory for a scale, block scales
-// (not built), fp32 output, K that is not a 16-byte pitch, M not divisible by the ranks. The
-// communicator stays usable.
+TEST(GemmReduceFp8, ShapeSequence) { shapeSequence(false); }
+TEST(GemmReduceFp8Block, ShapeSequenceMixedKinds) { shapeSequence(true); }
+
+// Block scales captured in a CUDA graph on each route, replayed with new inputs and new scales in
+// the same buffers between eager calls (2 and 3 ranks).
+TEST(GemmReduceFp8Block, CapturedAndReplayed) {
+  MKCCL_REQUIRE_GPUS(1);
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  for (const std::vector<int>& devs : {std::vector<int>{0, 0}, std::vector<int>{0, 0, 0}}) {
+    const SharedGpus shared(devs);
+    InProcessRanks w(devs);
+    ASSERT_TRUE(w.ok());
+    for (const Route* rt : {&kRoutes[1], &kRoutes[3], &kRoutes[5], &kRoutes[6]})
+      for (bool ar : {false, true}) {
+        if (rt->arOnly && !ar) continue;
+        SCOPED_TRACE(testing::Message() << w.size() << " ranks, " << rt->name
+                                        << (ar ? ", AllReduce" : ", ReduceScatter"));
+        ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(*rt, ar)));
+        Case c(w, Shape{264, 392, 656}, ar, mkcclBfloat16, mkcclFp8ScaleBlock);
+        ASSERT_TRUE(c.alloc(w));
+        std::vector<std::mt19937_64> rngs;
+        for (int r = 0; r < w.size(); ++r) rngs.emplace_back(seed + 7919 * r);
+        captureAndReplay(
+            w, [&](int r, cudaStream_t s) { return c.call(w, r, s); },
+            [&](int r, int) {
+              c.fillRank(w, r, rngs[r], w.streams[r]);
+              return !testing::Test::HasFatalFailure();
+            },
+            [&](int, const std::string& what) {
+              SCOPED_TRACE(what);
+              c.reduce(w);
+              c.check(w);
+            },
+            2);
+      }
+  }
+}
+
+// Mistakes found only with a GPU, or on a communicator: host memory for a scale, block scales that
+// run past their allocation, fp32 output, K that is not a 16-byte pitch, M not divisible by the
+// ranks. The communicator stays usable.
 TEST(GemmReduceFp8, BadArguments) {
   MKCCL_REQUIRE_GPUS(1);
   FusedFp8BadArgs b;
@@ -209,7 +396,9 @@ TEST(GemmReduceFp8, BadArguments) {
                 : mkcclGemmReduceScatterFp8(b.A.p, b.W.p, b.C.p, M, 256, K, &sc, out, w.comms[0], w.streams[0]);
     };
     auto expectMsg = [&](const char* needle) { b.expectMsg(op, needle); };
-    b.hostAndBlockScaleRefusals(op, [&](const mkcclFp8Scales_t& sc) { return call(sc, 256, 64, mkcclBfloat16); });
+    // Block scales of A: [256][1] floats for M = 256, K = 64; of W: [2][1] for N = 256.
+    b.hostAndShortScaleRefusals(op, 256 * 1, 2 * 1,
+                                [&](const mkcclFp8Scales_t& sc) { return call(sc, 256, 64, mkcclBfloat16); });
     const mkcclFp8Scales_t sc = MKCCL_FP8_SCALES_INIT(mkcclFp8ScaleTensor, dev, dev + 1);
     EXPECT_EQ(mkcclInvalidArgument, call(sc, 256, 64, mkcclFloat32));
     expectMsg("outType");
@@ -224,6 +413,7 @@ TEST(GemmReduceFp8, BadArguments) {
   std::mt19937_64 rng(freshSeed());
   runCase(w, Shape{128, 128, 128}, false, mkcclBfloat16, rng);
   runCase(w, Shape{128, 128, 128}, true, mkcclBfloat16, rng);
+  runCase(w, Shape{128, 128, 128}, false, mkcclBfloat16, rng, mkcclFp8ScaleBlock);
 }
 
 }  // namespace

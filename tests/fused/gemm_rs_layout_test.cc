@@ -568,6 +568,22 @@ TEST(GemmRsRule, FusedThatCannotFitRunsSequential) {
   }
 }
 
+// fp8 block scales (maxBn 128: the block-scaled fused kernel's one width): every fused plan the rule
+// makes, for either route, is 128 wide; where the 128-wide tile fits, the fused routes stay open.
+TEST(GemmRsRule, BlockScalesPlanOnlyTheNarrowTile) {
+  for (const Measured& m : kRun) {
+    RuleInputs in = ruleInputs(m);
+    in.maxBn = 128;
+    SCOPED_TRACE(describe(in));
+    const PlanChoice c = choosePlan(in);
+    const FusedPlan narrow = fusedConfig(in, 128, 1, in.ctaBudget);
+    EXPECT_EQ(narrow.ok, c.plan.ok);
+    if (c.plan.ok) EXPECT_EQ(128, c.plan.bn);
+    if (c.rsPlan.ok) EXPECT_EQ(128, c.rsPlan.bn);
+    if (c.route == Route::Fused) EXPECT_EQ(128, c.plan.L.bn);
+  }
+}
+
 }  // namespace
 
 // Across nodes (ops/gemm_rs/net_route.h): the route every rank takes from what it knows alike.

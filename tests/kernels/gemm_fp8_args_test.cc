@@ -58,7 +58,7 @@ TEST(GemmFp8Args, Refused) {
   c = Call();
   c.W = fakePtr(0x20008);
   expectRefused(c, "16-byte aligned");
-  mkccl::test::fp8ScaleRefusals<Call>(expectRefused, /*blockBuilt=*/true);
+  mkccl::test::fp8ScaleRefusals<Call>(expectRefused);
   c = Call();
   c.C = fakePtr(0x10000 + 4096);  // inside A
   expectRefused(c, "overlaps");

@@ -1,6 +1,8 @@
 // CPU: mkcclAllGatherGemmFp8's argument checks that need no GPU (runtime/ag_fp8_args.cc compiled
 // in: libmkccl hides it). Each mistake is refused with a message naming the call and the argument;
-// block scales are mkcclInvalidUsage (valid, not built); a valid call, in place included, passes.
+// a valid call, in place included, passes, with per-tensor and with block scales. Block scales'
+// sizes (this rank's shard's [M / nranks][ceil(K/128)], W's [ceil(N/128)][ceil(K/128)]) show in
+// the overlap checks; the allocations they must fit are checked on a GPU (ag_gemm_fp8_test).
 #include <gtest/gtest.h>
 #include <stdint.h>
 #include <string>
@@ -43,6 +45,12 @@ void refused(const Call& c, const char* needle, mkcclResult_t want = mkcclInvali
 TEST(AgGemmFp8Args, Accepted) {
   Call c;
   EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  c.scales.kind = mkcclFp8ScaleBlock;
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  // Block scales of A cover the shard's 128 rows only: [128][4] floats end 2 KiB after scaleA.
+  c.scales.scaleA = reinterpret_cast<const float*>(at(200) - 2048);
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  c = Call();
   c.G = at(400);
   EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
   c.A = at(400) + 128 * 512;  // rank 1's block of gatheredA: in place
@@ -73,7 +81,7 @@ TEST(AgGemmFp8Args, Refused) {
   c = Call();
   c.G = at(400) + 4;
   refused(c, "16-byte aligned");
-  test::fp8ScaleRefusals<Call>(refused, /*blockBuilt=*/false);
+  test::fp8ScaleRefusals<Call>(refused);
   c = Call();
   c.C = at(1);  // C over A
   c.A = at(1) + 256 * 384 * 2 - 4096;
@@ -81,6 +89,16 @@ TEST(AgGemmFp8Args, Refused) {
   c = Call();
   c.scales.scaleA = reinterpret_cast<const float*>(at(200) + 64);  // inside C
   refused(c, "C overlaps a scale");
+  // Block scales: A's are the shard's [128][4] floats (2 KiB), W's [3][4] (48 bytes).
+  c = Call();
+  c.scales.kind = mkcclFp8ScaleBlock;
+  c.scales.scaleA = reinterpret_cast<const float*>(at(200) - 2044);
+  refused(c, "C overlaps a scale");
+  c = Call();
+  c.G = at(400);
+  c.scales.kind = mkcclFp8ScaleBlock;
+  c.scales.scaleW = reinterpret_cast<const float*>(at(400) - 16);
+  refused(c, "gatheredA overlaps W or a scale");
   c = Call();
   c.G = at(400);
   c.W = at(400) + 1024;

@@ -1,7 +1,9 @@
 // CPU: mkcclGemmReduceScatterFp8 / mkcclGemmAllReduceFp8's argument checks that need no GPU
 // (runtime/rs_fp8_args.cc compiled in: libmkccl hides it). Each mistake is refused with a message
-// naming the call and the argument; block scales and a communicator spanning nodes are
-// mkcclInvalidUsage (valid, not built); valid calls of both ops pass.
+// naming the call and the argument; a communicator spanning nodes is mkcclInvalidUsage (valid, not
+// built); valid calls of both ops pass, with per-tensor and with block scales. Block scales' sizes
+// ([M][ceil(K/128)], [ceil(N/128)][ceil(K/128)]) show in the overlap checks; the allocations they
+// must fit are checked on a GPU (gemm_rs_fp8_test, BadArguments).
 #include <gtest/gtest.h>
 #include <stdint.h>
 #include <string>
@@ -47,6 +49,10 @@ TEST(GemmReduceFp8Args, Accepted) {
     Call c;
     c.ar = ar;
     EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+    c.scales.kind = mkcclFp8ScaleBlock;
+    EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+    c = Call();
+    c.ar = ar;
     c.out = mkcclFloat16;
     c.N = 8;
     c.K = 16;
@@ -70,6 +76,10 @@ TEST(GemmReduceFp8Args, Accepted) {
   c.C = at(1);
   c.A = at(1) + 128 * 384 * 2;
   EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
+  // A per-tensor scale 2 KiB before C is clear of it (as block scales it would reach into C).
+  c = Call();
+  c.scales.scaleA = reinterpret_cast<const float*>(at(200) - 2048);
+  EXPECT_EQ(mkcclSuccess, c.run()) << lastError();
 }
 
 TEST(GemmReduceFp8Args, Refused) {
@@ -92,7 +102,7 @@ TEST(GemmReduceFp8Args, Refused) {
       c.ar = ar;
       refused(c, needle, want);
     };
-    test::fp8ScaleRefusals<Call>(refusedAs, /*blockBuilt=*/false);
+    test::fp8ScaleRefusals<Call>(refusedAs);
   }
   c = Call();
   c.C = at(1);  // C over A
@@ -108,6 +118,16 @@ TEST(GemmReduceFp8Args, Refused) {
   refused(c, "C overlaps A or W");
   c = Call();
   c.scales.scaleW = reinterpret_cast<const float*>(at(200) + 64);  // inside C
+  refused(c, "C overlaps a scale");
+  // Block scales: A's are [256][4] floats (4 KiB), W's [3][4] (48 bytes); from 2 KiB / 16 bytes
+  // before C they reach into it.
+  c = Call();
+  c.scales.kind = mkcclFp8ScaleBlock;
+  c.scales.scaleA = reinterpret_cast<const float*>(at(200) - 2048);
+  refused(c, "C overlaps a scale");
+  c = Call();
+  c.scales.kind = mkcclFp8ScaleBlock;
+  c.scales.scaleW = reinterpret_cast<const float*>(at(200) - 16);
   refused(c, "C overlaps a scale");
   for (bool ar : {false, true}) {
     c = Call();

@@ -28,6 +28,13 @@
 //   then two more work queues, used across nodes only (net.cuh): pieces of the own shard to put on
 //   the network, and pieces that arrived to spread over NVLink
 //
+// fp8 block scales (mkcclAllGatherGemmFp8 with mkcclFp8ScaleBlock; scaleRowBytes > 0): after the
+// counters, the scale area holds the gathered A's scale rows, [M][ceil(K/128)] fp32 (rank q's
+// rows at q*m, as its rows). Its rows travel with the data rows, under the same chunk counters: a
+// sender stores a slice's scale rows before the fence and the counter adds that publish the slice
+// (push.cuh; the ce plan copies them before its counter writes), so a chunk counted complete has
+// its scales here too.
+//
 // Across nodes, ws and me are the communicator's (shard q is global rank q's); the NVLink pushes
 // go to the ranks of this node (PushArgs::lws / lme).
 #pragma once
@@ -55,6 +62,7 @@ struct Layout {
   int sliceLog2 = 0;        // sliceRows = 1 << sliceLog2 (<= chunkRows)
   int nChunks = 0;          // chunks per shard
   int nSlices = 0;          // slices per shard
+  int64_t scaleRowBytes = 0;  // fp8 block scales: bytes of one row's scales (4 ceil(K/128)); else 0
 
   MKCCL_HD int chunkRows() const { return 1 << chunkLog2; }
   MKCCL_HD int sliceRows() const { return 1 << sliceLog2; }
@@ -63,7 +71,14 @@ struct Layout {
 
   // The counters: byte offset in the region, and slots from there.
   MKCCL_HD int64_t countersOffset() const { return (M * rowBytes + 255) / 256 * 256; }
-  MKCCL_HD int64_t regionBytes() const { return countersOffset() + static_cast<int64_t>(slotsUsed()) * 8; }
+  MKCCL_HD int64_t countersEnd() const { return countersOffset() + static_cast<int64_t>(slotsUsed()) * 8; }
+  // The scale area (scaleRowBytes > 0), and where it starts seen from the counters (the device
+  // reaches a rank's area through its counters pointer, which is the region's in every mode).
+  MKCCL_HD int64_t scalesOffset() const { return (countersEnd() + 255) / 256 * 256; }
+  MKCCL_HD int64_t scalesFromCounters() const { return scalesOffset() - countersOffset(); }
+  MKCCL_HD int64_t regionBytes() const {
+    return scaleRowBytes > 0 ? scalesOffset() + M * scaleRowBytes : countersEnd();
+  }
   MKCCL_HD int pushClaimSlot() const { return 0; }
   MKCCL_HD int gatherClaimSlot() const { return 1; }
   MKCCL_HD int chunkSlot(int q, int c) const { return 2 + q * nChunks + c; }
@@ -100,8 +115,11 @@ MKCCL_HD int log2Ceil(int64_t v) {
 }
 
 // The layout of a call (M < 2^31, M % ws == 0). False for a shape it cannot describe.
-MKCCL_HD bool layoutFor(int64_t M, int64_t K, int64_t elemBytes, int ws, int me, Layout* out) {
+// scaleRowBytes: fp8 block scales' bytes per row (the scale area), else 0.
+MKCCL_HD bool layoutFor(int64_t M, int64_t K, int64_t elemBytes, int ws, int me, Layout* out,
+                        int64_t scaleRowBytes = 0) {
   Layout L;
+  L.scaleRowBytes = scaleRowBytes;
   L.ws = ws;
   L.me = me;
   L.M = M;

@@ -77,6 +77,8 @@ struct PushArgs {
   // above are indexed by local rank. In one node lws == L.ws and lme == L.me.
   int lws, lme;
   NetLayout net;                      // across nodes (net.nodes > 1, dev.net set): net.cuh
+  const float* aScales;               // fp8 block scales (L.scaleRowBytes > 0): this rank's shard's scale
+                                      // rows, the user's; they go where its rows go (layout.h)
 
   __device__ __forceinline__ uint64_t callSeq() const { return dev::peekCallSeqAt(seqCtr); }
   // What the arrival counters start from in this call. The copy engines write constants that the
@@ -183,6 +185,27 @@ __device__ __forceinline__ bool enterCall(const PushArgs& p, const Team& t, bool
   return dev::teamBroadcast(t, ok ? 1 : 0) != 0;
 }
 
+// The scale area of local rank q's region (fp8 block scales): reached through q's counters, which
+// point into its region in every mode (in place, region[me] is the user's gatheredA instead).
+MKCCL_HD char* scaleArea(const PushArgs& p, int q) {
+  return reinterpret_cast<char*>(p.counters[q]) + p.L.scalesFromCounters();
+}
+
+// fp8 block scales: the scale rows of shard rows [r0, r1) into the first `receivers` receivers'
+// scale areas, at this shard's rows. Called between a slice's row copy and the fence and counter
+// adds that publish it, which then publish the scales too. In 4-byte words: a row of scales is
+// ceil(K / 128) floats, rarely a multiple of 16 bytes (a slice's scales are ~1/32 of its bytes).
+__device__ __forceinline__ void pushScaleRows(const PushArgs& p, const Team& t, int r0, int r1, int receivers) {
+  const Layout& L = p.L;
+  const int64_t words = L.scaleRowBytes / 4, n = (r1 - r0) * words;
+  const float* src = p.aScales + r0 * words;
+  const int64_t at = (static_cast<int64_t>(L.me) * L.m + r0) * L.scaleRowBytes;
+  for (int i = 0; i < receivers; ++i) {
+    float* dst = reinterpret_cast<float*>(scaleArea(p, localReceiverAt(p.lws, p.lme, i)) + at);
+    for (int64_t j = t.tid; j < n; j += t.n) dst[j] = src[j];
+  }
+}
+
 // Pushes claimed slices until the shard is out. unit: slices per claim.
 __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int unit) {
   const Layout& L = p.L;
@@ -208,6 +231,7 @@ __device__ __forceinline__ void pushShard(const PushArgs& p, const Team& t, int 
     const int64_t off = L.sliceRowBegin(g0) * L.rowBytes;
     const int64_t len = (L.sliceRowEnd(g1 - 1) - L.sliceRowBegin(g0)) * L.rowBytes;
     dev::teamCopyMulti<kCopyUnroll>(t, dsts, nd, off, p.A + off, len);
+    if (L.scaleRowBytes > 0) pushScaleRows(p, t, L.sliceRowBegin(g0), L.sliceRowEnd(g1 - 1), receivers);
     __threadfence_system();  // this thread's stores reach every receiver before the counters move
     t.sync();
     if (t.tid < static_cast<uint32_t>(receivers)) {

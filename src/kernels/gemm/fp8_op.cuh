@@ -14,6 +14,10 @@
 //                accumulation (DeepSeek-V3) and is what the per-block scales require anyway. Two
 //                partial sets alternate so that the next wgmma group is in flight while one is
 //                promoted (wait_group 1), on both tile widths.
+//
+// The fused ops reuse these mainloops (gemm_rs/op_fp8.cuh, ag_gemm/op_fp8.cuh): their tiles name
+// rows differently (a chunk's M-block, a gathered row block), so Fp8BlockOp's core, mainloopAt,
+// takes the tile's A-scale rows and first column rather than an engine tile.
 #pragma once
 #include <stdint.h>
 #include <type_traits>
@@ -72,10 +76,33 @@ struct Fp8BlockCfg : GemmCfg<dev::E4m3, kBN, EpilogueTmaStore> {
 // (wait_group 0, DeepGEMM's form) measured 1-4% slower on 128 x 192; 128 x 256 would need 128 +
 // 2 x 64 registers. A tile of 192 columns straddles two W scale blocks (its first 64 or 128
 // columns in block col0 / 128, the rest in the next); 128-wide tiles lie in one.
-template <int kSlices>
+//
+// kArriving: the A scales may be written while the kernel runs (AllGather+GEMM: peers push the
+// scale rows of their shards with the rows, under the same chunk counters). A tile's scales are then
+// read only once its first stage has landed: the producer issued that stage's loads after waiting
+// for the chunks of the tile's rows, so the arrival (the peer's release on the counter, the
+// producer's acquire) is ordered before the stage's barrier completes, and the consumer's wait on it
+// orders the scale loads after. They go through L2 (ld.global.cg): the read-only path (ld.global.nc)
+// is only for data that does not change during the kernel.
+//
+// kSets = 1: one partial set, each slice's group waited for (wait_group 0) and promoted before the
+// next is issued, so this warpgroup's tensor work pauses during its promotion (the other consumer
+// warpgroup's runs): 64 + 64 registers at 128 x 128, 96 + 48 at 128 x 192. For the fused kernels,
+// whose roles leave the consumers fewer registers than the plain GEMM's 232 or keep more state across
+// the mainloop (gemm_rs/op_fp8.cuh, ag_gemm/op_fp8.cuh say what spilled with two sets).
+template <int kSlices, int kSets = 2, bool kArriving = false>
 struct Fp8BlockOp : GemmOpDefaults {
   using Params = Fp8Params;
   static constexpr bool kMainloop = true;
+
+  // Where a tile's scales are: its A-scale rows (row r of the tile at scaleA row row0 + r; rows at or
+  // past `rows` read row rows - 1: their A rows are TMA's zero fill or another chunk's, and their
+  // products are clipped or overwritten) and its first column of C.
+  struct TileScales {
+    const float* scaleA;  // [rows][kScaleBlocks]
+    int64_t row0, rows;
+    int64_t col0;
+  };
 
   // One k-block's scales as loaded (a: this thread's two rows; w: the tile's two W blocks), and
   // their products (row r, W block b).
@@ -89,51 +116,67 @@ struct Fp8BlockOp : GemmOpDefaults {
     return {s.a0 * s.w0, s.a0 * s.w1, s.a1 * s.w0, s.a1 * s.w1};
   }
 
+  // The engine's tiles (the plain GEMM): rows and columns of C are those of A and W.
   template <class Cfg, class Tile, class Hook>
   __device__ __forceinline__ static bool mainloop(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>& pipe,
                                                   const GemmArgs& g, const Params& p, const SmemLayout<Cfg>& sm,
                                                   int consumer, uint32_t lane, uint32_t ctaRank, const Tile& t,
                                                   Hook hook) {
+    const TileScales ts{p.scaleA, static_cast<int64_t>(t.m) * Cfg::BM, g.M, static_cast<int64_t>(t.n) * Cfg::BN};
+    return mainloopAt<Cfg>(acc, pipe, g, p, sm, consumer, lane, ctaRank, ts, hook);
+  }
+
+  template <class Cfg, class Hook>
+  __device__ __forceinline__ static bool mainloopAt(float (&acc)[Cfg::kAcc], dev::PipeState<Cfg::kStages>& pipe,
+                                                    const GemmArgs& g, const Params& p, const SmemLayout<Cfg>& sm,
+                                                    int consumer, uint32_t lane, uint32_t ctaRank,
+                                                    const TileScales& ts, Hook hook) {
     static_assert(std::is_same<typename Cfg::In, dev::E4m3>::value, "fp8 configuration expected");
     constexpr int kW = Cfg::BN / kSlices;  // columns per slice
     constexpr int kP = kW / 2;             // partial registers per slice
     static_assert(kSlices * kP == Cfg::kAcc && kW % 8 == 0, "slices");
-    static_assert(kSlices <= 2, "two partial sets alternate over the slices");
+    static_assert(kSlices <= 2, "at most two slices: two partial sets alternate over them");
     constexpr bool kTwoW = Cfg::BN > 128;  // tiles that may straddle two W scale blocks
     using Mma = dev::Wgmma<kW, dev::E4m3>;
     const volatile int* abortFlag = reinterpret_cast<const volatile int*>(__cvta_shared_to_generic(sm.flags()));
     const uint32_t aOffset = static_cast<uint32_t>(consumer) * 64u * (Cfg::BK * 2);
     const int nk = g.kBlocks;
 
-    // This thread's two rows (wgmma.cuh's D layout: 16 w + l / 4, and 8 below); rows past M read
-    // the last row's scales (their A rows are TMA's zero fill, the products are clipped anyway).
+    // This thread's two rows (wgmma.cuh's D layout: 16 w + l / 4, and 8 below); rows past the
+    // scales' end read the last row's (TileScales).
     const uint32_t warp = (threadIdx.x % 128u) >> 5;
-    const int64_t row = static_cast<int64_t>(t.m) * Cfg::BM + consumer * 64 + warp * 16 + (lane >> 2);
+    const int64_t row = ts.row0 + consumer * 64 + warp * 16 + (lane >> 2);
     // Element offsets of the rows' and blocks' scales in 32 bits: the scale arrays hold M K / 128
     // and N K / 16384 floats, far below 2^32 for any A that fits a GPU (M K bytes). 64-bit pointers
     // would be rebuilt from the parameters before every k-block's loads (~25 instructions per
     // warp: the consumers' registers are full).
     const uint32_t kS = static_cast<uint32_t>(p.kScaleBlocks);
-    const uint32_t ia0 = static_cast<uint32_t>(row < g.M ? row : g.M - 1) * kS;
-    const uint32_t ia1 = static_cast<uint32_t>(row + 8 < g.M ? row + 8 : g.M - 1) * kS;
-    const int64_t col0 = static_cast<int64_t>(t.n) * Cfg::BN;
+    const uint32_t ia0 = static_cast<uint32_t>(row < ts.rows ? row : ts.rows - 1) * kS;
+    const uint32_t ia1 = static_cast<uint32_t>(row + 8 < ts.rows ? row + 8 : ts.rows - 1) * kS;
+    const int64_t col0 = ts.col0;
     const int64_t wBlocks = (g.N + 127) / 128;
     const int64_t b0 = col0 / 128, b1 = b0 + 1 < wBlocks ? b0 + 1 : b0;
     const uint32_t iw0 = static_cast<uint32_t>(b0) * kS, iw1 = static_cast<uint32_t>(b1) * kS;
     // Columns 64..127 of the tile lie in block b0 when the tile starts on a block boundary.
     const bool midInB0 = !kTwoW || (col0 % 128) == 0;
+    const float* sA = ts.scaleA;
+    auto loadA = [&](uint32_t i) { return kArriving ? __ldcg(sA + i) : __ldg(sA + i); };
     auto load = [&](int kb) -> Raw {
       const uint32_t k = static_cast<uint32_t>(kb < nk ? kb : nk - 1);  // past the end: valid, unused
-      return {__ldg(p.scaleA + (ia0 + k)), __ldg(p.scaleA + (ia1 + k)), __ldg(p.scaleW + (iw0 + k)),
-              kTwoW ? __ldg(p.scaleW + (iw1 + k)) : 0.f};
+      return {loadA(ia0 + k), loadA(ia1 + k), __ldg(p.scaleW + (iw0 + k)), kTwoW ? __ldg(p.scaleW + (iw1 + k)) : 0.f};
     };
 
     // The next k-block's scales are loaded as a k-block starts, a k-block's time (~1000 cycles)
     // before its promotion reads them, into the one register set that the promotion then reads.
     // Not two k-blocks ahead through a rotation (next1 = next2): the copy compiles to a move that
-    // waits for the load it copies, one k-block after issuing it.
-    Prod cur = product(load(0));
-    Raw next = load(1);
+    // waits for the load it copies, one k-block after issuing it. Arriving scales: the first two
+    // k-blocks' once the first stage has landed (below), while its wgmma group runs.
+    Prod cur;
+    Raw next;
+    if constexpr (!kArriving) {
+      cur = product(load(0));
+      next = load(1);
+    }
 
 #pragma unroll
     for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
@@ -196,10 +239,33 @@ struct Fp8BlockOp : GemmOpDefaults {
     // the first is set 0 and the second set 1, and h is known at compile time in each. The loop
     // body issues unconditionally (a conditional issue makes the compiler copy a set that is
     // still being written, and ptxas then serialises the wgmma, C7514); the tail follows it.
+    static_assert(kSets == 1 || kSets == 2, "one or two partial sets");
+    if constexpr (kSets == 1) {
+      float part[kP];
+      for (int kb = 0; kb < nk; ++kb) {
+#pragma unroll
+        for (int h = 0; h < kSlices; ++h) {
+          if (!issue(part, kb, h)) return fail();
+          if (kArriving && kb == 0 && h == 0) {
+            cur = product(load(0));
+            next = load(1);
+          }
+          dev::wgmmaWait<0>();
+          dev::fenceAccumulators(part);
+          promote(part, h);
+        }
+        kBlockDone();
+      }
+      return true;
+    }
     float part0[kP], part1[kP];
     const int n = nk * kSlices;
     constexpr int kH1 = kSlices == 2 ? 1 : 0;  // h of the pair's second slice
     if (!issue(part0, 0, 0)) return fail();
+    if constexpr (kArriving) {
+      cur = product(load(0));
+      next = load(1);
+    }
     int s = 0;
     for (; s + 2 < n; s += 2) {
       if (!issue(part1, (s + 1) / kSlices, kH1)) return fail();

@@ -40,16 +40,18 @@ const char* kOpFp8 = "mkcclAllGatherGemmFp8";
 
 const char* opName(const ag::FusedCall& c) { return c.fp8 ? kOpFp8 : kOp; }
 
-// The fp8 GEMM with per-tensor scales on one GPU (K: e4m3 elements), at the communicator's
-// gemm.variant: the world of one, and the sequential plan's GEMM on the gathered region.
+// mkcclGemmFp8's kernels on one GPU (K: e4m3 elements), at the communicator's gemm.variant: the
+// world of one, and the sequential plan's GEMM on the gathered region (block scales: on the
+// gathered scale rows).
 mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
-                      const float* scaleA, const float* scaleW, mkcclDataType_t outType, GemmVariant v,
-                      cudaStream_t stream) {
+                      mkcclFp8ScaleKind_t kind, const float* scaleA, const float* scaleW, mkcclDataType_t outType,
+                      GemmVariant v, cudaStream_t stream) {
   MKCCL_CHECK(cuDriverLoad());     // the tensor maps' encoder (the world of one reaches here first)
   MKCCL_CHECK(gemmCheckFault());
   GemmDeviceInfo info;
   MKCCL_CHECK(gemmDeviceInfo(dev, &info));
-  const Fp8Problem p{A, W, C, M, N, K, mkcclFp8ScaleTensor, scaleA, scaleW, outType};
+  const Fp8Problem p{A, W, C, M, N, K, kind, scaleA, scaleW, outType};
+  if (kind == mkcclFp8ScaleBlock) return gemmFp8BlockLaunch(p, v, dev, info, stream);
   return gemmFp8TensorLaunch(p, v, dev, info, stream);
 }
 
@@ -70,9 +72,11 @@ struct ShapeKey {
   int dev = -1, ws = 0, me = 0, type = 0, commCtas = 0, variant = 0, smCount = 0;
   int64_t M = 0, N = 0, K = 0;
   bool gathered = false;
+  bool blockScales = false;  // fp8 block scales: other kernels, tiles and layout (a scale area)
   bool operator==(const ShapeKey& o) const {
     return dev == o.dev && ws == o.ws && me == o.me && type == o.type && commCtas == o.commCtas &&
-           variant == o.variant && smCount == o.smCount && M == o.M && N == o.N && K == o.K && gathered == o.gathered;
+           variant == o.variant && smCount == o.smCount && M == o.M && N == o.N && K == o.K &&
+           gathered == o.gathered && blockScales == o.blockScales;
   }
 };
 struct ShapeState {
@@ -95,6 +99,7 @@ ShapeKey keyOf(const ag::FusedCall& c) {
   k.N = c.N;
   k.K = c.K;
   k.gathered = c.push.gathered != nullptr;
+  k.blockScales = c.blockScales != 0;
   k.commCtas = c.commCtas;
   k.variant = static_cast<int>(c.variant);
   k.smCount = c.smCount;
@@ -181,9 +186,13 @@ mkcclResult_t launchPlan(OpCtx& ctx, ag::FusedCall& c, const ag::FusedPlan& fp, 
   if (plan == Plan::Sequential) {
     c.push.ownToRegion = 1;  // the GEMM reads every row from the region
     MKCCL_CHECK(ag::gatherLaunch(c.push, c.dev, std::min(c.smCount, ag::kGatherCtas), ctx.stream));
-    if (c.fp8)
-      return fp8Gemm(c.dev, c.push.region[c.push.lme], c.W, c.C, c.M, c.N, 2 * c.K, c.scaleA, c.scaleW, c.outType,
+    if (c.fp8) {
+      // Block scales: the gather pushed every shard's scale rows (ours too) into our scale area.
+      const mkcclFp8ScaleKind_t kind = c.blockScales ? mkcclFp8ScaleBlock : mkcclFp8ScaleTensor;
+      const float* sA = c.blockScales ? reinterpret_cast<const float*>(ag::scaleArea(c.push, c.push.lme)) : c.scaleA;
+      return fp8Gemm(c.dev, c.push.region[c.push.lme], c.W, c.C, c.M, c.N, 2 * c.K, kind, sA, c.scaleW, c.outType,
                      c.variant, ctx.stream);
+    }
     GemmExtras x;
     x.ldw = size_t(c.ldw);
     x.ldc = size_t(c.ldc);
@@ -256,8 +265,9 @@ mkcclResult_t moreWeights(OpCtx& ctx, const FusedArgs& a, const void* full, size
   return mkcclSuccess;
 }
 
-// The per-tensor scales of an fp8 call (device pointers).
+// The scales of an fp8 call (device pointers; block: scaleA holds this rank's shard's rows).
 struct Fp8Scales {
+  mkcclFp8ScaleKind_t kind;
   const float* scaleA;
   const float* scaleW;
 };
@@ -285,8 +295,8 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
 
   if (ws == 1 && fp8 != nullptr) {  // nothing to gather: mkcclGemmFp8, and the copy
     MKCCL_CHECK(fp8Gemm(comm->cudaDev, A, a.w[0].W, a.w[0].C, static_cast<int64_t>(M), static_cast<int64_t>(N),
-                        2 * static_cast<int64_t>(K), fp8->scaleA, fp8->scaleW, a.outType, tune.gemm.variant,
-                        ctx.stream));
+                        2 * static_cast<int64_t>(K), fp8->kind, fp8->scaleA, fp8->scaleW, a.outType,
+                        tune.gemm.variant, ctx.stream));
     if (gatheredA != nullptr && gatheredA != A)
       CUDA_CHECK(cudaMemcpyAsync(gatheredA, A, M * K * es, cudaMemcpyDeviceToDevice, ctx.stream));
     return mkcclSuccess;
@@ -326,7 +336,10 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
   ag::FusedCall c;
   memset(&c, 0, sizeof(c));
   ag::Layout& L = c.push.L;
-  if (!ag::layoutFor(static_cast<int64_t>(M), static_cast<int64_t>(K), es, ws, me, &L))
+  // Block scales: a scale area after the counters, rows of ceil(K / 128) floats (K: e4m3 bytes, 2 K here).
+  const bool block = fp8 != nullptr && fp8->kind == mkcclFp8ScaleBlock;
+  const int64_t scaleRowBytes = block ? (2 * static_cast<int64_t>(K) + 127) / 128 * 4 : 0;
+  if (!ag::layoutFor(static_cast<int64_t>(M), static_cast<int64_t>(K), es, ws, me, &L, scaleRowBytes))
     return setError(mkcclInvalidUsage, "%s: M=%zu K=%zu on %d ranks: shards of more than 2^30 rows are not supported",
                     op, M, K, ws);
   c.push.lws = lws;
@@ -408,6 +421,11 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
     c.fp8 = 1;
     c.scaleA = fp8->scaleA;
     c.scaleW = fp8->scaleW;
+    if (block) {
+      c.blockScales = 1;
+      c.push.aScales = fp8->scaleA;
+      return planAndRun<ag::Fp8Block>(ctx, c, forced);
+    }
     return planAndRun<dev::E4m3>(ctx, c, forced);  // one weight
   }
   if (t == mkcclBfloat16) MKCCL_CHECK(planAndRun<dev::Bf16>(ctx, c, forced));
@@ -423,8 +441,8 @@ mkcclResult_t allGatherGemmOp(OpCtx& ctx, const FusedArgs& a) { return runAgGemm
 // e4m3 rows are moved as bf16 rows of K / 2 elements (the gather and the GEMM's tensor maps copy
 // bytes; kernels/ag_gemm/op_fp8.cuh). Arguments checked by mkcclAllGatherGemmFp8 (api_ag_fp8.cc).
 mkcclResult_t allGatherGemmFp8Op(OpCtx& ctx, const void* A, const void* W, void* C, void* gatheredA, size_t M,
-                                 size_t N, size_t K, const float* scaleA, const float* scaleW,
-                                 mkcclDataType_t outType) {
+                                 size_t N, size_t K, mkcclFp8ScaleKind_t kind, const float* scaleA,
+                                 const float* scaleW, mkcclDataType_t outType) {
   FusedArgs a;
   a.A = A;
   a.M = M;
@@ -438,7 +456,7 @@ mkcclResult_t allGatherGemmFp8Op(OpCtx& ctx, const void* A, const void* W, void*
   a.gatheredA = gatheredA;
   a.numWeights = 1;
   a.w[0] = mkcclFusedWeight_t{W, C, nullptr, N, K / 2, N};
-  const Fp8Scales s{scaleA, scaleW};
+  const Fp8Scales s{kind, scaleA, scaleW};
   return runAgGemm(ctx, a, &s);
 }
 

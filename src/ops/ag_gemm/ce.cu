@@ -19,6 +19,9 @@
 // SM pushes cost the GEMM its SMs or slowed it (tools and numbers: docs/AG_GEMM.md).
 // The streams' waits have no timeout of their own: the kernel always posts the go word (after a
 // failed, bounded wait too), and the counters it waits on are bounded waits.
+// fp8 block scales (L.scaleRowBytes > 0): each group's scale rows are a second copy into the
+// receiver's scale area, between the group's row copy and its counter writes, so the counters
+// cover them as the pushes' do (layout.h).
 #include <algorithm>
 #include "kernels/device/signal.cuh"
 #include "ops/ag_gemm/host.h"
@@ -70,6 +73,8 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, int64_t groupB
     const bool forward = origin != L.me;
     const char* src = forward ? p.region[L.me] + static_cast<int64_t>(origin) * L.shardBytes() : p.A;
     const int64_t at = static_cast<int64_t>(origin) * L.shardBytes();
+    const int64_t sAt = static_cast<int64_t>(origin) * L.m * L.scaleRowBytes;  // the shard's scale rows
+    const char* sSrc = forward ? scaleArea(p, L.me) + sAt : reinterpret_cast<const char*>(p.aScales);
     cudaStream_t s = ce.stream[i];
     CUDA_CHECK(cudaStreamWaitEvent(s, ce.fork, 0));
     CU_CHECK(cu().streamWaitValue64(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(p.ceGo), go,
@@ -81,6 +86,9 @@ mkcclResult_t ceCopies(const CopyEngines& ce, const FusedCall& c, int64_t groupB
       if (forward) MKCCL_CHECK(groupOps(p, L.me, origin, c0, c1, F, /*wait=*/true, s));
       CUDA_CHECK(cudaMemcpyAsync(p.region[q] + at + r0 * L.rowBytes, src + r0 * L.rowBytes, (r1 - r0) * L.rowBytes,
                                  cudaMemcpyDeviceToDevice, s));
+      if (L.scaleRowBytes > 0)
+        CUDA_CHECK(cudaMemcpyAsync(scaleArea(p, q) + sAt + r0 * L.scaleRowBytes, sSrc + r0 * L.scaleRowBytes,
+                                   (r1 - r0) * L.scaleRowBytes, cudaMemcpyDeviceToDevice, s));
       MKCCL_CHECK(groupOps(p, q, origin, c0, c1, F, /*wait=*/false, s));
     }
     CUDA_CHECK(cudaEventRecord(ce.join[i], s));

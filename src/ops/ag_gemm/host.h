@@ -40,9 +40,15 @@ struct FusedCall {
   // K / 2 elements (type mkcclBfloat16, K and ldw halved; kernels/ag_gemm/op_fp8.cuh); the fused
   // kernel is the fp8 one (fusedLaunch<dev::E4m3>) and the sequential plan's GEMM mkcclGemmFp8's.
   int fp8;
-  const float* scaleA;  // device, 1 float each (per-tensor scales)
-  const float* scaleW;
+  const float* scaleA;  // device: per tensor, 1 float each; block, this rank's shard's scale rows
+  const float* scaleW;  // [m][ceil(K/128)] (also in push.aScales) and W's [ceil(N/128)][ceil(K/128)]
+  int blockScales;      // fp8 block scales: the kernel is fusedLaunch<Fp8Block>, the layout has a
+                        // scale area (push.L.scaleRowBytes), the sequential GEMM reads it
 };
+
+// The input "type" of the block-scaled e4m3 kernels (launch_fp8_block.cu): e4m3 bytes like
+// dev::E4m3, other kernels and planner.
+struct Fp8Block {};
 
 struct FusedPlan {
   GemmPlan gemm;        // tile, cluster and compute CTAs of the fused kernel
@@ -57,8 +63,8 @@ struct FusedPlan {
 // SMs), and the most a configuration may ask for.
 constexpr int kMaxFreeCommCtas = 16;
 
-// Plans the fused kernel for In = dev::Bf16 / dev::F16 / dev::E4m3 (launch_bf16.cu, launch_f16.cu,
-// launch_fp8.cu).
+// Plans the fused kernel for In = dev::Bf16 / dev::F16 / dev::E4m3 / Fp8Block (launch_bf16.cu,
+// launch_f16.cu, launch_fp8.cu, launch_fp8_block.cu).
 template <class In>
 mkcclResult_t fusedPlan(const FusedCall& c, FusedPlan* out);
 template <class In>

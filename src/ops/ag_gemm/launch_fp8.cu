@@ -11,11 +11,17 @@ namespace ag {
 
 template <>
 struct FusedOpOf<dev::E4m3> {
-  using Op = AllGatherGemmFp8Op;
+  using WideCfg = GemmCfg<dev::E4m3, 256, EpilogueTmaStore>;
+  using NarrowCfg = GemmCfg<dev::E4m3, 128, EpilogueTmaStore>;
+  using WideOp = AllGatherGemmFp8Op;
+  using NarrowOp = AllGatherGemmFp8Op;
   static void scales(FusedFp8Params& p, const FusedCall& c) {
     p.fp8.scaleA = c.scaleA;
     p.fp8.scaleW = c.scaleW;
     p.fp8.kScaleBlocks = (2 * c.K + 127) / 128;  // unused by per-tensor scales
+  }
+  static GemmPlan plan(const FusedCall& c, GemmVariant v, int ctas, int clusters2) {
+    return gemmPlanFor(c.M, c.N, c.K, v, ctas, clusters2);
   }
 };
 

@@ -37,15 +37,18 @@ const char* opName(int mode, const Fp8Call* fp8) {
 }
 const char* tuningPrefix(int mode) { return mode == kModeAllReduce ? "gemm_ar" : "gemm_rs"; }
 
-// fp8 (fp8.h): mkcclGemmFp8 with per-tensor scales at the communicator's gemm.variant; K in
-// 16-bit columns (the bytes), C of outType with rows of N.
+// fp8 (fp8.h): mkcclGemmFp8's kernels at the communicator's gemm.variant; K in 16-bit columns
+// (the bytes), C of outType with rows of N.
 mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
                       const Fp8Call& s, mkcclDataType_t outType, GemmVariant v, cudaStream_t stream) {
   GemmDeviceInfo info;
   MKCCL_CHECK(gemmDeviceInfo(dev, &info));
-  const Fp8Problem p{A, W, C, M, N, 2 * K, mkcclFp8ScaleTensor, s.scaleA, s.scaleW, outType};
+  const Fp8Problem p{A, W, C, M, N, 2 * K, s.kind, s.scaleA, s.scaleW, outType};
+  if (s.kind == mkcclFp8ScaleBlock) return gemmFp8BlockLaunch(p, v, dev, info, stream);
   return gemmFp8TensorLaunch(p, v, dev, info, stream);
 }
+
+bool blockScales(const Fp8Call* fp8) { return fp8 != nullptr && fp8->kind == mkcclFp8ScaleBlock; }
 
 const char* routeName(Route r) {
   switch (r) {
@@ -145,7 +148,9 @@ mkcclResult_t launchFused(OpCtx& ctx, const ShapePlan& sp, const void* A, const 
     CUDA_CHECK(cudaEventRecord(ce->fork, ctx.stream));
   }
   MKCCL_CHECK(seqBumpOp(ctx));  // the kernel reads the call's number from the device (peekCallSeq)
-  if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceLaunchFp8<dev::Bf16>(f, *fp8, ctx.stream));
+  if (blockScales(fp8) && t == mkcclBfloat16) MKCCL_CHECK(reduceLaunchFp8Block<dev::Bf16>(f, *fp8, ctx.stream));
+  else if (blockScales(fp8)) MKCCL_CHECK(reduceLaunchFp8Block<dev::F16>(f, *fp8, ctx.stream));
+  else if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceLaunchFp8<dev::Bf16>(f, *fp8, ctx.stream));
   else if (fp8 != nullptr) MKCCL_CHECK(reduceLaunchFp8<dev::F16>(f, *fp8, ctx.stream));
   else if (t == mkcclBfloat16) MKCCL_CHECK(reduceLaunch<dev::Bf16>(f, ctx.stream));
   else MKCCL_CHECK(reduceLaunch<dev::F16>(f, ctx.stream));
@@ -223,12 +228,15 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
   const char* name = opName(mode, fp8);
   Occupancy occ;
   const int cudaDev = comm->cudaDev, sms = comm->smCount;
-  if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancyFp8<dev::Bf16>(cudaDev, sms, &occ));
+  if (blockScales(fp8) && t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancyFp8Block<dev::Bf16>(cudaDev, sms, &occ));
+  else if (blockScales(fp8)) MKCCL_CHECK(reduceOccupancyFp8Block<dev::F16>(cudaDev, sms, &occ));
+  else if (fp8 != nullptr && t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancyFp8<dev::Bf16>(cudaDev, sms, &occ));
   else if (fp8 != nullptr) MKCCL_CHECK(reduceOccupancyFp8<dev::F16>(cudaDev, sms, &occ));
   else if (t == mkcclBfloat16) MKCCL_CHECK(reduceOccupancy<dev::Bf16>(comm->cudaDev, comm->smCount, &occ));
   else MKCCL_CHECK(reduceOccupancy<dev::F16>(comm->cudaDev, comm->smCount, &occ));
   PlanInputs pin = in;
   pin.occ = occ;
+  if (blockScales(fp8)) pin.maxBn = 128;  // the block-scaled fused kernel's one width (launch_fp8_block.cuh)
   const PlanChoice rule = choosePlan(pin);
   ShapePlan sp;
   sp.route = over.plan == Tuning::Reduce::kFused        ? Route::Fused
@@ -414,7 +422,8 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode, const Fp8Ca
   ShapeKey key;
   key.mode = mode;
   key.ws = in.ws;
-  key.type = fp8 != nullptr ? 100 + int(t) : int(t);  // fp8: another kernel, another rule input (K halved)
+  // fp8: another kernel, another rule input (K halved); block scales: another kernel and tile width.
+  key.type = blockScales(fp8) ? 200 + int(t) : fp8 != nullptr ? 100 + int(t) : int(t);
   key.budget = in.ctaBudget;
   key.variant = int(in.variant);
   key.M = in.M;

@@ -19,6 +19,7 @@ struct RuleInputs {
   int64_t M = 0, N = 0, K = 0;    // A [M, K], W [N, K]; K: each rank's share
   int ctaBudget = 0;              // SMs a kernel of the communicator may use
   int64_t flagSlots = 0;          // 64-bit slots from kOpFlagSlot in the flags region
+  int maxBn = 256;                // the widest tile the call's kernel has (fp8 block scales: 128)
 };
 
 // A fused configuration: tiles 128 x bn, clusters of cs, on ctas CTAs. ok = false: it cannot run
@@ -66,8 +67,9 @@ inline FusedPlan fusedConfig(const RuleInputs& in, int bn, int cs, int ctas) {
 // The auto configuration: no cluster (the cluster path of this kernel is not measured since the
 // engine's fence fix), 128 x 256 tiles unless 128 x 128 is clearly faster (link-bound shapes).
 inline FusedPlan autoFusedPlan(const RuleInputs& in) {
-  FusedPlan best = fusedConfig(in, 256, 1, in.ctaBudget);
   const FusedPlan narrow = fusedConfig(in, 128, 1, in.ctaBudget);
+  if (in.maxBn < 256) return narrow;
+  FusedPlan best = fusedConfig(in, 256, 1, in.ctaBudget);
   if (narrow.ok && (!best.ok || narrow.estUs < best.estUs * kClearWin)) best = narrow;
   return best;
 }
