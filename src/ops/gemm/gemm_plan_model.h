@@ -25,6 +25,11 @@ struct GemmTileRates {
   double w256c1, w256c2, w128c1, w128c2, w192c1, w192c2;
   // The other widths (kGemmNarrowWidths[i], without / with the cluster).
   double other[kGemmNarrowCount][2];
+  // Whether auto weighs the other widths in clusters too. On aligned rows they run alone and
+  // gemmPlainPreferCluster pairs them where that measured faster (one wave of 128 x 80 ran 8-10%
+  // slower in clusters on both GPUs); on rows off 128 bytes the cluster's W multicast paid even on
+  // one wave (1000 x 1032 x 4104: 96 in clusters fastest on the H200, 80 on the H100).
+  bool otherWidthsInClusters;
   double of(int bn, int clusterSize) const {
     if (bn == 192) return clusterSize == 2 ? w192c2 : w192c1;
     if (bn == 256) return clusterSize == 2 ? w256c2 : w256c1;
@@ -33,21 +38,28 @@ struct GemmTileRates {
     return clusterSize == 2 ? w128c2 : w128c1;
   }
 };
-// The other widths on an H100, relative to 128 x 256 (each forced on the odd set, one H100 SXM,
-// perf/results/20261128-s10/3-widths-h100/: by waves, the mean over 8192 x 8192 x 4160, 4096^3 and
-// 8000 x 8184 x 4096). A tile of W columns loads 16 KB of A and W / 8 KB of W per k-block, so the
-// narrow ones load more bytes per flop and run slower per column (64: 0.53, 0.58 in clusters);
-// 144-240 run as fast as 256 (144 measured 1.01: more stages fit; taken as 0.97, so that a tie
-// keeps the tiles measured longest). 176, 224 and 240 without a cluster were not measured: their
-// neighbours' values.
-#define MKCCL_GEMM_OTHER_WIDTHS_H100                                                                  \
-  {                                                                                                  \
-    {0.53, 0.58}, {0.60, 0.68}, {0.71, 0.79}, {0.75, 0.85}, {0.97, 0.97}, {0.93, 0.95}, {0.93, 0.95}, \
-        {0.97, 0.97}, {0.95, 0.97}, {0.95, 0.97}                                                     \
-  }
 // H200 (the measurements above). 128 x 192: 0.97-1.0 of 128 x 256 by waves on the odd set's
 // shapes, forced (perf/results/20261127-s9-H200/2-tile192-h200/).
-constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95, 0.97, 0.97, MKCCL_GEMM_OTHER_WIDTHS_H100};
+// The other widths on the H200 (each forced on the odd set, one H200, perf/results/20261128-s10/
+// 4-widths-h200/): its HBM and L2 feed the narrow tiles better, 64 at 0.58-0.60, 96 at 0.85, 112
+// at 0.90-0.93; 144 and wider as fast as 256 (144-240 measured 0.95-1.01: 0.96-0.97 here).
+constexpr GemmTileRates kGemmTilesH200{1.0,
+                                       0.98,
+                                       0.94,
+                                       0.95,
+                                       0.97,
+                                       0.97,
+                                       {{0.60, 0.58},
+                                        {0.71, 0.73},
+                                        {0.85, 0.85},
+                                        {0.90, 0.93},
+                                        {0.97, 0.97},
+                                        {0.96, 0.96},
+                                        {0.96, 0.96},
+                                        {0.97, 0.97},
+                                        {0.97, 0.97},
+                                        {0.97, 0.97}},
+                                       false};
 // H100 (one H100 SXM, every configuration forced on the odd set, perf/results/
 // 20261127-s7-1xH100-H200/4-odd-tiles/): its L2 and HBM feed the narrow tile less well, 128 x 128
 // at 0.78 of 128 x 256 (4096^3: 229.1 against 179.4 us) and 0.83 in clusters of 2 (8000 x 8184 x
@@ -56,7 +68,30 @@ constexpr GemmTileRates kGemmTilesH200{1.0, 0.98, 0.94, 0.95, 0.97, 0.97, MKCCL_
 // 128 x 192 on the H100 (every configuration forced on the odd set, perf/results/20261127-s9-H200/
 // 6-tile192-h100/): 0.95-0.96 of the wide tiles by waves at 4097 x 4104, 8000 x 8184 and 8192 x 8192
 // x 4160, with or without the cluster.
-constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.95, 0.95, MKCCL_GEMM_OTHER_WIDTHS_H100};
+// The other widths on an H100, relative to 128 x 256 (each forced on the odd set, one H100 SXM,
+// perf/results/20261128-s10/3-widths-h100/: by waves, the mean over 8192 x 8192 x 4160, 4096^3 and
+// 8000 x 8184 x 4096). A tile of W columns loads 16 KB of A and W / 8 KB of W per k-block, so the
+// narrow ones load more bytes per flop and run slower per column (64: 0.53, 0.58 in clusters);
+// 144-240 run as fast as 256 (144 measured 1.01: more stages fit; taken as 0.97, so that a tie
+// keeps the tiles measured longest). 176, 224 and 240 without a cluster were not measured: their
+// neighbours' values.
+constexpr GemmTileRates kGemmTilesH100{1.0,
+                                       1.0,
+                                       0.78,
+                                       0.83,
+                                       0.95,
+                                       0.95,
+                                       {{0.53, 0.58},
+                                        {0.60, 0.68},
+                                        {0.71, 0.79},
+                                        {0.75, 0.85},
+                                        {0.97, 0.97},
+                                        {0.93, 0.95},
+                                        {0.93, 0.95},
+                                        {0.97, 0.97},
+                                        {0.95, 0.97},
+                                        {0.95, 0.97}},
+                                       false};
 // Rows of A or W off a multiple of 128 bytes (K = 4104: 8208-byte rows), unpacked: each 128-byte
 // box row spans two lines and the L2 serves ~30% fewer operand bytes per second
 // (tools/probes/operand_load.cu: 5.6 against 8.0 TB/s on one H200), so the configurations that
@@ -67,13 +102,15 @@ constexpr GemmTileRates kGemmTilesH100{1.0, 1.0, 0.78, 0.83, 0.95, 0.95, MKCCL_G
 // at every odd shape on both (same folder, and 3-odd-promotion/). 128 x 192 (session 9, forced,
 // 2-tile192-h200/ and 6-tile192-h100/): in clusters 0.94-0.98 (H200) and ~0.88 (H100) of 128 x 256
 // in clusters, alone 0.77 (H200) and 0.63 (H100).
-// The other widths on such rows (the H100 run above, relative to 128 x 256 in clusters, which ran
-// 1.34x as fast as without): the cluster's W multicast matters more the wider the tile, 208-240 in
-// clusters as fast as 256 (0.98), 144 0.79, 64 0.44.
+// The other widths on such rows (the two runs above, relative to 128 x 256 in clusters, which ran
+// 1.34x (H100) and 1.15x (H200) as fast as without; the mean of the two GPUs): the cluster's W
+// multicast matters more the wider the tile, 208-240 in clusters as fast as 256 (0.97-0.98), 144
+// 0.86, 64 0.49.
 constexpr GemmTileRates kGemmTilesMisaligned{
     0.83, 1.0, 0.70, 0.80, 0.77, 0.90,
-    {{0.36, 0.44}, {0.42, 0.51}, {0.46, 0.58}, {0.50, 0.64}, {0.58, 0.79}, {0.60, 0.84}, {0.65, 0.87}, {0.69, 0.98},
-     {0.70, 0.98}, {0.70, 0.97}}};
+    {{0.40, 0.49}, {0.46, 0.57}, {0.51, 0.65}, {0.55, 0.72}, {0.64, 0.86}, {0.66, 0.90}, {0.69, 0.91}, {0.75, 0.98},
+     {0.76, 0.98}, {0.76, 0.97}},
+    true};
 // The fused kernels' planners and stream-K's model: the H200's table.
 inline double gemmTileEfficiency(int bn, int clusterSize) { return kGemmTilesH200.of(bn, clusterSize); }
 
@@ -189,12 +226,16 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
   static const GemmTileCandidate kAuto[4] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}};
   // 128 x 192 next, then the other widths: a tie keeps the configurations measured longest.
   static const GemmTileCandidate kAuto192[6] = {{256, 1}, {256, 2}, {128, 1}, {128, 2}, {192, 1}, {192, 2}};
+  // Every configuration; the first 6 + kGemmNarrowCount hold the other widths alone.
   static const auto kAllWidths = [] {
     struct {
       GemmTileCandidate c[6 + 2 * kGemmNarrowCount];
     } a{};
     for (int i = 0; i < 6; ++i) a.c[i] = kAuto192[i];
-    for (int i = 0; i < 2 * kGemmNarrowCount; ++i) a.c[6 + i] = {kGemmNarrowWidths[i / 2], 1 + i % 2};
+    for (int i = 0; i < kGemmNarrowCount; ++i) {
+      a.c[6 + i] = {kGemmNarrowWidths[i], 1};
+      a.c[6 + kGemmNarrowCount + i] = {kGemmNarrowWidths[i], 2};
+    }
     return a;
   }();
   GemmTileCandidate forced{256, 2};
@@ -208,7 +249,8 @@ inline GemmPlan gemmPlanModel(int64_t M, int64_t N, int64_t K, GemmVariant v, in
   // come from shapes of many waves, and on fewer the model misjudges them (3072 x 3072 x 4096: a
   // tie with 128 x 192 in the model, 144 measured 14% slower on an H100).
   if (!withTile192 || v != GemmVariant::Auto || M <= kGemmOtherWidthsMinRows) return plan;
-  const GemmPlan other = gemmWavePlan(M, N, kAllWidths.c, 6 + 2 * kGemmNarrowCount, false, ctaBudget, maxClusters2, eff);
+  const int nOther = 6 + (rates.otherWidthsInClusters ? 2 : 1) * kGemmNarrowCount;
+  const GemmPlan other = gemmWavePlan(M, N, kAllWidths.c, nOther, false, ctaBudget, maxClusters2, eff);
   return gemmWaveCost(other, M, N, eff) <= kGemmOtherWidthsGain * gemmWaveCost(plan, M, N, eff) ? other : plan;
 }
 
