@@ -257,6 +257,20 @@ int runRank(Args args, const launch::World& w) {
   snprintf(me.name, sizeof(me.name), "%s", prop.name);
   std::vector<RankInfo> infos(w.nranks);
   launch::worldAllGather(&me, sizeof(me), infos.data(), &err);
+  {
+    const char* rpnEnv = getenv("MKCCL_RANKS_PER_NODE");
+    const int rpn = rpnEnv ? atoi(rpnEnv) : 0;
+    std::vector<std::string> hosts;
+    for (int r = 0; r < w.nranks; ++r) {
+      if (rpn > 0) {
+        env.node.push_back(r / rpn);
+        continue;
+      }
+      const auto it = std::find(hosts.begin(), hosts.end(), std::string(infos[r].host));
+      env.node.push_back(static_cast<int>(it - hosts.begin()));
+      if (it == hosts.end()) hosts.push_back(infos[r].host);
+    }
+  }
 
   // libmkccl communicator over the world.
   mkcclUniqueId id;

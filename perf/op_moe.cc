@@ -7,7 +7,7 @@
 //   extras      dispatch_us / combine_us (ours, each alone), nccl_dispatch_us / nccl_combine_us,
 //               dispatch_bytes / combine_bytes (what this rank sends over NVLink, averaged over the
 //               ranks; ours sends a (token, rank) row once, and back one row, or one fp32 row of its
-//               summed slots, per (token, rank)), nccl_*_bytes the same for NCCL, dispatch_gbps /
+//               summed slots, per (token, rank); across nodes a dtype row either way), nccl_*_bytes the same for NCCL, dispatch_gbps /
 //               combine_gbps (bytes / time), speedup (baseline / time)
 // Shapes: T x H x E (-m T -n H -k E or --shapes TxHxE,...), top-8 when E >= 64 else top-2; by
 // default the models (DeepSeek-V3-like 7168 / 256, Qwen3-30B-A3B-like 2048 / 128,
@@ -95,7 +95,8 @@ int runRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env, uint
       if (!m[q]) continue;
       pairs[q]++;
       slots[q] += m[q];
-      if (q != me) ourBack += m[q] == 1 ? H * es : H * 4.0;
+      // Back over NVLink one row or an fp32 sum per pair; across nodes a dtype row either way.
+      if (q != me) ourBack += m[q] == 1 || env.node[q] != env.node[me] ? H * es : H * 4.0;
     }
   }
   // Every rank's counts, for NCCL's receive sizes.

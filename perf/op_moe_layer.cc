@@ -192,7 +192,9 @@ int runLayerRow(size_t T, size_t H, int E, bool skewed, const Args& a, Env& env,
     }
     for (int q = 0; q < ws; ++q) {
       slots[q] += m[q];
-      if (m[q] && q != me) ourOut += H * es, ourBack += m[q] == 1 ? H * es : H * 4.0, fusedOut += m[q] * H * es;
+      // Back: one row or an fp32 sum per pair over NVLink, a dtype row either way across nodes.
+      const bool sum = m[q] > 1 && env.node[q] == env.node[me];
+      if (m[q] && q != me) ourOut += H * es, ourBack += sum ? H * 4.0 : H * es, fusedOut += m[q] * H * es;
     }
   }
   std::vector<size_t> allSlots((size_t)ws * ws), allExpert((size_t)ws * E);

@@ -79,6 +79,9 @@ struct Env {
   const Nccl* nccl = nullptr;  // null when NCCL could not be loaded (baseline then skipped)
   void* ncclComm = nullptr;    // ncclComm_t
   std::string deviceName;
+  // The node of every rank, as the library sees it: hosts in order of first appearance, or
+  // rank / MKCCL_RANKS_PER_NODE where that is set (emulated nodes).
+  std::vector<int> node;
   // Combines a finished row over the ranks, prints it (rank 0) and keeps it for the JSON. Every
   // rank must call it for the same rows in the same order (it is a host collective).
   std::function<void(const Result&)> emit;
