@@ -22,7 +22,8 @@ namespace {
 constexpr const char* kOp = "gemm";
 
 // MKCCL_PERF_GEMM_VARIANTS="auto,256x2,256x1,..." times each named engine configuration (the
-// tuner's gemm.variant) on every shape, one row each, against one cuBLAS baseline per shape; unset,
+// tuner's gemm.variant) on every shape, one row each, against one cuBLAS baseline per shape; an
+// item with '=' is a whole tuner string instead (e.g. "gemm.variant=80x2;gemm.cluster_n=2"); unset,
 // the configuration is whatever MKCCL_TUNING says (auto by default).
 std::vector<std::string> variantsToRun() {
   std::vector<std::string> out;
@@ -43,6 +44,12 @@ std::vector<std::string> variantsToRun() {
   }
   if (out.empty()) out.push_back("");
   return out;
+}
+
+// The tuner string of a MKCCL_PERF_GEMM_VARIANTS item ("": the caller's setting).
+std::string variantTuning(const std::string& variant) {
+  if (variant.empty() || variant.find('=') != std::string::npos) return variant;
+  return "gemm.variant=" + variant;
 }
 
 // Elements of `ours` that differ from `ref` by more than 1e-2 of max |ref| (NaN counts: poison left
@@ -163,7 +170,7 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
     std::vector<Result> rows;
     for (const std::string& variant : variants) {
       // "" keeps the caller's setting; restored after each variant.
-      const ScopedTuning scoped(nullptr, variant.empty() ? "" : "gemm.variant=" + variant);
+      const ScopedTuning scoped(nullptr, variantTuning(variant));
       if (!scoped.ok()) return 2;
       Result r;
       r.op = "gemm";
@@ -207,7 +214,7 @@ int runGemm(const Args& args, Env& env, std::vector<Result>* results) {
                               failed = true;
                           }
                         },
-                        nullptr, variant.empty() ? std::string() : "gemm.variant=" + variant);
+                        nullptr, variantTuning(variant));
     if (!timeAlternating(cand, args.warmup, args.iters, args.rounds, env.stream) || failed) {
       fprintf(stderr, "gemm: a timed run failed: %s\n", mkcclGetLastError(nullptr));
       return 1;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 #include "kernels/device/tile_scheduler.cuh"
 #include "kernels/device/wgmma.cuh"
@@ -167,45 +168,57 @@ TEST(GemmLayout, SharedMemoryMaps) {
 }
 
 struct SchedCase {
-  int mBlocks, nBlocks, clusterM, group, rotate, numClusters;
+  int mBlocks, nBlocks, clusterM, group, rotate, numClusters, clusterN = 1;
 };
 
+// Clusters of clusterM x clusterN CTAs (rank rm + clusterM * rn): every tile once, and the CTAs of a
+// cluster in step, as multicast needs: those of one rn on the same N-block (the W tile they share),
+// those of one rm on the same M-block (the A tile), the same number of tiles each.
 TEST(TileScheduler, EveryTileOnceAndClustersInStep) {
-  const SchedCase cases[] = {{64, 32, 2, 8, 0, 66}, {64, 8, 2, 8, 0, 66},  {33, 5, 2, 8, 0, 7},  {33, 5, 2, 8, 3, 7},
-                             {1, 1, 2, 8, 0, 1},    {1, 1, 1, 16, 0, 132}, {7, 3, 1, 16, 2, 4}, {128, 64, 2, 8, 17, 64},
-                             {5, 100, 1, 16, 0, 132}, {9, 9, 2, 3, 2, 10}};
+  const SchedCase cases[] = {{64, 32, 2, 8, 0, 66},    {64, 8, 2, 8, 0, 66},    {33, 5, 2, 8, 0, 7},
+                             {33, 5, 2, 8, 3, 7},      {1, 1, 2, 8, 0, 1},      {1, 1, 1, 16, 0, 132},
+                             {7, 3, 1, 16, 2, 4},      {128, 64, 2, 8, 17, 64}, {5, 100, 1, 16, 0, 132},
+                             {9, 9, 2, 3, 2, 10},      {8, 13, 2, 8, 0, 28, 2}, {8, 13, 1, 16, 0, 56, 2},
+                             {3, 7, 2, 8, 0, 32, 4},   {9, 9, 2, 3, 2, 5, 2},   {33, 29, 2, 8, 0, 16, 4},
+                             {1, 5, 1, 16, 0, 3, 4},   {16, 64, 1, 8, 0, 33, 4}};
   for (const SchedCase& sc : cases) {
-    mkccl::dev::TileSchedParams p{sc.mBlocks, sc.nBlocks, sc.clusterM, sc.group, sc.rotate};
+    SCOPED_TRACE(std::to_string(sc.mBlocks) + "x" + std::to_string(sc.nBlocks) + " cluster " +
+                 std::to_string(sc.clusterM) + "x" + std::to_string(sc.clusterN));
+    mkccl::dev::TileSchedParams p{sc.mBlocks, sc.nBlocks, sc.clusterM, sc.group, sc.rotate, sc.clusterN};
+    const int cs = sc.clusterM * sc.clusterN;
+    const int mPad = (sc.mBlocks + sc.clusterM - 1) / sc.clusterM * sc.clusterM;
+    const int nPad = (sc.nBlocks + sc.clusterN - 1) / sc.clusterN * sc.clusterN;
     std::map<std::pair<int, int>, int> visits;
     for (int c = 0; c < sc.numClusters; ++c) {
-      std::vector<std::vector<mkccl::dev::TileCoord>> perRank(sc.clusterM);
-      for (int r = 0; r < sc.clusterM; ++r) {
+      std::vector<std::vector<mkccl::dev::TileCoord>> perRank(cs);
+      for (int r = 0; r < cs; ++r) {
         mkccl::dev::GroupedTileScheduler s(p, c, sc.numClusters, r);
         mkccl::dev::TileCoord t;
         while (s.next(t)) {
           ASSERT_GE(t.m, 0);
-          ASSERT_LT(t.m, (sc.mBlocks + sc.clusterM - 1) / sc.clusterM * sc.clusterM);
+          ASSERT_LT(t.m, mPad);
           ASSERT_GE(t.n, 0);
-          ASSERT_LT(t.n, sc.nBlocks);
-          ASSERT_EQ(t.m % sc.clusterM, r);
+          ASSERT_LT(t.n, nPad);
+          ASSERT_EQ(t.m % sc.clusterM, r % sc.clusterM);
+          ASSERT_EQ(t.n % sc.clusterN, r / sc.clusterM);
           perRank[r].push_back(t);
           ++visits[{t.m, t.n}];
         }
       }
-      // Multicast needs both CTAs of a cluster on the same N-blocks, the same number of times.
-      for (int r = 1; r < sc.clusterM; ++r) {
+      for (int r = 1; r < cs; ++r) {
+        const int rm = r % sc.clusterM, rn = r / sc.clusterM;
         ASSERT_EQ(perRank[r].size(), perRank[0].size());
         for (size_t i = 0; i < perRank[0].size(); ++i) {
-          EXPECT_EQ(perRank[r][i].n, perRank[0][i].n);
-          EXPECT_EQ(perRank[r][i].m, perRank[0][i].m + r);
+          EXPECT_EQ(perRank[r][i].n, perRank[0][i].n + rn);
+          EXPECT_EQ(perRank[r][i].m, perRank[0][i].m + rm);
         }
       }
     }
     for (int m = 0; m < sc.mBlocks; ++m)
       for (int n = 0; n < sc.nBlocks; ++n) EXPECT_EQ((visits[{m, n}]), 1) << "tile " << m << "," << n;
-    size_t expected = static_cast<size_t>(sc.mBlocks) * sc.nBlocks;
-    if (sc.mBlocks % sc.clusterM != 0) expected += sc.nBlocks;  // the padding CTA's out-of-range tiles
-    EXPECT_EQ(visits.size(), expected);
+    // The padding CTAs' out-of-range tiles, once each.
+    EXPECT_EQ(visits.size(), static_cast<size_t>(mPad) * nPad);
+    for (const auto& v : visits) EXPECT_EQ(v.second, 1);
   }
 }
 

@@ -333,3 +333,40 @@ TEST(GemmPlan, OtherWidthsAuto) {
 }
 
 }  // namespace
+
+// Clusters along N (gemm.cluster_n): whole-tile plans of M >= 128 take clusters of clusterSize x cn
+// CTAs, no more than fit and no more than there are cluster tiles; everything else is unchanged.
+TEST(GemmPlan, ClustersAlongN) {
+  std::mt19937_64 rng(4242);
+  for (int k = 0; k < 2000; ++k) {
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 9000), N = 8 * (1 + static_cast<int64_t>(rng() % 1200));
+    const int budget = 1 + static_cast<int>(rng() % kSms);
+    const int maxClusters2 = static_cast<int>(rng() % (kClusters + 1));
+    const GemmPlan base = mkccl::gemmPlanModel(M, N, 4096, GemmVariant::Auto, budget, maxClusters2,
+                                               mkccl::kGemmTilesH200, true);
+    const int cn = 1 << (rng() % 3);
+    const int maxClusters = static_cast<int>(rng() % (kSms / (cn * base.clusterSize) + 1));
+    const GemmPlan p = mkccl::gemmWithClusterN(base, M, N, cn, maxClusters);
+    SCOPED_TRACE(testing::Message() << M << "x" << N << " cn " << cn << " max " << maxClusters);
+    EXPECT_EQ(base.bn, p.bn);
+    EXPECT_EQ(base.clusterSize, p.clusterSize);
+    if (cn == 1 || M < 128 || maxClusters < 1 || base.splits != 1) {
+      EXPECT_EQ(1, p.clusterN);
+      EXPECT_EQ(base.ctas, p.ctas);
+      continue;
+    }
+    EXPECT_EQ(cn, p.clusterN);
+    const int cs = p.clusterSize * cn;
+    EXPECT_EQ(0, p.ctas % cs);
+    EXPECT_GE(p.ctas, cs);
+    EXPECT_LE(p.ctas / cs, maxClusters);
+    const int64_t clusterTiles = ceilDiv(ceilDiv(M, 128), p.clusterSize) * ceilDiv(ceilDiv(N, p.bn), cn);
+    EXPECT_LE(p.ctas / cs, clusterTiles) << "a cluster with no tile";
+  }
+  // Split plans keep single CTAs along N.
+  GemmPlan split;
+  split.splits = 3;
+  split.clusterSize = 1;
+  split.ctas = 96;
+  EXPECT_EQ(1, mkccl::gemmWithClusterN(split, 1000, 4096, 2, 60).clusterN);
+}

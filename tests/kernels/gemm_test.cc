@@ -364,6 +364,29 @@ TEST(Gemm, SplitRemainder) {
   backToBackAndGraph(333, 520, 1000, "128x1;gemm.stream_k=split");
 }
 
+// Clusters along N sharing the A tile (gemm.cluster_n, stream_k off so that whole tiles run): 1 x 2,
+// 2 x 2, 1 x 4, 2 x 4 CTAs over several widths; N-blocks that do not fill the last cluster (its
+// padding CTAs compute tiles past N), M-blocks that do not fill it along M, K off 64, M below 128
+// (the cluster is not taken there), every type pair, an fp32 reference on the host, back to back
+// and in a graph. A value outside 1, 2, 4 is refused where it is set.
+TEST(Gemm, ClustersAlongN) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{1000, 1032, 4096}, {333, 520, 1000}, {2000, 2056, 4104}, {129, 264, 136},
+                              {640, 768, 64},     {4097, 200, 328}, {300, 2056, 2048},  {100, 1032, 520}};
+  for (const char* v : {"80x1;gemm.cluster_n=2;gemm.stream_k=off", "80x2;gemm.cluster_n=2;gemm.stream_k=off",
+                        "128x2;gemm.cluster_n=4;gemm.stream_k=off", "256x1;gemm.cluster_n=2;gemm.stream_k=off",
+                        "144x2;gemm.cluster_n=2;gemm.stream_k=off", "64x2;gemm.cluster_n=4;gemm.stream_k=off",
+                        "192x1;gemm.cluster_n=4;gemm.stream_k=off", "auto;gemm.cluster_n=2"})
+    for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
+  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
+    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
+      checkGemm(333, 520, 1000, in, out, "96x2;gemm.cluster_n=2;gemm.stream_k=off");
+  checkHostFp32(300, 600, 1000, "80x2;gemm.cluster_n=2;gemm.stream_k=off");
+  backToBackAndGraph(1000, 1032, 4096, "80x2;gemm.cluster_n=2;gemm.stream_k=off");
+  EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.cluster_n=3"));
+  EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.cluster_n"));
+}
+
 // K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch
 // (gemm_pack.h; gemm.pack_k=on packs whatever the size); every configuration, and the unpacked
 // path forced, on such shapes.

@@ -10,7 +10,10 @@ namespace mkccl {
 struct GemmArgs {
   int64_t M, N, K;
   int kBlocks;                   // ceil(K / BK)
-  int clusterSize;               // CTAs per cluster along M (1 or 2): they share the W tile by multicast
+  int clusterSize;               // CTAs per cluster: clusterSize / clusterN along M (sharing the W
+                                 // tile by multicast) times clusterN along N
+  int clusterN;                  // CTAs per cluster along N, sharing the A tile (0 or 1: none; the
+                                 // plain GEMM's scheduler only, which reads sched.clusterN)
   int nCommCtas;                 // blocks [0, nCommCtas) run Op::commCta; a multiple of clusterSize
   dev::TileSchedParams sched;    // tiles and their order
   int outType;                   // mkcclDataType_t of C (bf16, fp16, fp32)

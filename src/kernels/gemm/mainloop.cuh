@@ -1,8 +1,8 @@
 // Producer and consumer halves of the GEMM mainloop: a ring of kStages shared-memory stages, each
 // with a "full" barrier (TMA bytes landed: 1 producer arrival + kStageBytes of transactions) and an
 // "empty" barrier (one arrival from every consumer warp of every CTA of the cluster: with
-// multicast, our producer also writes the peer's copy of the W tile, so it must wait for the
-// peer's consumers too).
+// multicast, our producer also writes the peers' copies of its part of the W (or A) tile, so it
+// must wait for the peers' consumers too).
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
@@ -22,7 +22,8 @@ template <class Cfg>
 __device__ __forceinline__ void gemmFault(const GemmArgs& g, const SmemLayout<Cfg>& sm, uint32_t ctaRank, int site) {
   volatile int* flags = reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()));
   flags[0] = 1;
-  if (g.clusterSize > 1) dev::storeSharedCluster(sm.flags(), ctaRank ^ 1u, 1u);
+  for (int r = 0; r < g.clusterSize; ++r)
+    if (static_cast<uint32_t>(r) != ctaRank) dev::storeSharedCluster(sm.flags(), static_cast<uint32_t>(r), 1u);
   if (g.fault != nullptr) {
     *reinterpret_cast<volatile int*>(g.fault) = static_cast<int>((blockIdx.x + 1) << 8) | site;
     __threadfence_system();
@@ -39,11 +40,19 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
                                              const SmemLayout<Cfg>& sm, Sched sched, uint32_t ctaRank) {
   volatile int* flags = reinterpret_cast<volatile int*>(__cvta_shared_to_generic(sm.flags()));
   dev::PipeState<Cfg::kStages> pipe;
-  const int cs = g.clusterSize;
-  // With a cluster of 2, each CTA loads half of the W tile's rows and multicasts it to both.
-  const int bRows = Cfg::BN / cs;
-  const uint32_t bOffset = ctaRank * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
-  const uint16_t mask = static_cast<uint16_t>((1u << cs) - 1u);
+  // A cluster of cm x cn CTAs (rank rm + cm * rn; tile_scheduler.cuh): the cm CTAs of one N-block
+  // each load 1/cm of the W tile's rows and multicast it to one another; the cn CTAs of one M-block
+  // likewise 1/cn of the A tile's (a full A box only: the host keeps cn = 1 for short ones).
+  const int cn = g.clusterN > 1 ? g.clusterN : 1;
+  const int cm = g.clusterSize / cn;
+  const uint32_t rm = ctaRank % static_cast<uint32_t>(cm), rn = ctaRank / static_cast<uint32_t>(cm);
+  const int bRows = Cfg::BN / cm;
+  const uint32_t bOffset = rm * static_cast<uint32_t>(bRows) * (Cfg::BK * 2);
+  const uint16_t bMask = static_cast<uint16_t>(((1u << cm) - 1u) << (cm * rn));
+  const int aRows = Cfg::BM / cn;
+  const uint32_t aOffset = rn * static_cast<uint32_t>(aRows) * (Cfg::BK * 2);
+  uint16_t aMask = 0;
+  for (int j = 0; j < cn; ++j) aMask |= static_cast<uint16_t>(1u << (rm + cm * j));
   bool drain = false;
   // TMA counts the bytes of the box it writes (zero fill included): a short A box counts less.
   const uint32_t stageBytes =
@@ -51,7 +60,7 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
   typename Sched::Tile t;
   while (sched.next(t)) {
     const TileA a = loads.a(t);
-    const int32_t rowB = loads.bRow(t) + static_cast<int32_t>(ctaRank) * bRows;
+    const int32_t rowB = loads.bRow(t) + static_cast<int32_t>(rm) * bRows;
     const KRange kr = tileKRange(g, t);
     for (int kb = kr.begin; kb < kr.end; ++kb) {
       const uint32_t s = pipe.stage;
@@ -68,14 +77,18 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
       // Full stage bytes even for boxes that reach past the matrix: TMA counts the zero fill.
       dev::mbarArriveExpectTx(sm.full(s), stageBytes);
       const int32_t k0 = kb * Cfg::BK;
-      dev::tmaLoad2d(sm.a(s), a.map, sm.full(s), k0, a.row);
+      if (cn == 1)
+        dev::tmaLoad2d(sm.a(s), a.map, sm.full(s), k0, a.row);
+      else
+        dev::tmaLoad2dMulticast(sm.a(s) + aOffset, a.map, sm.full(s), k0,
+                                a.row + static_cast<int32_t>(rn) * aRows, aMask);
       if constexpr (LoadsSplitB<Loads>::value) {
         dev::tmaLoad2d(sm.b(s), mapB, sm.full(s), k0, loads.bRowHalf(t, 0));
         dev::tmaLoad2d(sm.b(s) + (Cfg::BN / 2) * (Cfg::BK * 2), mapB, sm.full(s), k0, loads.bRowHalf(t, 1));
-      } else if (cs == 1)
+      } else if (cm == 1)
         dev::tmaLoad2d(sm.b(s), mapB, sm.full(s), k0, rowB);
       else
-        dev::tmaLoad2dMulticast(sm.b(s) + bOffset, mapB, sm.full(s), k0, rowB, mask);
+        dev::tmaLoad2dMulticast(sm.b(s) + bOffset, mapB, sm.full(s), k0, rowB, bMask);
       pipe.advance();
       loads.issued();
     }

@@ -19,13 +19,14 @@ static size_t gemmTypeBytes(mkcclDataType_t t) {
 
 mkcclResult_t gemmRun(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
                       mkcclDataType_t outType, GemmVariant v, cudaStream_t stream, int splitK, int packK,
-                      int streamK, bool pdl) {
-  return gemmRunEx(A, W, C, M, N, K, inType, outType, GemmExtras{}, v, stream, splitK, packK, streamK, pdl);
+                      int streamK, bool pdl, int clusterN) {
+  return gemmRunEx(A, W, C, M, N, K, inType, outType, GemmExtras{}, v, stream, splitK, packK, streamK, pdl,
+                   clusterN);
 }
 
 mkcclResult_t gemmRunEx(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
                         mkcclDataType_t outType, const GemmExtras& x, GemmVariant v, cudaStream_t stream,
-                        int splitK, int packK, int streamK, bool pdl) {
+                        int splitK, int packK, int streamK, bool pdl, int clusterN) {
   ARG_CHECK(inType == mkcclBfloat16 || inType == mkcclFloat16, "mkcclGemm: input type %d is not bf16 or fp16",
             static_cast<int>(inType));
   ARG_CHECK(gemmTypeBytes(outType) != 0, "mkcclGemm: output type %d is not bf16, fp16 or fp32",
@@ -54,6 +55,7 @@ mkcclResult_t gemmRunEx(const void* A, const void* W, void* C, size_t M, size_t 
                 inType, outType, splitK, packK};
   p.streamK = streamK;
   p.pdl = pdl;
+  p.clusterN = clusterN;
   p.lda = static_cast<int64_t>(lda);
   p.ldw = static_cast<int64_t>(ldw);
   p.ldc = static_cast<int64_t>(ldc);
@@ -68,7 +70,7 @@ mkcclResult_t gemmOp(const void* A, const void* W, void* C, size_t M, size_t N, 
   Tuning t;
   MKCCL_CHECK(processTuning(&t));
   return gemmRun(A, W, C, M, N, K, inType, outType, t.gemm.variant, stream, t.gemm.splitK, t.gemm.packK,
-                 t.gemm.streamK, t.gemm.pdl == 0);
+                 t.gemm.streamK, t.gemm.pdl == 0, t.gemm.clusterN);
 }
 
 }  // namespace mkccl

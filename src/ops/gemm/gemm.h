@@ -10,10 +10,11 @@ namespace mkccl {
 
 // splitK: the tuner's gemm.split_k (0: the model's choice; split_k_model.h); packK: gemm.pack_k
 // (0 auto, 1 off; gemm_pack.h); streamK: gemm.stream_k (0 auto, 1 off, 2 on; stream_k_model.h);
-// pdl: launched as a programmatic dependent of the stream's previous kernel (gemm.pdl).
+// pdl: launched as a programmatic dependent of the stream's previous kernel (gemm.pdl); clusterN:
+// gemm.cluster_n (0 auto, else 1, 2 or 4 CTAs along N sharing the A tile).
 mkcclResult_t gemmRun(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
                       mkcclDataType_t outType, GemmVariant v, cudaStream_t stream, int splitK = 0, int packK = 0,
-                      int streamK = 0, bool pdl = false);
+                      int streamK = 0, bool pdl = false, int clusterN = 0);
 
 // What the fused ops' argument struct adds to a GEMM (mkcclFusedGemmArgs_t): row pitches in
 // elements (0: contiguous, K / K / N) and a bias[N] added in fp32 before the output conversion.
@@ -24,6 +25,6 @@ struct GemmExtras {
 };
 mkcclResult_t gemmRunEx(const void* A, const void* W, void* C, size_t M, size_t N, size_t K, mkcclDataType_t inType,
                         mkcclDataType_t outType, const GemmExtras& x, GemmVariant v, cudaStream_t stream,
-                        int splitK = 0, int packK = 0, int streamK = 0, bool pdl = false);
+                        int splitK = 0, int packK = 0, int streamK = 0, bool pdl = false, int clusterN = 0);
 
 }  // namespace mkccl

@@ -18,6 +18,7 @@ struct GemmProblem {
   int packK = 0;   // the tuner's gemm.pack_k
   int streamK = 0;  // the tuner's gemm.stream_k
   bool pdl = false;  // launched as a programmatic dependent (the tuner's gemm.pdl)
+  int clusterN = 0;  // the tuner's gemm.cluster_n (0 auto, 1, 2, 4)
   int64_t lda = 0, ldw = 0, ldc = 0;  // row pitches in elements (0: K, K, N)
   const void* bias = nullptr;         // [N], added in fp32 before the conversion, or null
   mkcclDataType_t biasType = mkcclBfloat16;

@@ -62,6 +62,13 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     }
   }
 
+  // Clusters along N sharing the A tile (gemm.cluster_n; auto: none yet): whole tiles, full A boxes.
+  if (p.clusterN > 1 && plan.splits == 1 && !plan.simple && p.M >= 128) {
+    int maxClusters = 0;  // every plain kernel holds one CTA per SM: the 128 x 256 one's count serves
+    MKCCL_CHECK(Fast256::prepare(dev, info.smCount, plan.clusterSize * p.clusterN, &maxClusters));
+    plan = gemmWithClusterN(plan, p.M, p.N, p.clusterN, maxClusters);
+  }
+
   GemmArgs g;
   memset(&g, 0, sizeof(g));
   gemmArgsFor(plan, p.M, p.N, p.K, &g);
@@ -96,15 +103,16 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   // M < 128: an A box of M rows (rounded up to the 8-row swizzle atom) instead of 128 rows mostly
   // zero-filled; TMA's zero fill of rows past M measured slow (M = 16 took 1.34x the time of M = 128
   // on the same 64 tiles of 8192 x 8192, H100).
+  // With clusters along N each CTA loads 128 / clusterN rows of the A tile (M >= 128: full boxes).
   const int aRows = p.M < 128 ? static_cast<int>((p.M + 7) / 8 * 8) : 128;
   g.aBoxRows = aRows < 128 ? aRows : 0;
-  MKCCL_CHECK(encodeTileMap(&mapA, opA, p.inType, p.M, p.K, ldA, static_cast<uint32_t>(aRows)));
+  MKCCL_CHECK(encodeTileMap(&mapA, opA, p.inType, p.M, p.K, ldA, static_cast<uint32_t>(aRows / plan.clusterN)));
   MKCCL_CHECK(encodeTileMap(&mapB, opW, p.inType, p.N, p.K, ldW, static_cast<uint32_t>(plan.bn / plan.clusterSize)));
   if (!plan.simple) MKCCL_CHECK(encodeTileMap(&mapC, p.C, p.outType, p.M, p.N, ldc, 64));
 
-  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %d, %d CTAs, %d k-blocks, split K %d%s",
+  MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: %s tile 128x%d cluster %dx%d, %d CTAs, %d k-blocks, split K %d%s",
               (long long)p.M, (long long)p.N, (long long)p.K, plan.simple ? "simple" : "fast", plan.bn,
-              plan.clusterSize, plan.ctas, g.kBlocks, plan.splits,
+              plan.clusterSize, plan.clusterN, plan.ctas, g.kBlocks, plan.splits,
               plan.splits == 0 ? " (stream-K)" : plan.dpTiles > 0 ? " (split remainder)" : "");
   if (ldk != p.K) MKCCL_TRACE("mkcclGemm: A and W packed to a pitch of %lld elements", (long long)ldk);
   int unused = 0;
@@ -132,10 +140,10 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   if (plan.bn != 128 && plan.bn != 192)
     return plainGemmNarrow<In>(NarrowLaunch{plan.bn, &mapA, &mapB, &mapC, &g, plan.ctas, dev, info.smCount, stream, p.pdl});
   if (plan.bn == 192) {
-    MKCCL_CHECK(Fast192::prepare(dev, info.smCount, plan.clusterSize, &unused));
+    MKCCL_CHECK(Fast192::prepare(dev, info.smCount, g.clusterSize, &unused));
     return Fast192::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
   }
-  MKCCL_CHECK(Fast128::prepare(dev, info.smCount, plan.clusterSize, &unused));
+  MKCCL_CHECK(Fast128::prepare(dev, info.smCount, g.clusterSize, &unused));
   return Fast128::launch(mapA, mapB, mapC, g, PlainGemmOp::Params{}, plan.ctas, stream, p.pdl);
 }
 

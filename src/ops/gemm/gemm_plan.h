@@ -47,6 +47,8 @@ inline GemmVariant gemmVariantWide(GemmVariant v) {
 struct GemmPlan {
   int bn = 256;         // output tile 128 x bn (128, 192, 256 or, plain GEMM only, kGemmNarrowWidths)
   int clusterSize = 2;  // CTAs per cluster along M, sharing the W tile by multicast
+  int clusterN = 1;     // CTAs per cluster along N, sharing the A tile (the plain GEMM's whole tiles:
+                        // gemmWithClusterN); a cluster is clusterSize x clusterN CTAs
   bool simple = false;  // debug variant: 128 x 128, no cluster, register epilogue
   int ctas = 0;         // compute CTAs (a multiple of clusterSize)
   int groupM = 16;      // raster band height in M-blocks
@@ -88,13 +90,15 @@ inline void gemmArgsFor(const GemmPlan& plan, int64_t M, int64_t N, int64_t K, G
   a->N = N;
   a->K = K;
   a->kBlocks = static_cast<int>(ceilDiv(K, 64));
-  a->clusterSize = plan.clusterSize;
+  a->clusterSize = plan.clusterSize * plan.clusterN;
+  a->clusterN = plan.clusterN;
   a->nCommCtas = 0;
   a->sched.mBlocks = static_cast<int>(ceilDiv(M, 128));
   a->sched.nBlocks = static_cast<int>(ceilDiv(N, plan.bn));
   a->sched.clusterM = plan.clusterSize;
   a->sched.group = plan.groupM / plan.clusterSize > 1 ? plan.groupM / plan.clusterSize : 1;
   a->sched.rowRotate = 0;
+  a->sched.clusterN = plan.clusterN;
 }
 
 // 2-D tensor map of a row-major [rows, cols] matrix of type t with a row pitch of ld elements:

@@ -283,4 +283,19 @@ inline GemmPlan gemmPlainPreferCluster(const GemmPlan& plan, int64_t M, int64_t 
   return p;
 }
 
+// The plan with cn CTAs per cluster along N sharing the A tile by multicast (whole tiles and full
+// A boxes only: the plain GEMM with M >= 128): clusters of plan.clusterSize x cn CTAs, as many as
+// fit at once (maxClusters, of that size) and as there are cluster tiles. Each CTA then loads
+// 1 / cn of its A tile (and 1 / clusterSize of its W tile) from L2: what the small shapes, whose
+// narrow tiles load the most bytes per flop, are short of. Unchanged where it does not apply.
+inline GemmPlan gemmWithClusterN(const GemmPlan& plan, int64_t M, int64_t N, int cn, int maxClusters) {
+  if (cn <= 1 || plan.simple || plan.splits != 1 || M < 128 || maxClusters < 1) return plan;
+  const int64_t cm = std::max(plan.clusterSize, 1);
+  const int64_t tiles = ceilDiv(ceilDiv(M, 128), cm) * ceilDiv(ceilDiv(N, plan.bn), cn);
+  GemmPlan p = plan;
+  p.clusterN = cn;
+  p.ctas = static_cast<int>(std::min<int64_t>(tiles, maxClusters) * cm * cn);
+  return p;
+}
+
 }  // namespace mkccl

@@ -18,7 +18,7 @@ std::map<std::pair<const void*, int>, int> gCache[kMaxDevices];
 
 mkcclResult_t persistentPrepare(const void* kernel, int dev, int smCount, int threads, size_t smemBytes,
                                 int clusterSize, int* maxClusters) {
-  if (dev < 0 || dev >= kMaxDevices || clusterSize < 1 || clusterSize > 2)
+  if (dev < 0 || dev >= kMaxDevices || clusterSize < 1 || clusterSize > 8)
     return setError(mkcclInternalError, "kernel launch: device %d / cluster %d", dev, clusterSize);
   std::lock_guard<std::mutex> lock(gMu[dev]);
   std::map<std::pair<const void*, int>, int>& cache = gCache[dev];

@@ -9,7 +9,7 @@
 namespace mkccl {
 
 // Opts `kernel` into `smemBytes` of dynamic shared memory on device `dev` (once per kernel and
-// device) and sets *maxClusters to how many clusters of `clusterSize` (1 or 2) CTAs of `threads`
+// device) and sets *maxClusters to how many clusters of `clusterSize` (1 to 8) CTAs of `threads`
 // threads fit on the GPU at once (for 1: smCount). A cluster occupancy the driver cannot tell counts
 // as 0: the planners then use single CTAs. Cached; safe from several threads.
 mkcclResult_t persistentPrepare(const void* kernel, int dev, int smCount, int threads, size_t smemBytes,

@@ -68,6 +68,9 @@ const std::vector<Key>& keys() {
                  [](const Tuning& t) { return (long long)t.gemm.streamK; }});
     v.push_back({"gemm.pdl", {"on", "off"}, 0, 0, [](Tuning& t, long long x) { t.gemm.pdl = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.pdl; }});
+    v.push_back({"gemm.cluster_n", {"auto", "1", "2", "4"}, 0, 0,
+                 [](Tuning& t, long long x) { t.gemm.clusterN = x == 0 ? 0 : 1 << (x - 1); },
+                 [](const Tuning& t) { return (long long)(t.gemm.clusterN == 0 ? 0 : t.gemm.clusterN == 1 ? 1 : t.gemm.clusterN == 2 ? 2 : 3); }});
     v.push_back({"gemm.pack_k", {"auto", "off", "on"}, 0, 0, [](Tuning& t, long long x) { t.gemm.packK = int(x); },
                  [](const Tuning& t) { return (long long)t.gemm.packK; }});
     v.push_back({"ag_gemm.plan", {"auto", "fused", "sequential", "ce"}, 0, 0,

@@ -29,6 +29,10 @@ struct Tuning {
     // decode GEMMs back to back gained 0.5-1 us per call with it at M <= 128 but lost up to 9 us at
     // 64 x 28672 x 8192 on an H200 (perf/results/20261127-s7-1xH100-H200/10-final-h200/).
     int pdl = 1;
+    // gemm.cluster_n: auto (0) | 1 | 2 | 4: CTAs per cluster along N sharing the A tile by
+    // multicast (the plain GEMM's whole tiles, M >= 128; gemm_plan_model.h: gemmWithClusterN), with
+    // gemm.variant's cluster along M.
+    int clusterN = 0;
   } gemm;
 
   struct AgGemm {
