@@ -526,3 +526,22 @@ TEST(GemmSplitRemainder, Rule) {
 }
 
 }  // namespace
+
+// 128 x 64 tiles in parts (gemm.variant=64x1 with gemm.split_k=s): forced only; the parts and tiles
+// fit the workspace's units; 64x1 alone, or in clusters, never splits.
+TEST(SplitKPlan, NarrowTilesForced) {
+  const GemmVariant v64 = mkccl::gemmNarrowVariant(0, 1), v64c2 = mkccl::gemmNarrowVariant(0, 2);
+  for (int s : {2, 3, 4, 8}) {
+    const GemmPlan p = planFor(1, 4096, 4096, s, v64);
+    const int parts = std::min(s, kUnits / 64);  // 64 tiles: 4 parts fill the workspace's 264 units
+    EXPECT_EQ(64, p.bn);
+    EXPECT_EQ(parts, p.splits);
+    EXPECT_EQ(1, p.clusterSize);
+    EXPECT_EQ(std::min(kSms, 64 * parts), p.ctas);
+  }
+  // 128 rows x 8192 columns: 128 tiles of 64, so at most 2 parts in the workspace's 264 units.
+  EXPECT_EQ(2, planFor(128, 8192, 8192, 4, v64).splits);
+  EXPECT_EQ(1, planFor(1, 4096, 4096, 0, v64).splits);
+  EXPECT_EQ(1, planFor(1, 4096, 4096, 3, v64c2).splits);
+  EXPECT_EQ(128, planFor(1, 4096, 4096, 3, GemmVariant::Auto).bn);
+}

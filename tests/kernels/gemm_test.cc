@@ -215,7 +215,8 @@ TEST(Gemm, SplitKForced) {
   const size_t shapes[][3] = {{1, 8, 8},       {37, 1000, 1000}, {130, 264, 4104}, {255, 2056, 2048},
                               {64, 4096, 520}, {9, 2056, 4104},  {63, 1032, 2048}, {65, 1032, 2048},
                               {2, 1032, 4104}, {3, 264, 2048},   {5, 1032, 4104},  {16, 520, 4104}};
-  for (const char* v : {"auto;gemm.split_k=2", "auto;gemm.split_k=3", "128x1;gemm.split_k=5", "auto;gemm.split_k=16"})
+  for (const char* v : {"auto;gemm.split_k=2", "auto;gemm.split_k=3", "128x1;gemm.split_k=5", "auto;gemm.split_k=16",
+                        "64x1;gemm.split_k=2", "64x1;gemm.split_k=3"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
   for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
     for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})

@@ -26,6 +26,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   using SplitK = GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>;
   using StreamK256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>;
   using SplitK192 = GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, SplitKGemmOp>;
+  using SplitK64 = GemmLauncher<GemmCfg<In, kSplitKNarrowWidth, EpilogueTmaStore>, SplitKGemmOp>;
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));
@@ -133,6 +134,10 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
       MKCCL_CHECK(SplitK192::prepare(dev, info.smCount, 1, &unused));
       return SplitK192::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
     }
+    if (plan.bn == kSplitKNarrowWidth) {
+      MKCCL_CHECK(SplitK64::prepare(dev, info.smCount, 1, &unused));
+      return SplitK64::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
+    }
     MKCCL_CHECK(SplitK::prepare(dev, info.smCount, 1, &unused));
     return SplitK::launch(mapA, mapB, mapC, g, sp, plan.ctas, stream, p.pdl);
   }
@@ -157,6 +162,8 @@ mkcclResult_t plainGemmPreload(int dev, int smCount) {
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 128, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
   MKCCL_CHECK((GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1, &unused)));
+  MKCCL_CHECK((GemmLauncher<GemmCfg<In, kSplitKNarrowWidth, EpilogueTmaStore>, SplitKGemmOp>::prepare(dev, smCount, 1,
+                                                                                                      &unused)));
   return GemmLauncher<GemmCfg<In, 128, EpilogueRegStore>, PlainGemmOp>::prepare(dev, smCount, 1, &unused);
 }
 

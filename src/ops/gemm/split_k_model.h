@@ -60,15 +60,24 @@ inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int 
   return t;
 }
 
+// The widths split K runs besides 128 (forced only: gemm.variant=64x1 with gemm.split_k=s; twice the
+// tiles of W rows, each CTA streaming half the bytes per k-block).
+constexpr int kSplitKNarrowWidth = 64;
+
 // The plan for the plain GEMM: `plain` (gemmPlanModel's) unless split K is predicted faster.
 // forced: the tuner's gemm.split_k (0 auto, 1 never, s > 1 that many parts, capped by the
-// k-blocks and the workspace). maxUnits: the workspace's room in (tile, part) units. Auto splits
-// only when the variant is auto or 128x1 (the tile split K runs).
+// k-blocks and the workspace). maxUnits: the workspace's room in (tile, part) units of 128 x 128.
+// Auto splits only when the variant is auto or 128x1 (the tile split K runs); 64x1 forced with
+// s > 1 parts runs 128 x 64 tiles in s parts.
 inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v, int forced,
                                int ctaBudget, int maxUnits, const SplitKRates& rates = kSplitKRatesH100) {
   if (plain.simple || forced == 1) return plain;
-  if (v != GemmVariant::Auto && v != GemmVariant::F128C1) return plain;
-  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
+  int narrowBn = 0, narrowCs = 0;
+  const bool narrow = gemmVariantNarrow(v, &narrowBn, &narrowCs) && narrowBn == kSplitKNarrowWidth &&
+                      narrowCs == 1 && forced > 1;
+  if (v != GemmVariant::Auto && v != GemmVariant::F128C1 && !narrow) return plain;
+  const int bn = narrow ? kSplitKNarrowWidth : 128;
+  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, bn);
   const int64_t kBlocks = ceilDiv(K, 64);
   ctaBudget = std::max(ctaBudget, 1);
   int best = 1;
@@ -87,7 +96,7 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
   }
   if (best <= 1) return plain;
   GemmPlan p;
-  p.bn = 128;
+  p.bn = bn;
   p.clusterSize = 1;
   p.simple = false;
   p.splits = best;
