@@ -45,30 +45,36 @@ inline const SplitKRates& splitKRatesFor(double hbmPeakBytesPerUs) {
 }
 
 // Predicted time (us, without the launch's fixed cost, which every count shares) of the decode GEMM
-// in `splits` parts of 128 x 128 tiles on ctaBudget CTAs.
+// in `splits` parts of 128 x bn tiles (bn 128 or 64) on ctaBudget CTAs.
 inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget,
-                               const SplitKRates& r = kSplitKRatesH100) {
-  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
+                               const SplitKRates& r = kSplitKRatesH100, int bn = 128) {
+  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, bn);
   const int64_t units = tiles * splits;
   const int64_t ctas = std::min<int64_t>(std::max(ctaBudget, 1), units);
   const int64_t kPart = ceilDiv(ceilDiv(K, 64), splits);
   // W only: A is a few MB that every CTA reads, from L2 after the first touch.
-  const double ctaBytes = static_cast<double>(ceilDiv(units, ctas) * kPart * (128 * 64 * 2));
+  const double ctaBytes = static_cast<double>(ceilDiv(units, ctas) * kPart * (bn * 64 * 2));
   const double hbmBytes = static_cast<double>((N + M) * K * 2);
   double t = std::max(hbmBytes / r.hbmBytesPerUs, ctaBytes / r.ctaBytesPerUs);
   if (splits > 1) t += r.partUs + r.rowsUs * static_cast<double>(std::min<int64_t>(M, 128)) / 128 * (splits - 1);
   return t;
 }
 
-// The widths split K runs besides 128 (forced only: gemm.variant=64x1 with gemm.split_k=s; twice the
-// tiles of W rows, each CTA streaming half the bytes per k-block).
+// Split K also runs 128 x 64 tiles: twice the tiles of W rows, each unit streaming half the bytes
+// per k-block, so the same CTAs need fewer parts (fewer partials to write and sum). Auto takes them
+// only in parts that fit one wave of CTAs (more units than CTAs measured slower: 16 x 8192 x 4096
+// in two parts of 128 x 64, 256 units, 30.1 against 25.5 us) and where the model predicts at least
+// kSplitKNarrowGain less time than the best 128-wide split (one H200, the decode set with both
+// forced, perf/results/20261128-s11/: 128 x 4096 x 4096 19.2 against 20.5 us, 128 x 4096 x 8192
+// 28.6 against 30.0; where the model calls it a tie, 1 x 4096 x 8192, it measured 3% slower).
 constexpr int kSplitKNarrowWidth = 64;
+constexpr double kSplitKNarrowGain = 0.97;
 
 // The plan for the plain GEMM: `plain` (gemmPlanModel's) unless split K is predicted faster.
 // forced: the tuner's gemm.split_k (0 auto, 1 never, s > 1 that many parts, capped by the
 // k-blocks and the workspace). maxUnits: the workspace's room in (tile, part) units of 128 x 128.
-// Auto splits only when the variant is auto or 128x1 (the tile split K runs); 64x1 forced with
-// s > 1 parts runs 128 x 64 tiles in s parts.
+// Auto splits only when the variant is auto or 128x1 (128 x 128 tiles; auto also 128 x 64 as
+// above); 64x1 forced with s > 1 parts runs 128 x 64 tiles in s parts.
 inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int64_t K, GemmVariant v, int forced,
                                int ctaBudget, int maxUnits, const SplitKRates& rates = kSplitKRatesH100) {
   if (plain.simple || forced == 1) return plain;
@@ -94,13 +100,30 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
       }
     }
   }
+  // 128 x 64 parts, in one wave (auto, the auto variant only).
+  int bestBn = bn;
+  if (forced == 0 && v == GemmVariant::Auto && M <= kSplitKMaxRows && best > 1) {
+    const double t128 = gemmSplitKTimeUs(M, N, K, best, ctaBudget, rates);
+    const int64_t tiles64 = ceilDiv(M, 128) * ceilDiv(N, kSplitKNarrowWidth);
+    double bestTime = t128 * kSplitKNarrowGain;
+    for (int s = 2; s <= kSplitKMaxSplits; ++s) {
+      if (kBlocks / s < kSplitKMinKBlocks || tiles64 * s > std::min<int64_t>(maxUnits, ctaBudget)) break;
+      const double t = gemmSplitKTimeUs(M, N, K, s, ctaBudget, rates, kSplitKNarrowWidth);
+      if (t < bestTime) {
+        bestTime = t;
+        best = s;
+        bestBn = kSplitKNarrowWidth;
+      }
+    }
+  }
   if (best <= 1) return plain;
+  const int64_t planTiles = bestBn == bn ? tiles : ceilDiv(M, 128) * ceilDiv(N, bestBn);
   GemmPlan p;
-  p.bn = bn;
+  p.bn = bestBn;
   p.clusterSize = 1;
   p.simple = false;
   p.splits = best;
-  p.ctas = static_cast<int>(std::min<int64_t>(ctaBudget, tiles * best));
+  p.ctas = static_cast<int>(std::min<int64_t>(ctaBudget, planTiles * best));
   return p;
 }
 
