@@ -106,7 +106,8 @@ void probe(size_t M, size_t N, size_t K) {
   const GemmPlan plain = gemmPlanModel(M, N, K, GemmVariant::Auto, sms, sms / 2);
   int device = 0;
   cudaGetDevice(&device);
-  GemmPlan plan = gemmSplitKPlan(plain, M, N, K, GemmVariant::Auto, 0, sms, 2 * sms,
+  // 128x1: the split of 128 x 128 tiles this probe's kernel runs (auto may take 128 x 64 parts).
+  GemmPlan plan = gemmSplitKPlan(plain, M, N, K, GemmVariant::F128C1, 0, sms, 2 * sms,
                                  splitKRatesFor(gemmHbmPeakBytesPerUs(device)));
   if (plan.splits <= 1) {  // whole tiles through the split-K op (the library may pick another tile)
     plan.splits = 1;

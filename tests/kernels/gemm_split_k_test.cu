@@ -129,7 +129,7 @@ TEST(GemmSplitK, H200Rates) {
   };
   EXPECT_EQ(h200(64, 8192, 8192), 2);   // 42.2 us against 47.0 unsplit
   EXPECT_EQ(h200(128, 8192, 8192), 2);  // 44.7 against 47.3
-  EXPECT_EQ(h200(64, 4096, 8192), 3);   // 27.0 against 29.9 in two
+  EXPECT_EQ(h200(64, 4096, 8192), 2);   // 128 x 64 parts (NarrowPartsAuto): 27.7 us, 128 x 128 in three 28.1
   EXPECT_EQ(h200(1, 8192, 4096), 2);    // 25.3 against 26.4 unsplit
   EXPECT_EQ(h200(128, 8192, 4096), 1);
   EXPECT_EQ(h200(256, 8192, 8192), 1);
@@ -547,23 +547,33 @@ TEST(SplitKPlan, NarrowTilesForced) {
   EXPECT_EQ(128, planFor(1, 4096, 4096, 3, GemmVariant::Auto).bn);
 }
 
-// Auto's 128 x 64 parts (split_k_model.h): on the H200's rates the shapes where they measured faster
-// take them (128 x 4096 x 4096, 128 x 4096 x 8192, 64 x 4096 x 4096: two parts on 128 CTAs); not
-// where their units would need two waves (N = 8192) nor where the model calls it a tie
-// (1 x 4096 x 8192, measured 3% slower); never with a forced count or a forced variant.
+// Auto's 128 x 64 parts (split_k_model.h): where the 128-wide split is taken and two or more 64-wide
+// parts fit one wave, as many as fill it; on the H200's rates from 64 rows (measured faster there:
+// 128 x 4096 x 4096, 128 x 4096 x 8192, 64 x 4096 x 4096), not below (1 x 4096 x 8192 measured 3%
+// slower), on the H100's from one row (16 x 4096 x 4096); never where the units would need two
+// waves (N = 8192), with a forced count or a forced variant.
 TEST(GemmSplitK, NarrowPartsAuto) {
-  auto plan = [](int64_t M, int64_t N, int64_t K, GemmVariant v = GemmVariant::Auto, int forced = 0) {
+  auto plan = [](int64_t M, int64_t N, int64_t K, const mkccl::SplitKRates& r, GemmVariant v = GemmVariant::Auto,
+                 int forced = 0) {
     const GemmPlan plain = mkccl::gemmPlanModel(M, N, K, v, kSms, kClusters);
-    return mkccl::gemmSplitKPlan(plain, M, N, K, v, forced, kSms, kUnits, mkccl::kSplitKRatesH200);
+    return mkccl::gemmSplitKPlan(plain, M, N, K, v, forced, kSms, kUnits, r);
   };
+  const mkccl::SplitKRates& h200 = mkccl::kSplitKRatesH200;
+  const mkccl::SplitKRates& h100 = mkccl::kSplitKRatesH100;
   for (const auto& s : {std::array<int64_t, 3>{128, 4096, 4096}, {128, 4096, 8192}, {64, 4096, 4096}}) {
-    const GemmPlan p = plan(s[0], s[1], s[2]);
+    const GemmPlan p = plan(s[0], s[1], s[2], h200);
     EXPECT_EQ(mkccl::kSplitKNarrowWidth, p.bn) << s[0] << "x" << s[1] << "x" << s[2];
     EXPECT_EQ(2, p.splits);
     EXPECT_EQ(128, p.ctas);
   }
   for (const auto& s : {std::array<int64_t, 3>{16, 8192, 4096}, {128, 8192, 8192}, {1, 4096, 8192}, {1, 8192, 8192}})
-    EXPECT_EQ(128, plan(s[0], s[1], s[2]).bn) << s[0] << "x" << s[1] << "x" << s[2];
-  EXPECT_EQ(128, plan(128, 4096, 4096, GemmVariant::Auto, 2).bn);
-  EXPECT_EQ(128, plan(128, 4096, 4096, GemmVariant::F128C1).bn);
+    EXPECT_EQ(128, plan(s[0], s[1], s[2], h200).bn) << s[0] << "x" << s[1] << "x" << s[2];
+  const GemmPlan p16 = plan(16, 4096, 4096, h100);
+  EXPECT_EQ(mkccl::kSplitKNarrowWidth, p16.bn);
+  EXPECT_EQ(2, p16.splits);
+  // 32 tiles of 64 columns: four parts fill the wave.
+  EXPECT_EQ(4, plan(8, 2048, 2048, h100).splits);
+  EXPECT_EQ(128, plan(16, 8192, 4096, h100).bn);
+  EXPECT_EQ(128, plan(128, 4096, 4096, h200, GemmVariant::Auto, 2).bn);
+  EXPECT_EQ(128, plan(128, 4096, 4096, h200, GemmVariant::F128C1).bn);
 }

@@ -26,34 +26,35 @@ constexpr int kSplitKMinKBlocks = 4;        // auto: at least this many k-blocks
 constexpr int64_t kSplitKMaxRows = 256;     // auto splits only outputs of at most this many rows
 // The model's rates and costs, per GPU: the HBM rate it assumes, one CTA's rate for W, the fixed
 // cost of splitting at all (partials, counters, the last part's sum) and the cost per extra part
-// at 128 live rows (scaled by the rows).
+// at 128 live rows (scaled by the rows); the fewest rows that take 128 x 64 parts (below).
 struct SplitKRates {
   double hbmBytesPerUs, ctaBytesPerUs, partUs, rowsUs;
+  int narrowMinRows;
 };
 // H100 (3.35 TB/s peak): fitted to the sweep above (2.5-2.9 TB/s measured; 32 CTAs pulled ~1.3 TB/s).
-constexpr SplitKRates kSplitKRatesH100{2.7e6, 4.0e4, 2.0, 3.0};
+constexpr SplitKRates kSplitKRatesH100{2.7e6, 4.0e4, 2.0, 3.0, 1};
 // H200 (4.8 TB/s peak): fitted to every part count forced on the 26 decode shapes
 // (perf/results/20261127-s4-splitk-h200-1xNVIDIA_H200/): within 2.4% of the best count on every
 // shape (the H100 rates: up to 11% off, 64 x 8192 x 8192 unsplit at 47.0 us against 42.2 in two
 // parts). Its CTAs stream ~50 GB/s each (gemm_probe_test: 2 MB in ~40 us unsplit), its HBM
 // ~4.2 TB/s, and a split costs more up front (~4 us: the partials' round trip and the last part's
 // sum, gemm_probe_test's epilogue phase).
-constexpr SplitKRates kSplitKRatesH200{4.2e6, 5.0e4, 4.0, 1.0};
+constexpr SplitKRates kSplitKRatesH200{4.2e6, 5.0e4, 4.0, 1.0, 64};
 // The rates for a GPU of this peak HBM rate (bytes/us; 0: unknown, the H100's).
 inline const SplitKRates& splitKRatesFor(double hbmPeakBytesPerUs) {
   return hbmPeakBytesPerUs >= 4.0e6 ? kSplitKRatesH200 : kSplitKRatesH100;
 }
 
 // Predicted time (us, without the launch's fixed cost, which every count shares) of the decode GEMM
-// in `splits` parts of 128 x bn tiles (bn 128 or 64) on ctaBudget CTAs.
+// in `splits` parts of 128 x 128 tiles on ctaBudget CTAs.
 inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int ctaBudget,
-                               const SplitKRates& r = kSplitKRatesH100, int bn = 128) {
-  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, bn);
+                               const SplitKRates& r = kSplitKRatesH100) {
+  const int64_t tiles = ceilDiv(M, 128) * ceilDiv(N, 128);
   const int64_t units = tiles * splits;
   const int64_t ctas = std::min<int64_t>(std::max(ctaBudget, 1), units);
   const int64_t kPart = ceilDiv(ceilDiv(K, 64), splits);
   // W only: A is a few MB that every CTA reads, from L2 after the first touch.
-  const double ctaBytes = static_cast<double>(ceilDiv(units, ctas) * kPart * (bn * 64 * 2));
+  const double ctaBytes = static_cast<double>(ceilDiv(units, ctas) * kPart * (128 * 64 * 2));
   const double hbmBytes = static_cast<double>((N + M) * K * 2);
   double t = std::max(hbmBytes / r.hbmBytesPerUs, ctaBytes / r.ctaBytesPerUs);
   if (splits > 1) t += r.partUs + r.rowsUs * static_cast<double>(std::min<int64_t>(M, 128)) / 128 * (splits - 1);
@@ -61,14 +62,16 @@ inline double gemmSplitKTimeUs(int64_t M, int64_t N, int64_t K, int splits, int 
 }
 
 // Split K also runs 128 x 64 tiles: twice the tiles of W rows, each unit streaming half the bytes
-// per k-block, so the same CTAs need fewer parts (fewer partials to write and sum). Auto takes them
-// only in parts that fit one wave of CTAs (more units than CTAs measured slower: 16 x 8192 x 4096
-// in two parts of 128 x 64, 256 units, 30.1 against 25.5 us) and where the model predicts at least
-// kSplitKNarrowGain less time than the best 128-wide split (one H200, the decode set with both
-// forced, perf/results/20261128-s11/: 128 x 4096 x 4096 19.2 against 20.5 us, 128 x 4096 x 8192
-// 28.6 against 30.0; where the model calls it a tie, 1 x 4096 x 8192, it measured 3% slower).
+// per k-block, so as many CTAs need half the parts (fewer partials to write and sum). Where the
+// 128-wide split is taken and the 64-wide tiles fill at least two parts in one wave of CTAs, auto
+// takes as many 64-wide parts as fill that wave (4 k-blocks each at least). Measured with every
+// count of both forced, the decode set and more (perf/results/20261128-s11/, calls 2 and 3): one
+// H100 faster at every such shape (2-8%: 16 x 4096 x 4096 19.6 against 21.2 us, 128 x 4096 x 8192
+// 34.4 against 36.9, 8 x 2048 x 2048 11.5 against 12.4); one H200 faster from 64 rows (64 x 4096 x
+// 4096 +3%, 128 x 4096 x 4096 19.2 against 20.5 us) but up to 3% slower below (1 x 4096 x 8192), so
+// each GPU's rates name the fewest rows (SplitKRates::narrowMinRows). Two waves of units were slower on both
+// (16 x 8192 x 4096: 30.1 against 25.5 us on the H200).
 constexpr int kSplitKNarrowWidth = 64;
-constexpr double kSplitKNarrowGain = 0.97;
 
 // The plan for the plain GEMM: `plain` (gemmPlanModel's) unless split K is predicted faster.
 // forced: the tuner's gemm.split_k (0 auto, 1 never, s > 1 that many parts, capped by the
@@ -100,20 +103,15 @@ inline GemmPlan gemmSplitKPlan(const GemmPlan& plain, int64_t M, int64_t N, int6
       }
     }
   }
-  // 128 x 64 parts, in one wave (auto, the auto variant only).
+  // 128 x 64 parts filling one wave (auto, the auto variant only; above).
   int bestBn = bn;
-  if (forced == 0 && v == GemmVariant::Auto && M <= kSplitKMaxRows && best > 1) {
-    const double t128 = gemmSplitKTimeUs(M, N, K, best, ctaBudget, rates);
+  if (forced == 0 && v == GemmVariant::Auto && best > 1 && M >= rates.narrowMinRows) {
     const int64_t tiles64 = ceilDiv(M, 128) * ceilDiv(N, kSplitKNarrowWidth);
-    double bestTime = t128 * kSplitKNarrowGain;
-    for (int s = 2; s <= kSplitKMaxSplits; ++s) {
-      if (kBlocks / s < kSplitKMinKBlocks || tiles64 * s > std::min<int64_t>(maxUnits, ctaBudget)) break;
-      const double t = gemmSplitKTimeUs(M, N, K, s, ctaBudget, rates, kSplitKNarrowWidth);
-      if (t < bestTime) {
-        bestTime = t;
-        best = s;
-        bestBn = kSplitKNarrowWidth;
-      }
+    const int64_t s = std::min<int64_t>({std::min<int64_t>(ctaBudget, maxUnits) / tiles64,
+                                         kBlocks / kSplitKMinKBlocks, kSplitKMaxSplits});
+    if (s >= 2) {
+      best = static_cast<int>(s);
+      bestBn = kSplitKNarrowWidth;
     }
   }
   if (best <= 1) return plain;
