@@ -127,8 +127,10 @@ TEST(GemmSplitK, H200Rates) {
     const GemmPlan plain = mkccl::gemmPlanModel(M, N, K, GemmVariant::Auto, kSms, kClusters);
     return mkccl::gemmSplitKPlan(plain, M, N, K, GemmVariant::Auto, 0, kSms, kUnits, mkccl::kSplitKRatesH200).splits;
   };
-  EXPECT_EQ(h200(64, 8192, 8192), 2);   // 42.2 us against 47.0 unsplit
-  EXPECT_EQ(h200(128, 8192, 8192), 2);  // 44.7 against 47.3
+  // Whole 128 x 64 tiles (NarrowPartsAuto) where 128 x 128 tiles split in two (42.2 us against
+  // 47.0 unsplit at 64 rows, 44.7 against 47.3 at 128).
+  EXPECT_EQ(h200(64, 8192, 8192), 1);
+  EXPECT_EQ(h200(128, 8192, 8192), 1);
   EXPECT_EQ(h200(64, 4096, 8192), 2);   // 128 x 64 parts (NarrowPartsAuto): 27.7 us, 128 x 128 in three 28.1
   EXPECT_EQ(h200(1, 8192, 4096), 2);    // 25.3 against 26.4 unsplit
   EXPECT_EQ(h200(128, 8192, 4096), 1);
@@ -550,8 +552,9 @@ TEST(SplitKPlan, NarrowTilesForced) {
 // Auto's 128 x 64 parts (split_k_model.h): where the 128-wide split is taken and two or more 64-wide
 // parts fit one wave, as many as fill it; on the H200's rates from 64 rows (measured faster there:
 // 128 x 4096 x 4096, 128 x 4096 x 8192, 64 x 4096 x 4096), not below (1 x 4096 x 8192 measured 3%
-// slower), on the H100's from one row (16 x 4096 x 4096); never where the units would need two
-// waves (N = 8192), with a forced count or a forced variant.
+// slower), on the H100's from one row (16 x 4096 x 4096); where one part fills the wave (N = 8192),
+// whole 128 x 64 tiles on the H200 from 64 rows up to K = 8192; never where the units would need two
+// waves, with a forced count or a forced variant.
 TEST(GemmSplitK, NarrowPartsAuto) {
   auto plan = [](int64_t M, int64_t N, int64_t K, const mkccl::SplitKRates& r, GemmVariant v = GemmVariant::Auto,
                  int forced = 0) {
@@ -566,8 +569,16 @@ TEST(GemmSplitK, NarrowPartsAuto) {
     EXPECT_EQ(2, p.splits);
     EXPECT_EQ(128, p.ctas);
   }
-  for (const auto& s : {std::array<int64_t, 3>{16, 8192, 4096}, {128, 8192, 8192}, {1, 4096, 8192}, {1, 8192, 8192}})
+  for (const auto& s : {std::array<int64_t, 3>{16, 8192, 4096}, {128, 8192, 28672}, {1, 4096, 8192}, {1, 8192, 8192},
+                        {256, 4096, 8192}})
     EXPECT_EQ(128, plan(s[0], s[1], s[2], h200).bn) << s[0] << "x" << s[1] << "x" << s[2];
+  for (const auto& s : {std::array<int64_t, 3>{128, 8192, 8192}, {128, 8192, 4096}, {64, 8192, 4096}}) {
+    const GemmPlan p = plan(s[0], s[1], s[2], h200);
+    EXPECT_EQ(mkccl::kSplitKNarrowWidth, p.bn) << s[0] << "x" << s[1] << "x" << s[2];
+    EXPECT_EQ(1, p.splits);
+    EXPECT_EQ(128, p.ctas);
+  }
+  EXPECT_EQ(128, plan(128, 8192, 8192, h100).bn) << "the H100's whole 128 x 64 tiles are not measured";
   const GemmPlan p16 = plan(16, 4096, 4096, h100);
   EXPECT_EQ(mkccl::kSplitKNarrowWidth, p16.bn);
   EXPECT_EQ(2, p16.splits);

@@ -49,6 +49,7 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
     MKCCL_CHECK(splitKWorkspace(dev, info.smCount, stream, &ws));
     if (ws.maxUnits > 0) plan = split;
   } else {
+    if (split.bn != plan.bn) plan = split;  // whole 128 x 64 tiles at decode M (split_k_model.h)
     // A partly empty last wave (stream_k_model.h), on the same workspace: the split remainder
     // (gemm.stream_k auto or split), or stream-K's ranges when forced (on).
     const GemmPlan sk = p.streamK == 2 ? gemmStreamKPlan(plan, p.M, p.N, p.K, v, p.streamK, info.smCount,
