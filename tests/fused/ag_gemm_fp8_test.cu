@@ -23,12 +23,14 @@
 #include <stdint.h>
 #include <string.h>
 #include <algorithm>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
 #include "capture_replay.h"
 #include "fp8_ref.h"
 #include "fused_fp8_bad_args.h"
+#include "fused_fp8_util.h"
 #include "rank_threads.h"
 #include "test_util.h"
 
@@ -36,16 +38,9 @@ namespace {
 
 using namespace mkccl::test;
 
-bool isBlock(mkcclFp8ScaleKind_t k) { return k == mkcclFp8ScaleBlock; }
-
 float randomScale(std::mt19937_64& rng) { return randomFp8Scale(rng, -4.f, 3.f); }
-// Block scales: 2^-4..2^4, but 2^-4..2^2 with fp16 out, whose range (65504) a 128-block of products
-// with both scales near 2^4 can pass on its own (the kernel then rightly stores inf).
-float blockMaxExp(mkcclDataType_t out) { return out == mkcclFloat16 ? 2.f : 4.f; }
 
-struct Shape {
-  size_t m, N, K;  // rows per shard
-};
+using Shape = Fp8Shape;  // m: rows per shard (M = m ws)
 // Shards of 200 rows (tiles straddle shards), N and K tails (136, 272: K not a multiple of 128),
 // tiny (one row per shard, 8 columns, one 16-byte k step), several waves of 128 x 256 tiles.
 const Shape kShapes[] = {{200, 136, 272}, {1, 8, 16}, {384, 776, 1040}, {512, 2048, 2048}};
@@ -76,11 +71,6 @@ std::string tuningFor(const char* plan) {
   std::string t = "ag_gemm.plan=" + s.substr(0, colon);
   if (colon != std::string::npos) t += ";ag_gemm.comm_ctas=" + s.substr(colon + 1);
   return t;
-}
-
-void setTuning(InProcessRanks& w, const std::string& t) {
-  for (int r = 0; r < w.size(); ++r)
-    ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], t.c_str())) << t << ": " << mkcclGetLastError(nullptr);
 }
 
 // One call of shape s on every rank: buffers, inputs, the reference and the checks.
@@ -269,18 +259,13 @@ void runCase(InProcessRanks& w, const Shape& s, Gathered g, mkcclDataType_t out,
                                   << (isBlock(kind) ? " block scales" : " per-tensor scales"));
   if (c.alloc(w)) {
     c.fill(w, rng);
-    std::vector<mkcclResult_t> res(w.size(), mkcclInternalError);
-    std::vector<cudaError_t> sync(w.size(), cudaErrorUnknown);
-    w.onEveryRank([&](int r) {
-      res[r] = c.call(w, r, w.streams[r]);
-      sync[r] = cudaStreamSynchronize(w.streams[r]);
-    });
+    const RankResults done = callOnEveryRank(w, [&](int r, cudaStream_t st) { return c.call(w, r, st); });
     bool ran = true;
     for (int r = 0; r < w.size(); ++r) {
       SCOPED_TRACE(testing::Message() << "rank " << r);
-      EXPECT_EQ(mkcclSuccess, res[r]) << mkcclGetLastError(w.comms[r]);
-      EXPECT_EQ(cudaSuccess, sync[r]);
-      ran = ran && sync[r] == cudaSuccess;
+      EXPECT_EQ(mkcclSuccess, done.res[r]) << mkcclGetLastError(w.comms[r]);
+      EXPECT_EQ(cudaSuccess, done.sync[r]);
+      ran = ran && done.sync[r] == cudaSuccess;
       expectNoAsyncError(w.comms[r]);
     }
     if (ran) c.check(w);
@@ -288,56 +273,35 @@ void runCase(InProcessRanks& w, const Shape& s, Gathered g, mkcclDataType_t out,
   c.release(w);
 }
 
-std::vector<std::vector<int>> worlds() {
-  std::vector<std::vector<int>> v{{0}};
-  for (const auto& d : sharedGpuWorlds()) v.push_back(d);
-  return v;
+// Plans by tuningFor's names (nullptr: auto), for onEveryWorldAndTuning.
+std::vector<NamedTuning> planTunings(std::initializer_list<const char*> plans) {
+  std::vector<NamedTuning> t;
+  for (const char* plan : plans) t.push_back({plan ? plan : "auto", tuningFor(plan)});
+  return t;
 }
 
 TEST(AgGemmFp8, EveryPlanAgainstFp32) {
-  MKCCL_REQUIRE_GPUS(1);
-  const uint64_t seed = freshSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
-  std::mt19937_64 rng(seed);
-  const char* plans[] = {nullptr, "fused", "fused:2", "fused:0", "ce", "sequential"};
-  for (const std::vector<int>& devs : worlds()) {
-    const SharedGpus shared(devs);
-    InProcessRanks w(devs);
-    ASSERT_TRUE(w.ok());
-    for (const char* plan : plans) {
-      if (w.size() == 1 && plan != nullptr) continue;  // one rank: mkcclGemmFp8, no plan
-      SCOPED_TRACE(plan ? plan : "auto");
-      ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(plan)));
-      for (const Shape& s : kShapes)
-        for (Gathered g : {Gathered::None, Gathered::Separate, Gathered::InPlace})
-          runCase(w, s, g, s.N == 136 ? mkcclFloat32 : mkcclBfloat16, rng);
-    }
-  }
+  onEveryWorldAndTuning(
+      planTunings({nullptr, "fused", "fused:2", "fused:0", "ce", "sequential"}),
+      [](InProcessRanks& w, std::mt19937_64& rng) {
+        for (const Shape& s : kShapes)
+          for (Gathered g : {Gathered::None, Gathered::Separate, Gathered::InPlace})
+            runCase(w, s, g, s.N == 136 ? mkcclFloat32 : mkcclBfloat16, rng);
+      });
 }
 
 // Block scales: every plan (ce along the ring too), every gatheredA mode, every output type.
 TEST(AgGemmFp8Block, EveryPlanAgainstFp32) {
-  MKCCL_REQUIRE_GPUS(1);
-  const uint64_t seed = freshSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
-  std::mt19937_64 rng(seed);
-  const char* plans[] = {nullptr, "fused", "fused:2", "fused:0", "ce", "ce-ring", "sequential"};
-  for (const std::vector<int>& devs : worlds()) {
-    const SharedGpus shared(devs);
-    InProcessRanks w(devs);
-    ASSERT_TRUE(w.ok());
-    for (const char* plan : plans) {
-      if (w.size() == 1 && plan != nullptr) continue;  // one rank: mkcclGemmFp8, no plan
-      SCOPED_TRACE(plan ? plan : "auto");
-      ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(plan)));
-      for (const Shape& s : kBlockShapes)
-        for (Gathered g : {Gathered::None, Gathered::Separate, Gathered::InPlace, Gathered::Registered}) {
-          if (g == Gathered::Registered && w.size() == 1) continue;
-          const mkcclDataType_t out = s.N == 136 ? mkcclFloat32 : s.N == 776 ? mkcclFloat16 : mkcclBfloat16;
-          runCase(w, s, g, out, rng, mkcclFp8ScaleBlock);
-        }
-    }
-  }
+  onEveryWorldAndTuning(
+      planTunings({nullptr, "fused", "fused:2", "fused:0", "ce", "ce-ring", "sequential"}),
+      [](InProcessRanks& w, std::mt19937_64& rng) {
+        for (const Shape& s : kBlockShapes)
+          for (Gathered g : {Gathered::None, Gathered::Separate, Gathered::InPlace, Gathered::Registered}) {
+            if (g == Gathered::Registered && w.size() == 1) continue;
+            const mkcclDataType_t out = s.N == 136 ? mkcclFloat32 : s.N == 776 ? mkcclFloat16 : mkcclBfloat16;
+            runCase(w, s, g, out, rng, mkcclFp8ScaleBlock);
+          }
+      });
 }
 
 // Block scales on every tile configuration: the fused kernel's (gemm.variant 256x1 / 192x1: 128 x

@@ -27,6 +27,7 @@
 #include "capture_replay.h"
 #include "fp8_ref.h"
 #include "fused_fp8_bad_args.h"
+#include "fused_fp8_util.h"
 #include "rank_threads.h"
 #include "test_util.h"
 
@@ -34,19 +35,13 @@ namespace {
 
 using namespace mkccl::test;
 
-bool isBlock(mkcclFp8ScaleKind_t k) { return k == mkcclFp8ScaleBlock; }
-
 // Per tensor: 2^-3 .. 2^1.5: sA sW <= 8, so that the sum of 4 ranks' partials stays far inside
-// fp16's range (|a w| <= 16 per product, sums of up to 2048 random products). Block scales:
-// 2^-4 .. 2^4 with bf16 out; with fp16 out 2^-4 .. 2^2, since a 128-block of products with both
-// scales near 2^4 alone reaches ~2^14 and 4 ranks' sums then pass 65504 (the kernel then rightly
-// stores inf).
+// fp16's range (|a w| <= 16 per product, sums of up to 2048 random products). Block scales: up
+// to 2^blockMaxExp (fused_fp8_util.h).
 float randomScale(std::mt19937_64& rng) { return randomFp8Scale(rng, -3.f, 1.5f); }
-float blockMaxExp(mkcclDataType_t out) { return out == mkcclFloat16 ? 2.f : 4.f; }
 
-struct Shape {
-  size_t m, N, K;  // ReduceScatter: rows of C per rank (M = m ws); AllReduce: M = m ws - 1 (m ws > 1)
-};
+// m: ReduceScatter: rows of C per rank (M = m ws); AllReduce: M = m ws - 1 (m ws > 1).
+using Shape = Fp8Shape;
 // 200 rows per rank (tiles straddle the chunks), N and K tails (136, 272: K not a multiple of
 // 128), tiny (one row per rank, 8 columns, one 16-byte k step), several waves of 128 x 256 tiles.
 const Shape kShapes[] = {{200, 136, 272}, {1, 8, 16}, {384, 776, 1040}, {512, 2048, 2048}};
@@ -88,11 +83,6 @@ std::string tuningFor(const Route& rt, bool ar, const std::string& extra = "") {
     at = semi + 1;
   }
   return out;
-}
-
-void setTuning(InProcessRanks& w, const std::string& t) {
-  for (int r = 0; r < w.size(); ++r)
-    ASSERT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], t.c_str())) << t << ": " << mkcclGetLastError(nullptr);
 }
 
 size_t rowsOf(const Shape& s, int ws, bool ar) {
@@ -243,47 +233,27 @@ void runCase(InProcessRanks& w, const Shape& s, bool ar, mkcclDataType_t out, st
                                   << (isBlock(kind) ? " block scales" : " per-tensor scales"));
   if (!c.alloc(w)) return;
   c.fill(w, rng);
-  std::vector<mkcclResult_t> res(w.size(), mkcclInternalError);
-  std::vector<cudaError_t> sync(w.size(), cudaErrorUnknown);
-  w.onEveryRank([&](int r) {
-    res[r] = c.call(w, r, w.streams[r]);
-    sync[r] = cudaStreamSynchronize(w.streams[r]);
-  });
+  const RankResults done = callOnEveryRank(w, [&](int r, cudaStream_t st) { return c.call(w, r, st); });
   for (int r = 0; r < w.size(); ++r) {
     SCOPED_TRACE(testing::Message() << "rank " << r);
-    EXPECT_EQ(mkcclSuccess, res[r]) << mkcclGetLastError(w.comms[r]);
-    ASSERT_EQ(cudaSuccess, sync[r]);
+    EXPECT_EQ(mkcclSuccess, done.res[r]) << mkcclGetLastError(w.comms[r]);
+    ASSERT_EQ(cudaSuccess, done.sync[r]);
     expectNoAsyncError(w.comms[r]);
   }
   c.check(w);
 }
 
-std::vector<std::vector<int>> worlds() {
-  std::vector<std::vector<int>> v{{0}};
-  for (const auto& d : sharedGpuWorlds()) v.push_back(d);
-  return v;
-}
-
+// Every route of kRoutes that applies to the op (rs_ag: AllReduce only) on every world.
 void everyRoute(bool ar, mkcclFp8ScaleKind_t kind) {
-  MKCCL_REQUIRE_GPUS(1);
-  const uint64_t seed = freshSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
-  std::mt19937_64 rng(seed);
-  for (const std::vector<int>& devs : worlds()) {
-    const SharedGpus shared(devs);
-    InProcessRanks w(devs);
-    ASSERT_TRUE(w.ok());
-    for (const Route& rt : kRoutes) {
-      if (rt.arOnly && !ar) continue;
-      if (w.size() == 1 && rt.keys[0] != '\0') continue;  // one rank: mkcclGemmFp8, no route
-      SCOPED_TRACE(rt.name);
-      ASSERT_NO_FATAL_FAILURE(setTuning(w, tuningFor(rt, ar)));
-      if (isBlock(kind))
-        for (const Shape& s : kBlockShapes) runCase(w, s, ar, s.N == 776 ? mkcclFloat16 : mkcclBfloat16, rng, kind);
-      else
-        for (const Shape& s : kShapes) runCase(w, s, ar, s.N == 776 ? mkcclFloat16 : mkcclBfloat16, rng, kind);
-    }
-  }
+  std::vector<NamedTuning> routes;
+  for (const Route& rt : kRoutes)
+    if (!rt.arOnly || ar) routes.push_back({rt.name, tuningFor(rt, ar)});
+  onEveryWorldAndTuning(routes, [&](InProcessRanks& w, std::mt19937_64& rng) {
+    if (isBlock(kind))
+      for (const Shape& s : kBlockShapes) runCase(w, s, ar, s.N == 776 ? mkcclFloat16 : mkcclBfloat16, rng, kind);
+    else
+      for (const Shape& s : kShapes) runCase(w, s, ar, s.N == 776 ? mkcclFloat16 : mkcclBfloat16, rng, kind);
+  });
 }
 
 TEST(GemmReduceScatterFp8, EveryRouteAgainstReference) { everyRoute(false, mkcclFp8ScaleTensor); }
