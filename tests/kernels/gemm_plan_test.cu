@@ -28,6 +28,7 @@ const char* variantName(GemmVariant v) {
     case GemmVariant::F128C2: return "128x2";
     case GemmVariant::F192C1: return "192x1";
     case GemmVariant::F192C2: return "192x2";
+    case GemmVariant::Skinny: return "skinny";
     default: break;
   }
   return "other width";

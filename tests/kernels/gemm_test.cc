@@ -58,7 +58,7 @@ void checkGemm(size_t M, size_t N, size_t K, mkcclDataType_t in, mkcclDataType_t
   EXPECT_LE(e.maxRelErr, kTol);
 }
 
-const char* const kVariants[] = {"auto",  "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2",
+const char* const kVariants[] = {"auto",  "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2", "skinny",
                                  "64x1",  "64x2",   "80x1",  "80x2",  "96x1",  "96x2",  "112x1", "112x2",
                                  "144x1", "144x2",  "160x1", "160x2", "176x1", "176x2", "208x1", "208x2",
                                  "224x1", "224x2",  "240x1", "240x2"};
@@ -386,6 +386,25 @@ TEST(Gemm, ClustersAlongN) {
   backToBackAndGraph(1000, 1032, 4096, "80x2;gemm.cluster_n=2;gemm.stream_k=off");
   EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.cluster_n=3"));
   EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.cluster_n"));
+}
+
+// The skinny kernel (gemm.variant=skinny; kernels/gemm/skinny.cuh) at every token-group count (M of
+// 1-32 around the groups of 8), N off the 16-row CTAs, K off the 64-wide chunks and shorter than one
+// chunk per warp, every type pair, against cuBLAS and an fp32 reference on the host; back to back
+// (deterministic) and in a graph. Above 32 rows the forced variant runs auto's plan.
+TEST(Gemm, Skinny) {
+  MKCCL_REQUIRE_GPUS(1);
+  const size_t shapes[][3] = {{1, 8, 8},      {1, 4096, 4096}, {2, 24, 72},      {7, 1000, 520},   {8, 4104, 4104},
+                              {9, 136, 1000}, {16, 8192, 512}, {17, 2056, 4096}, {31, 520, 8200}, {32, 1032, 64},
+                              {5, 40, 28672}, {33, 264, 136},  {200, 520, 1000}};
+  for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, "skinny");
+  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
+    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
+      for (size_t M : {size_t(1), size_t(12), size_t(29)}) checkGemm(M, 264, 1096, in, out, "skinny");
+  checkHostFp32(3, 600, 1000, "skinny");
+  checkHostFp32(30, 72, 4104, "skinny");
+  backToBackAndGraph(4, 4096, 4096, "skinny");
+  backToBackAndGraph(32, 1032, 2048, "skinny");
 }
 
 // K not a multiple of 64 (a row pitch off 128 bytes): A and W are packed to a 128-byte pitch

@@ -145,6 +145,7 @@ struct StoreEpilogue {
 // scheduler is built from the kernel's arguments and the op's parameters.
 struct RasterScheduler : dev::GroupedTileScheduler {
   using Tile = dev::TileCoord;
+  static constexpr bool kClustersAlongN = true;  // clusters of M x N CTAs (GemmArgs::clusterN)
   template <class Params>
   __device__ __forceinline__ RasterScheduler(const GemmArgs& g, const Params&, int cluster, int numClusters,
                                              int ctaRank)

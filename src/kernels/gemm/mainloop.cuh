@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda.h>
 #include <stdint.h>
+#include <type_traits>
 #include "kernels/device/cluster.cuh"
 #include "kernels/device/mbarrier.cuh"
 #include "kernels/device/tma.cuh"
@@ -30,6 +31,14 @@ __device__ __forceinline__ void gemmFault(const GemmArgs& g, const SmemLayout<Cf
   }
 }
 
+// Schedulers that hand out 2-D cluster tiles (Sched::kClustersAlongN: the plain GEMM's raster);
+// for every other op the A-multicast code compiles away (the producer keeps its few registers).
+template <class Sched, class = void>
+struct SchedClustersAlongN : std::false_type {};
+template <class Sched>
+struct SchedClustersAlongN<Sched, std::void_t<decltype(Sched::kClustersAlongN)>>
+    : std::integral_constant<bool, Sched::kClustersAlongN> {};
+
 // The producer: one thread issues every TMA load of the CTA's tiles, stage by stage. The op's
 // Loads says where a tile's A rows come from (a(t)) and its first row of W (bRow; with LoadsSplitB
 // the first row of each half, bRowHalf), may wait before a k-block's loads (wait: false puts the
@@ -43,7 +52,7 @@ __device__ __forceinline__ bool producerLoop(const GemmArgs& g, Loads& loads, co
   // A cluster of cm x cn CTAs (rank rm + cm * rn; tile_scheduler.cuh): the cm CTAs of one N-block
   // each load 1/cm of the W tile's rows and multicast it to one another; the cn CTAs of one M-block
   // likewise 1/cn of the A tile's (a full A box only: the host keeps cn = 1 for short ones).
-  const int cn = g.clusterN > 1 ? g.clusterN : 1;
+  const int cn = SchedClustersAlongN<Sched>::value && g.clusterN > 1 ? g.clusterN : 1;
   const int cm = g.clusterSize / cn;
   const uint32_t rm = ctaRank % static_cast<uint32_t>(cm), rn = ctaRank / static_cast<uint32_t>(cm);
   const int bRows = Cfg::BN / cm;

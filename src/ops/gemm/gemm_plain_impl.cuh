@@ -8,6 +8,7 @@
 #include "ops/gemm/gemm_plain.cuh"
 #include "ops/gemm/gemm_narrow.h"
 #include "ops/gemm/gemm_pack.h"
+#include "ops/gemm/gemm_skinny.h"
 #include "ops/gemm/split_k_model.h"
 #include "ops/gemm/stream_k_model.h"
 #include "ops/gemm/split_k_workspace.h"
@@ -27,6 +28,14 @@ mkcclResult_t plainGemm(const GemmProblem& p, GemmVariant v, int dev, const Gemm
   using StreamK256 = GemmLauncher<GemmCfg<In, 256, EpilogueTmaStore>, SplitKGemmOp>;
   using SplitK192 = GemmLauncher<GemmCfg<In, 192, EpilogueTmaStore>, SplitKGemmOp>;
   using SplitK64 = GemmLauncher<GemmCfg<In, kSplitKNarrowWidth, EpilogueTmaStore>, SplitKGemmOp>;
+
+  // Decode-sized M on the skinny kernel (forced, or auto's rule: gemm_skinny.h); forced above its
+  // 32 rows, auto.
+  if (gemmSkinnyWanted(p, v, info)) {
+    MKCCL_TRACE("mkcclGemm %lldx%lldx%lld: skinny kernel", (long long)p.M, (long long)p.N, (long long)p.K);
+    return skinnyGemm<In>(p, stream);
+  }
+  if (v == GemmVariant::Skinny) v = GemmVariant::Auto;
 
   int maxClusters2 = 0;
   MKCCL_CHECK(Fast256::prepare(dev, info.smCount, 2, &maxClusters2));

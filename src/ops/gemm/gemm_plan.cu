@@ -24,6 +24,7 @@ const char* gemmVariantName(GemmVariant v) {
     case GemmVariant::F128C2: return "128x2";
     case GemmVariant::F192C1: return "192x1";
     case GemmVariant::F192C2: return "192x2";
+    case GemmVariant::Skinny: return "skinny";
     default: break;
   }
   static const char* const kNarrowNames[] = {"64x1",  "64x2",  "80x1",  "80x2",  "96x1",  "96x2",  "112x1",

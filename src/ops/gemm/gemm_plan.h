@@ -11,12 +11,13 @@
 namespace mkccl {
 
 // Forced configurations (the tuner's gemm.variant: auto | simple | 256x2 | 256x1 | 128x1 | 128x2 |
-// 192x1 | 192x2, then <width>x1 | <width>x2 for the plain GEMM's other widths), for debugging and
-// tests; Auto chooses per shape. Tiles of widths other than 128 and 256 exist for the plain GEMM
+// 192x1 | 192x2 | skinny, then <width>x1 | <width>x2 for the plain GEMM's other widths), for
+// debugging and tests; Auto chooses per shape. Skinny: the decode kernel for M <= 32
+// (kernels/gemm/skinny.cuh; the plain GEMM only, auto above 32 rows). Tiles of widths other than 128 and 256 exist for the plain GEMM
 // only (they fill the waves of tiles where 128 and 256 leave the last one part empty:
 // docs/PERFORMANCE.md).
 enum class GemmVariant : int {
-  Auto, Simple, F256C2, F256C1, F128C1, F128C2, F192C1, F192C2,
+  Auto, Simple, F256C2, F256C1, F128C1, F128C2, F192C1, F192C2, Skinny,
   // 128 x kGemmNarrowWidths[i] tiles in clusters of c CTAs: kNarrow + 2 i + c - 1 (gemmNarrowVariant).
   kNarrow = 16
 };
@@ -37,8 +38,9 @@ inline bool gemmVariantNarrow(GemmVariant v, int* bn, int* clusterSize) {
 const char* gemmVariantName(GemmVariant v);
 // The variant for kernels built with 128- and 256-wide tiles only (the fused ops, fp8 with
 // per-tensor scales): 192x1 / 192x2 force the wide tile there, as 256x1 / 256x2 do; the other
-// widths the 128-wide tile with the same cluster.
+// widths the 128-wide tile with the same cluster; skinny is auto there.
 inline GemmVariant gemmVariantWide(GemmVariant v) {
+  if (v == GemmVariant::Skinny) return GemmVariant::Auto;
   int bn = 0, cs = 1;
   if (gemmVariantNarrow(v, &bn, &cs)) return cs == 2 ? GemmVariant::F128C2 : GemmVariant::F128C1;
   return v == GemmVariant::F192C1 ? GemmVariant::F256C1 : v == GemmVariant::F192C2 ? GemmVariant::F256C2 : v;

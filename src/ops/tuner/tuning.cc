@@ -45,10 +45,10 @@ void addReduceKeys(std::vector<Key>& k, const char* prefix, Tuning::Reduce Tunin
 const std::vector<Key>& keys() {
   static const std::vector<Key> k = [] {
     std::vector<Key> v;
-    // Values in order: the eight named configurations (their enum values), then the plain GEMM's
-    // other widths (GemmVariant::kNarrow on).
+    // Values in order: the named configurations (their enum values), then the plain GEMM's other
+    // widths (GemmVariant::kNarrow on).
     std::vector<const char*> variants;  // gemmVariantName: static strings
-    constexpr int kNamed = static_cast<int>(GemmVariant::F192C2) + 1;
+    constexpr int kNamed = static_cast<int>(GemmVariant::Skinny) + 1;
     for (int i = 0; i < kNamed + 2 * kGemmNarrowCount; ++i)
       variants.push_back(gemmVariantName(static_cast<GemmVariant>(
           i < kNamed ? i : static_cast<int>(GemmVariant::kNarrow) + i - kNamed)));

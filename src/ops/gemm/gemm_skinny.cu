@@ -1,0 +1,53 @@
+// Host side of the skinny GEMM: the choice, the launch (one CTA per 16 rows of W, 8 warps splitting
+// K; kernels/gemm/skinny.cuh).
+#include "ops/gemm/gemm_skinny.h"
+#include <stdint.h>
+#include "base/check.h"
+#include "kernels/gemm/skinny.cuh"
+#include "ops/gemm/gemm_plain.cuh"
+
+namespace mkccl {
+
+bool gemmSkinnyWanted(const GemmProblem& p, GemmVariant v, const GemmDeviceInfo&) {
+  if (p.M > skinny::kMaxRows) return false;
+  if (((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) != 0) return false;
+  return v == GemmVariant::Skinny;
+}
+
+namespace {
+template <class In, int kGroups, int kUnroll>
+mkcclResult_t launch(const skinny::Args& a, cudaStream_t stream) {
+  const int64_t blocks = (a.N + skinny::kRows - 1) / skinny::kRows;
+  skinny::skinnyGemmKernel<In, kGroups, kUnroll>
+      <<<static_cast<unsigned>(blocks), skinny::kWarps * 32, 0, stream>>>(a);
+  CUDA_CHECK(cudaGetLastError());
+  return mkcclSuccess;
+}
+}  // namespace
+
+template <class In>
+mkcclResult_t skinnyGemm(const GemmProblem& p, cudaStream_t stream) {
+  skinny::Args a;
+  a.A = p.A;
+  a.W = p.W;
+  a.C = p.C;
+  a.bias = p.bias;
+  a.M = p.M;
+  a.N = p.N;
+  a.K = p.K;
+  a.lda = p.lda ? p.lda : p.K;
+  a.ldw = p.ldw ? p.ldw : p.K;
+  a.ldc = p.ldc ? p.ldc : p.N;
+  a.outType = static_cast<int>(p.outType);
+  a.biasType = static_cast<int>(p.biasType);
+  // Loads in flight per warp: the next stage, two k-chunks (4 KiB of W) for one token group, one
+  // for more (128 registers: two CTAs per SM up to 16 tokens).
+  if (p.M <= 8) return launch<In, 1, 2>(a, stream);
+  if (p.M <= 16) return launch<In, 2, 1>(a, stream);
+  return launch<In, 4, 1>(a, stream);
+}
+
+template mkcclResult_t skinnyGemm<dev::Bf16>(const GemmProblem&, cudaStream_t);
+template mkcclResult_t skinnyGemm<dev::F16>(const GemmProblem&, cudaStream_t);
+
+}  // namespace mkccl
