@@ -8,10 +8,21 @@
 
 namespace mkccl {
 
+// Auto's rule, from the decode shapes timed with it forced beside the engine's plans (one H200,
+// perf/results/20261128-s11/7-skinny-h200/): up to 8 rows it was faster up to 64 Mi elements of W
+// (1 x 4096 x 4096 13.2 against 17.7 us, cuBLAS 15.1; 1 x 8192 x 8192 38.2 against 41.3) and within
+// 2% beyond (1 x 14336 x 4096 35.4 against 35.1; 8 x 8192 x 28672 5% slower); up to 16 rows up to
+// 32 Mi (16 x 8192 x 4096 23.5 against 25.0; 16 x 8192 x 8192 4% slower); above 16 rows it is
+// about half as fast as the engine (its four token groups hold one CTA per SM).
+constexpr int64_t kSkinnyAutoElems8 = int64_t(1) << 26, kSkinnyAutoElems16 = int64_t(1) << 25;
+
 bool gemmSkinnyWanted(const GemmProblem& p, GemmVariant v, const GemmDeviceInfo&) {
   if (p.M > skinny::kMaxRows) return false;
   if (((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) != 0) return false;
-  return v == GemmVariant::Skinny;
+  if (v == GemmVariant::Skinny) return true;
+  if (v != GemmVariant::Auto || p.splitK > 1) return false;  // a forced part count is the engine's split K
+  const int64_t elems = p.N * p.K;
+  return (p.M <= 8 && elems <= kSkinnyAutoElems8) || (p.M <= 16 && elems <= kSkinnyAutoElems16);
 }
 
 namespace {
