@@ -38,19 +38,9 @@ mkcclResult_t launch(const skinny::Args& a, cudaStream_t stream) {
 
 template <class In>
 mkcclResult_t skinnyGemm(const GemmProblem& p, cudaStream_t stream) {
-  skinny::Args a;
-  a.A = p.A;
-  a.W = p.W;
-  a.C = p.C;
-  a.bias = p.bias;
-  a.M = p.M;
-  a.N = p.N;
-  a.K = p.K;
-  a.lda = p.lda ? p.lda : p.K;
-  a.ldw = p.ldw ? p.ldw : p.K;
-  a.ldc = p.ldc ? p.ldc : p.N;
-  a.outType = static_cast<int>(p.outType);
-  a.biasType = static_cast<int>(p.biasType);
+  const int64_t lda = p.lda ? p.lda : p.K, ldw = p.ldw ? p.ldw : p.K, ldc = p.ldc ? p.ldc : p.N;
+  const skinny::Args a{p.A, p.W, p.C, p.bias, p.M, p.N, p.K, lda, ldw, ldc,
+                       static_cast<int>(p.outType), static_cast<int>(p.biasType)};
   // Loads in flight per warp: the next stage, two k-chunks (4 KiB of W) for one token group, one
   // for more (128 registers: two CTAs per SM up to 16 tokens).
   if (p.M <= 8) return launch<In, 1, 2>(a, stream);

@@ -3,6 +3,7 @@
 # that force them (and the layout / plan CPU tests), then the small and misaligned shapes with
 # every width forced alone, with clusters along N of 2 and 4, against cuBLAS (alternating).
 . perf/results/20261127-s6-2xNVIDIA_H200/scripts/common.sh
+. perf/results/20261128-s11/scripts/sweep.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv > $R/smi.txt 2>&1
 build "mkccl mkccl-perf gemm_test gemm_layout_test gemm_plan_test"
 $B/tests/kernels/gemm_layout_test > $R/layout.log 2>&1; echo "layout rc=$?"
@@ -15,23 +16,7 @@ for w in 64x1 64x2 80x1 80x2 96x1 96x2 112x2 128x1 128x2 144x1 144x2 192x1 192x2
   V="$V,$w"
   for n in 2 4; do V="$V,gemm.variant=$w;gemm.cluster_n=$n;gemm.stream_k=off"; done
 done
-MKCCL_PERF_GEMM_VARIANTS="$V" timeout 300 $B/perf/mkccl-perf gemm --shapes $S --iters 20 --rounds 2 \
-  --json $R/gemm-cluster-n.json > $R/gemm-cluster-n.log 2>&1
-echo "cluster_n rc=$? $(( $(date +%s) - t0 ))s"
-python3 perf/results/20261127-s7-1xH100-H200/scripts/gemm_show.py $R/gemm-cluster-n.json > $R/gemm-cluster-n.txt
-grep -c wrong $R/gemm-cluster-n.txt; grep -v "wrong 0" $R/gemm-cluster-n.txt | head
-# Best per shape.
-python3 - $R/gemm-cluster-n.json <<'PY'
-import json,sys
-d=json.load(open(sys.argv[1])); best={}
-for r in d["results"]:
-  s=r["shape"]; k="%sx%sx%s"%(s["m"],s["n"],s["k"]); v=r["note"].split(",")[0].replace("variant ","")
-  sp=r.get("speedup") or r["baseline_time_us"]/r["time_us"]
-  best.setdefault(k,[]).append((sp,v,r["time_us"],r["baseline_time_us"]))
-for k,l in best.items():
-  l.sort(reverse=True); a=[x for x in l if x[1]=="auto"][0]
-  print(k,"auto %.3f"%a[0], " | ".join("%s %.3f"%(x[1].replace("gemm.variant=","").replace(";gemm.stream_k=off","").replace(";gemm.cluster_n=","/n"),x[0]) for x in l[:6]))
-PY
+gemm_sweep gemm-cluster-n "$V" --shapes $S --iters 20 --rounds 2
 sed -i "s#$OUT/r/#r/#g; s#$root/#r/#g" $R/*.log
 rm -f $R/build.log $R/configure.log
 echo "total $(( $(date +%s) - t0 ))s"
