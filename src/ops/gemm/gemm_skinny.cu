@@ -19,6 +19,8 @@ constexpr int64_t kSkinnyAutoElems8 = int64_t(1) << 26, kSkinnyAutoElems16 = int
 bool gemmSkinnyWanted(const GemmProblem& p, GemmVariant v, const GemmDeviceInfo&) {
   if (p.M > skinny::kMaxRows) return false;
   if (((reinterpret_cast<uintptr_t>(p.A) | reinterpret_cast<uintptr_t>(p.W)) & 15u) != 0) return false;
+  // Whole 16-byte pieces of k: with a pitch K may be off 8, and a piece would reach past it.
+  if (p.K % 8 != 0) return false;
   if (v == GemmVariant::Skinny) return true;
   if (v != GemmVariant::Auto || p.splitK > 1) return false;  // a forced part count is the engine's split K
   const int64_t elems = p.N * p.K;

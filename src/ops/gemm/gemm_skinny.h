@@ -10,8 +10,8 @@ struct GemmProblem;
 struct GemmDeviceInfo;
 
 // Whether the plain GEMM runs `p` on the skinny kernel: forced (gemm.variant=skinny) or auto's rule
-// (not with a forced gemm.split_k), for M up to 32 rows and 16-byte aligned A and W (its loads are
-// 16 bytes wide).
+// (not with a forced gemm.split_k), for M up to 32 rows, 16-byte aligned A and W and K a multiple
+// of 8 (its loads are 16 bytes wide).
 bool gemmSkinnyWanted(const GemmProblem& p, GemmVariant v, const GemmDeviceInfo& info);
 
 template <class In>
