@@ -58,6 +58,13 @@ void checkGemm(size_t M, size_t N, size_t K, mkcclDataType_t in, mkcclDataType_t
   EXPECT_LE(e.maxRelErr, kTol);
 }
 
+// checkGemm for every input / output type pair (N a multiple of 8 so that fp16/bf16 and fp32 rows
+// are 16-byte multiples).
+void checkEveryTypePair(size_t M, size_t N, size_t K, const std::string& variant) {
+  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
+    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32}) checkGemm(M, N, K, in, out, variant);
+}
+
 const char* const kVariants[] = {"auto",  "simple", "256x2", "256x1", "128x1", "128x2", "192x1", "192x2", "skinny",
                                  "64x1",  "64x2",   "80x1",  "80x2",  "96x1",  "96x2",  "112x1", "112x2",
                                  "144x1", "144x2",  "160x1", "160x2", "176x1", "176x2", "208x1", "208x2",
@@ -218,9 +225,7 @@ TEST(Gemm, SplitKForced) {
   for (const char* v : {"auto;gemm.split_k=2", "auto;gemm.split_k=3", "128x1;gemm.split_k=5", "auto;gemm.split_k=16",
                         "64x1;gemm.split_k=2", "64x1;gemm.split_k=3"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
-  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
-    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
-      for (size_t M : {size_t(1), size_t(33)}) checkGemm(M, 1032, 1096, in, out, "auto;gemm.split_k=4");
+  for (size_t M : {size_t(1), size_t(33)}) checkEveryTypePair(M, 1032, 1096, "auto;gemm.split_k=4");
   // Out of range is refused where it is set.
   EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.split_k=17"));
   EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(nullptr)).find("gemm.split_k"));
@@ -330,9 +335,7 @@ TEST(Gemm, StreamK) {
                               {2000, 2056, 4104}, {640, 2048, 1024}, {17, 136, 8},  {4097, 4104, 4096}};
   for (const char* v : {"auto;gemm.stream_k=on", "256x1;gemm.stream_k=on", "128x1;gemm.stream_k=on", "auto"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
-  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
-    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
-      checkGemm(333, 520, 1000, in, out, "auto;gemm.stream_k=on");
+  checkEveryTypePair(333, 520, 1000, "auto;gemm.stream_k=on");
   checkGemm(8000, 8184, 4104, mkcclBfloat16, mkcclBfloat16, "auto");
 
   // fp32 reference on the host: 300 x 264 x 1000 (3 x 2 tiles of 128 x 256, 16 k-blocks cut).
@@ -353,9 +356,7 @@ TEST(Gemm, SplitRemainder) {
   for (const char* v : {"auto;gemm.stream_k=split", "256x1;gemm.stream_k=split", "192x1;gemm.stream_k=split",
                         "128x1;gemm.stream_k=split", "auto;gemm.stream_k=auto"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
-  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
-    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
-      checkGemm(333, 520, 1000, in, out, "192x1;gemm.stream_k=split");
+  checkEveryTypePair(333, 520, 1000, "192x1;gemm.stream_k=split");
   // fp32 references on the host: 300 x 600 x 1000 (3 x 3 tiles of 128 x 256 / 192, 3 x 5 of 128;
   // 16 k-blocks in up to 4 parts).
   for (const char* v : {"256x1;gemm.stream_k=split", "192x1;gemm.stream_k=split", "128x1;gemm.stream_k=split"})
@@ -379,9 +380,7 @@ TEST(Gemm, ClustersAlongN) {
                         "144x2;gemm.cluster_n=2;gemm.stream_k=off", "64x2;gemm.cluster_n=4;gemm.stream_k=off",
                         "192x1;gemm.cluster_n=4;gemm.stream_k=off", "auto;gemm.cluster_n=2"})
     for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, v);
-  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
-    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
-      checkGemm(333, 520, 1000, in, out, "96x2;gemm.cluster_n=2;gemm.stream_k=off");
+  checkEveryTypePair(333, 520, 1000, "96x2;gemm.cluster_n=2;gemm.stream_k=off");
   checkHostFp32(300, 600, 1000, "80x2;gemm.cluster_n=2;gemm.stream_k=off");
   backToBackAndGraph(1000, 1032, 4096, "80x2;gemm.cluster_n=2;gemm.stream_k=off");
   EXPECT_EQ(mkcclInvalidUsage, mkcclSetTuning(nullptr, "gemm.cluster_n=3"));
@@ -398,9 +397,7 @@ TEST(Gemm, Skinny) {
                               {9, 136, 1000}, {16, 8192, 512}, {17, 2056, 4096}, {31, 520, 8200}, {32, 1032, 64},
                               {5, 40, 28672}, {33, 264, 136},  {200, 520, 1000}};
   for (const auto& s : shapes) checkGemm(s[0], s[1], s[2], mkcclBfloat16, mkcclBfloat16, "skinny");
-  for (mkcclDataType_t in : {mkcclBfloat16, mkcclFloat16})
-    for (mkcclDataType_t out : {mkcclBfloat16, mkcclFloat16, mkcclFloat32})
-      for (size_t M : {size_t(1), size_t(12), size_t(29)}) checkGemm(M, 264, 1096, in, out, "skinny");
+  for (size_t M : {size_t(1), size_t(12), size_t(29)}) checkEveryTypePair(M, 264, 1096, "skinny");
   checkHostFp32(3, 600, 1000, "skinny");
   checkHostFp32(30, 72, 4104, "skinny");
   backToBackAndGraph(4, 4096, 4096, "skinny");
