@@ -624,4 +624,28 @@ TEST(GemmRsNet, BytesPerRankMatchTheHierarchicalCollectives) {
   EXPECT_GE(2 * netBytesPerRank(kModeAllReduce, 2, 2, M, n, es), M * n * es);
 }
 
+// The split route's pieces: at least 128 rows and 256 KiB each, at most 8, at least 1.
+TEST(GemmRsNet, SplitPiecesByRowsAndBytes) {
+  using mkccl::rs::netSplitPieces;
+  EXPECT_EQ(1, netSplitPieces(72, 272));           // fewer than 128 rows
+  EXPECT_EQ(1, netSplitPieces(255, 8192));         // one whole 128-row piece and a part
+  EXPECT_EQ(2, netSplitPieces(256, 8192));
+  EXPECT_EQ(4, netSplitPieces(512, 4096));         // 1024 x 2048 at 2 ranks: 2 MiB, 512 KiB pieces
+  EXPECT_EQ(8, netSplitPieces(1024, 8192));        // capped at 8
+  EXPECT_EQ(8, netSplitPieces(1 << 20, 1 << 14));
+  EXPECT_EQ(2, netSplitPieces(512, 1024));         // 512 KiB: two 256 KiB pieces
+  EXPECT_EQ(1, netSplitPieces(4096, 32));          // 128 KiB in all
+  EXPECT_EQ(5, netSplitPieces(666, 2048));         // gemm_rs_net_test's AllReduce at 2 ranks
+  for (int64_t rows : {1, 127, 128, 333, 1000, 4097})
+    for (int64_t bytes : {16, 528, 2048, 16384}) {
+      const int p = netSplitPieces(rows, bytes);
+      EXPECT_GE(p, 1);
+      EXPECT_LE(p, 8);
+      if (p > 1) {
+        EXPECT_GE(rows / p, 128) << rows << " rows of " << bytes;
+        EXPECT_GE(rows * bytes / p, int64_t(256) << 10) << rows << " rows of " << bytes;
+      }
+    }
+}
+
 }  // namespace

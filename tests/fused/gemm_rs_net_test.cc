@@ -9,6 +9,9 @@
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
 // GemmRsNet* set gemm_rs.net / gemm_ar.net = sequential (the hierarchical collectives after the GEMM);
+// GemmRsNetSplit* the split route (GEMMs of row pieces, the other nodes' rows first, their sums put on
+// the network while this node's rows are computed; the same references, shapes of 1, 2 and 5 pieces,
+// 20 calls back to back, the absent counterpart).
 // GemmRsNetFused* run the fused route on request, gemm_rs.net / gemm_ar.net = fused (the default,
 // auto, fuses only GEMMs of more than one wave of tiles) (GEMM+ReduceScatter with the network inside the
 // persistent kernel, a put per 128-row M-block waited for per piece; the AllReduce as that
@@ -175,6 +178,8 @@ constexpr const char* kSequential = "gemm_rs.net=sequential;gemm_ar.net=sequenti
 // The fused route on request (the default, auto, takes the sequential one for a GEMM of one wave
 // of tiles, as most of these test shapes are).
 constexpr const char* kFused = "gemm_rs.net=fused;gemm_ar.net=fused";
+// The split route on request (auto takes it for a GEMM whose fused tiles make one wave).
+constexpr const char* kSplit = "gemm_rs.net=split;gemm_ar.net=split";
 
 void runShapes(NetWorld& w, uint64_t seed) {
   const char* plans[] = {kSequential, "gemm_rs.plan=fused;gemm_ar.plan=fused;gemm_rs.net=sequential;gemm_ar.net=sequential"};
@@ -258,6 +263,26 @@ void runFusedShapes(NetWorld& w, uint64_t seed) {
   w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
 }
 
+// gemm_rs.net=split / gemm_ar.net=split: GEMMs of row pieces, the other nodes' rows first. Shapes
+// whose blocks cross in one piece (200, 72 rows), in 2 pieces (512 rows of 1 KiB; 1000 rows of
+// 528 bytes; 333 rows of 2 KiB, cut 166 + 167) and in 5 (AllReduce, 1332 rows at 2 ranks: 666 rows
+// of 2 KiB; at 4 ranks 333 rows, 2 pieces) by netSplitPieces; N and K tails; AllReduce M = 333 is
+// not divisible by the ranks and runs the sequential route. AllReduce results bit-identical on
+// every rank.
+void runSplitShapes(NetWorld& w, uint64_t seed) {
+  const Shape shapes[] = {{false, 200, 392, 520}, {false, 72, 136, 264},  {false, 512, 512, 64},
+                          {false, 1000, 264, 72}, {false, 333, 1024, 72}, {true, 392, 392, 520},
+                          {true, 1332, 1024, 136}, {true, 333, 392, 520}};
+  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kSplit)); });
+  int i = 200;
+  for (const Shape& s : shapes) {
+    ++i;
+    runOne(w, s, false, describe(s, kSplit, false, seed + i), seed + i);
+    if (testing::Test::HasFailure()) break;
+  }
+  w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
+}
+
 class GemmRsNet : public testing::TestWithParam<Split> {};
 
 TEST_P(GemmRsNet, ShapesAndRoutes) {
@@ -287,6 +312,21 @@ TEST_P(GemmRsNetFused, TwentyCallsBackToBack) {
 
 INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetFused, MKCCL_NET_SPLITS);
 
+// The split route across nodes (gemm_rs.net=split).
+class GemmRsNetSplit : public testing::TestWithParam<Split> {};
+
+TEST_P(GemmRsNetSplit, Shapes) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  runSplitShapes(w, seedOf());
+}
+
+TEST_P(GemmRsNetSplit, TwentyCallsBackToBack) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  runBackToBack(w, seedOf(), kSplit);
+}
+
+INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetSplit, MKCCL_NET_SPLITS);
+
 // Rank 1 (the other node) never makes the call: rank 0's waits end in an error within the
 // timeout, and its kernels leave.
 // tuning: kSequential (the sequential route) or kFused (the fused route).
@@ -310,14 +350,17 @@ TEST(GemmRsNetErrors, CounterpartNeverJoins) { counterpartNeverJoins(kSequential
 // not yet run on a GPU.
 TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins(kFused); }
 
+// The split route's waits (the handshake of its first piece, the pieces, the sends) too.
+TEST(GemmRsNetErrors, SplitCounterpartNeverJoins) { counterpartNeverJoins(kSplit); }
+
 // Overlap on emulated nodes (2 x 1, both ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape and op, the median over
 // iterations of the call, of the GEMM alone (mkcclGemm, this rank's M x N x K) and of the transfer
 // alone (mkcclReduceScatter / mkcclAllReduce of an M x N partial across the same nodes), every rank
 // running at once; ratio = call / max(GEMM, transfer). The default route across nodes is sequential
 // (GEMM, then the collective), so its ratio shows what the missing overlap costs. One JSON line per case
-// ("BENCH {...}"), with the fused route (gemm_rs.net / gemm_ar.net = fused)
-// timed in the same run: fused_call_us, its overlap ratio, and fused / sequential. Ranks sharing one
+// ("BENCH {...}"), with the fused and split routes (gemm_rs.net / gemm_ar.net = fused, split)
+// timed in the same run: fused_call_us / split_call_us, their overlap ratios, and each / sequential. Ranks sharing one
 // GPU compete for it: the numbers are this setup's, not a node's.
 TEST(GemmRsNetBench, DISABLED_Overlap) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}));
@@ -331,7 +374,7 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
                      {true, 2048, 4096, 8192},  {true, 1024, 2048, 65536}};
   HostBarrier bar(ws);
   for (const B& b : cases) {
-    std::vector<double> call(ws), fused(ws), gemm(ws), xfer(ws);
+    std::vector<double> call(ws), fused(ws), split(ws), gemm(ws), xfer(ws);
     w.onEveryRank([&](int r) {
       cudaStream_t st = w.streams[r];
       Call c;
@@ -345,6 +388,8 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
       // The fused route across nodes, timed in the same run.
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kFused));
       fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kSplit));
+      split[r] = timeIt([&] { return c.run(w.comms[r], st); });
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(c.A, c.W, P, b.M, b.N, b.K, mkcclBfloat16, mkcclBfloat16, st); });
       xfer[r] = timeIt([&] {
@@ -356,14 +401,16 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
     });
     const double f = *std::max_element(call.begin(), call.end());
     const double ff = *std::max_element(fused.begin(), fused.end());
+    const double sp = *std::max_element(split.begin(), split.end());
     const double g = *std::max_element(gemm.begin(), gemm.end());
     const double x = *std::max_element(xfer.begin(), xfer.end());
     std::printf("BENCH {\"op\":\"%s\",\"split\":\"2x1\",\"route\":\"sequential\",\"M\":%zu,\"N\":%zu,\"K\":%zu,"
                 "\"partial_bytes\":%zu,\"call_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,"
                 "\"floor_us\":%.1f,\"overlap_ratio\":%.3f,\"fused_call_us\":%.1f,\"fused_overlap_ratio\":%.3f,"
-                "\"fused_vs_sequential\":%.3f,\"iters\":%d}\n",
+                "\"fused_vs_sequential\":%.3f,\"split_call_us\":%.1f,\"split_overlap_ratio\":%.3f,"
+                "\"split_vs_sequential\":%.3f,\"iters\":%d}\n",
                 b.ar ? "gemm_ar_net" : "gemm_rs_net", b.M, b.N, b.K, b.M * b.N * kEs, f, g, x, std::max(g, x),
-                f / std::max(g, x), ff, ff / std::max(g, x), ff / f, iters);
+                f / std::max(g, x), ff, ff / std::max(g, x), ff / f, sp, sp / std::max(g, x), sp / f, iters);
     std::fflush(stdout);
   }
 }

@@ -53,6 +53,13 @@ __device__ __forceinline__ bool netWaitSent(const DevComm& c, uint64_t ticket) {
   return fifoWaitDone(c, c.net->fifo, ticket);
 }
 
+// Waits until every put this rank has pushed so far has left its window (one thread): the puts of
+// earlier kernels of the stream, whose tickets this kernel does not have.
+__device__ __forceinline__ bool netWaitAllSent(const DevComm& c) {
+  const uint64_t pushed = *(volatile uint64_t*)c.net->fifo.head;
+  return pushed == 0 || fifoWaitDone(c, c.net->fifo, pushed - 1);
+}
+
 // Barrier among all ranks of the communicator, run by one block (every thread calls it; needs
 // blockDim.x >= localRanks). Node barrier, then every rank signals every rank of the other nodes
 // and waits for their signals. `phase` < 256 distinguishes barriers of one call.

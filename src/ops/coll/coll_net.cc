@@ -208,6 +208,63 @@ mkcclResult_t netReduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_
   return mkcclSuccess;
 }
 
+mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in, void* send, void* recv,
+                                         mkcclDataType_t t, bool* ran) {
+  *ran = false;
+  Plan p;
+  MKCCL_CHECK(makePlan(ctx, "mkcclReduceScatter", &p));
+  const size_t ts = typeSize(t), unitBytes = in.unitElems * ts, Rb = in.units * unitBytes;
+  if (p.N < 2 || Rb > p.slot) return mkcclSuccess;
+  if (in.units == 0 || in.pieces < 1 || in.pieces > netcoll::kMaxPieces || size_t(in.pieces) > in.units)
+    return setError(mkcclInternalError, "inter-node ReduceScatter: %d pieces of %zu units", in.pieces, in.units);
+  *ran = true;
+  SeqSource seq(ctx);
+  char* in8 = static_cast<char*>(send);
+  char* out = static_cast<char*>(recv);
+  const cudaStream_t s = ctx.stream;
+  // Runs of consecutive global ranks among node m's (all of them when ranks go node by node).
+  auto produceNode = [&](int m, size_t u0, size_t un) -> mkcclResult_t {
+    for (int q = 0; q < p.L;) {
+      int n = 1;
+      while (q + n < p.L && p.rank(m, q + n) == p.rank(m, q) + n) ++n;
+      MKCCL_CHECK(in.produce(p.rank(m, q), n, u0, un));
+      q += n;
+    }
+    return mkcclSuccess;
+  };
+  // This node's partial of units [u0, u0 + un) of node m's blocks into dst (local rank i's piece:
+  // block (m, i)).
+  auto nodePartial = [&](int m, size_t u0, size_t un, char* dst) -> mkcclResult_t {
+    const size_t off = u0 * unitBytes, len = un * unitBytes;
+    if (p.L == 1) return copyAsync(dst, in8 + (size_t)p.rank(m, 0) * Rb + off, len, s);
+    Pieces P{};
+    for (int q = 0; q < p.L; ++q) {
+      P.first[q] = (size_t)p.rank(m, q) * Rb + off;
+      P.len[q] = len;
+    }
+    return nodeReduceScatter(seq, p, send, P, dst, t, mkcclSum);
+  };
+  OpCtx xc;  // the exchange's call number: its sends and its finish
+  for (int j = 0; j < in.pieces; ++j) {
+    const size_t u0 = in.units * j / in.pieces, un = in.units * (j + 1) / in.pieces - u0;
+    for (int k = 1; k < p.N; ++k) {  // the next nodes first: every node sends to a different one first
+      const int m = (p.node + k) % p.N;
+      MKCCL_CHECK(produceNode(m, u0, un));
+      MKCCL_CHECK(nodePartial(m, u0, un, p.S(m) + u0 * unitBytes));
+    }
+    if (j == 0) xc = seq.next();
+    MKCCL_TRACE("inter-node ReduceScatter, seq %llu: piece %d of %d, %zu bytes per counterpart",
+                (unsigned long long)xc.dev.seq, j, in.pieces, un * unitBytes);
+    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, s));
+  }
+  MKCCL_CHECK(produceNode(p.node, 0, in.units));
+  const char* own = p.L == 1 ? in8 + (size_t)p.rank(p.node, 0) * Rb : out;
+  if (p.L > 1) MKCCL_CHECK(nodePartial(p.node, 0, in.units, out));
+  MKCCL_CHECK(netcoll::launchExchangeFinish(xc.dev, in.pieces, s));
+  return netcoll::launchReduce(p.info->window, p.slot, p.N, p.node, own, out, in.units * in.unitElems, t, mkcclSum, 0,
+                               s);
+}
+
 mkcclResult_t netAllReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count, mkcclDataType_t t,
                              mkcclRedOp_t op) {
   Plan p;

@@ -4,6 +4,7 @@
 // when the communicator spans several nodes. Arguments are checked by the API (api_coll.cc).
 #pragma once
 #include <stdint.h>
+#include <functional>
 #include <string>
 #include <vector>
 #include "runtime/net_coll_info.h"
@@ -14,6 +15,25 @@ namespace mkccl {
 mkcclResult_t netAllGatherOp(OpCtx& ctx, const void* send, void* recv, size_t sendcount, mkcclDataType_t t);
 mkcclResult_t netReduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_t recvcount, mkcclDataType_t t,
                                  mkcclRedOp_t op);
+// A ReduceScatter (sum) whose input is produced during the call, block by block, so that the
+// network moves the first blocks while the rest is computed (GEMM+ReduceScatter's split route
+// across nodes, src/ops/gemm_rs/net_split.cu). Block g (global rank g's share: `units` units of
+// `unitElems` elements, at send + g * units * unitElems) is made by produce(g0, n, u0, un): enqueue
+// on ctx.stream the work that writes units [u0, u0 + un) of blocks g0 .. g0 + n - 1 into send. The
+// order: the other nodes' blocks in `pieces` pieces of units (for each piece: produce it, reduce
+// it over NVLink into the counterpart's S slot, put it on the network), then this node's blocks
+// whole, their NVLink ReduceScatter into recv, the wait for the other nodes' pieces, and recv = the
+// nodes' partials summed in node order (as netReduceScatterOp, so the same bits). send is a
+// symmetric buffer, as netReduceScatterOp's. *ran false (nothing enqueued): a block does not fit
+// one window slot (the caller runs another route).
+struct NetProducedInput {
+  size_t unitElems = 0, units = 0;
+  int pieces = 1;  // 1 .. netcoll::kMaxPieces, at most `units`
+  std::function<mkcclResult_t(int g0, int n, size_t u0, size_t un)> produce;
+};
+mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in, void* send, void* recv,
+                                         mkcclDataType_t t, bool* ran);
+
 mkcclResult_t netAllReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count, mkcclDataType_t t,
                              mkcclRedOp_t op);
 

@@ -45,6 +45,39 @@ __global__ void __launch_bounds__(kExchangeThreads) exchangeKernel(DevComm c, ui
   if (ok && put) dev::netWaitSent(c, ticket);
 }
 
+// The pieced exchange (net_coll.h). One thread per node; the handshake as in exchangeKernel.
+__global__ void __launch_bounds__(kExchangeThreads) exchangeSendKernel(DevComm c, uint64_t slot, uint64_t off,
+                                                                       uint64_t bytes, int piece) {
+  const NetDevComm* n = c.net;
+  const int N = n->nNodes, me = c.node;
+  const uint64_t v = dev::netFlagValue(c.seq);
+  if (piece == 0) {
+    if (!dev::barrierLocal(c, 0)) return;
+    bool ok = true;
+    for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+      if (m != me) ok = dev::netSignal(c, n->nodePeer[m], kReadyFlag, v);
+    for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+      if (m != me) ok = dev::netWaitArrival(c, n->nodePeer[m], kReadyFlag, v);
+    __syncthreads();  // every counterpart is ready before any put (each thread waited for its own)
+    if (!ok) return;
+  }
+  if (dev::deviceFailed(c)) return;  // a failed handshake or wait: push nothing more
+  for (int m = threadIdx.x; m < N; m += blockDim.x)
+    if (m != me &&
+        !dev::netPut(c, n->nodePeer[m], slotS(m, slot) + off, slotR(me, N, slot) + off, bytes, kPieceFlag0 + piece, v))
+      return;
+}
+
+__global__ void __launch_bounds__(kExchangeThreads) exchangeFinishKernel(DevComm c, int pieces) {
+  const NetDevComm* n = c.net;
+  const int N = n->nNodes, me = c.node;
+  const uint64_t v = dev::netFlagValue(c.seq);
+  bool ok = true;
+  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+    for (int j = 0; ok && m != me && j < pieces; ++j) ok = dev::netWaitArrival(c, n->nodePeer[m], kPieceFlag0 + j, v);
+  if (ok && threadIdx.x == 0) dev::netWaitAllSent(c);
+}
+
 // Block b reduces elements [b * per, ...) of every input; per keeps 16-byte vectors aligned.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kReduceThreads) reduceKernel(const char* window, uint64_t slot, int N, int me,
@@ -108,6 +141,21 @@ mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bo
   return mkcclSuccess;
 }
 
+mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, uint64_t bytes, int piece,
+                                 cudaStream_t s) {
+  if (piece < 0 || piece >= kMaxPieces)
+    return setError(mkcclInternalError, "inter-node exchange: piece %d of at most %d", piece, kMaxPieces);
+  exchangeSendKernel<<<1, kExchangeThreads, 0, s>>>(c, slot, off, bytes, piece);
+  CUDA_CHECK(cudaGetLastError());
+  return mkcclSuccess;
+}
+
+mkcclResult_t launchExchangeFinish(const DevComm& c, int pieces, cudaStream_t s) {
+  exchangeFinishKernel<<<1, kExchangeThreads, 0, s>>>(c, pieces);
+  CUDA_CHECK(cudaGetLastError());
+  return mkcclSuccess;
+}
+
 mkcclResult_t launchReduce(const char* window, uint64_t slot, int nNodes, int node, const void* own, void* out,
                            size_t count, mkcclDataType_t t, mkcclRedOp_t op, int avgDiv, cudaStream_t s) {
   const void* fn = reduceFn(t, op);
@@ -129,6 +177,8 @@ mkcclResult_t launchReduce(const char* window, uint64_t slot, int nNodes, int no
 mkcclResult_t preload() {
   cudaFuncAttributes a;
   CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeKernel));
+  CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeSendKernel));
+  CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeFinishKernel));
   const mkcclDataType_t types[] = {mkcclInt8,   mkcclUint8,   mkcclInt32,   mkcclUint32,  mkcclInt64,
                                    mkcclUint64, mkcclFloat16, mkcclFloat32, mkcclFloat64, mkcclBfloat16};
   for (mkcclDataType_t t : types)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "mkccl.h"
 #include "kernels/abi/devcomm.h"
+#include "kernels/abi/fifo.h"
 
 namespace mkccl {
 namespace netcoll {
@@ -20,6 +21,12 @@ namespace netcoll {
 // Arrival flags of the exchange (flag 0 is netBarrier's).
 constexpr uint32_t kReadyFlag = 1;  // "my R slots are free for this call": the receiver may be written
 constexpr uint32_t kDataFlag = 2;   // "your R[my node] holds this call's data"
+// The pieced exchange (launchExchangeSend): piece j raises kPieceFlag0 + j. The top of the 4096
+// flags per sender (0 netBarrier, 1-2 above, 3-63 MoE, 64-128 AllGather+GEMM, 130+ the fused
+// GEMM+ReduceScatter); a piece has a flag of its own because nothing is ordered across puts.
+constexpr uint32_t kPieceFlag0 = 4032;
+constexpr int kMaxPieces = 64;
+static_assert(kPieceFlag0 + kMaxPieces <= (uint32_t)kFifoMaxFlags, "the pieces' flags exist");
 
 __host__ __device__ inline uint64_t slotS(int m, uint64_t slot) { return (uint64_t)m * slot; }
 __host__ __device__ inline uint64_t slotR(int m, int nNodes, uint64_t slot) { return (uint64_t)(nNodes + m) * slot; }
@@ -31,6 +38,21 @@ __host__ __device__ inline uint64_t slotR(int m, int nNodes, uint64_t slot) { re
 // R[m], and wait until my puts have left the window. c.seq must be a fresh call number of the
 // communicator (flags are raised to netFlagValue(c.seq)).
 mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bool perNode, cudaStream_t s);
+
+// The exchange of launchExchange in pieces, for a reduction whose input is produced piece by piece
+// (coll_net.h, netReduceScatterProducedOp): each piece leaves as soon as it is in the S slots,
+// while the rest is still being computed.
+//   launchExchangeSend: piece 0 first does the node barrier and the handshake (kReadyFlag); then,
+//     to every other node's counterpart, puts bytes [off, off + bytes) of S[m] to R[my node] + off,
+//     raising kPieceFlag0 + piece. Waits for no data. A later piece is pushed only while the
+//     communicator has no device error (so not after a failed handshake).
+//   launchExchangeFinish: waits for `pieces` pieces from every other node's counterpart and until
+//     every put of this rank has left the window.
+// Both take the DevComm of the same call number (its flags' values); nothing else in the window
+// may be written between them.
+mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, uint64_t bytes, int piece,
+                                 cudaStream_t s);
+mkcclResult_t launchExchangeFinish(const DevComm& c, int pieces, cudaStream_t s);
 
 // out[i] = op over nodes m in node order of (m == node ? own : window + R[m])[i], i < count, then
 // divided by avgDiv when > 0 (mkcclAvg; op is then mkcclSum). mkcclInvalidArgument for a

@@ -15,6 +15,7 @@
 #include "ops/gemm_rs/host.h"
 #include "ops/gemm_rs/net_route.h"
 #include "ops/gemm_rs/net_fused.h"
+#include "ops/gemm_rs/net_split.h"
 #include "ops/tuner/op_state.h"
 #include "base/check.h"
 #include "runtime/comm.h"
@@ -296,8 +297,9 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
   return mkcclSuccess;
 }
 
-// A communicator spanning nodes (net_route.h): the sequential route (or the exact one) over the
-// hierarchical collectives; the fused kernel is one node's. Refused up front where the collectives
+// A communicator spanning nodes (net_route.h): the fused kernel across nodes (net_fused.h), the
+// split route (net_split.h), or the sequential (or exact) route over the hierarchical collectives,
+// as gemm_rs.net / gemm_ar.net say. Refused up front where the collectives
 // across nodes would refuse (nodes of different sizes, graph capture), so nothing is enqueued.
 mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tuning::Reduce& over, GemmVariant v) {
   mkcclComm* comm = ctx.comm;
@@ -320,10 +322,18 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     MKCCL_TRACE("%s call #%llu: across %d nodes, exact route", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
     return runExact(ctx, a, mode, v);
   }
-  if (over.net != 0) {  // gemm_rs.net / gemm_ar.net = fused or auto (net_fused.h)
+  // gemm_rs.net / gemm_ar.net: fused or auto (net_fused.h), split (net_split.h, and auto's one wave).
+  bool split = over.net == Tuning::Reduce::kNetSplit;
+  if (over.net == Tuning::Reduce::kNetFused || over.net == Tuning::Reduce::kNetAuto) {
     bool ran = false;
-    MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran));
+    MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran, &split));
     if (ran) return mkcclSuccess;
+  }
+  bool splitRan = false;
+  if (split) {
+    const unsigned long long seq = ctx.dev.seq;
+    MKCCL_CHECK(runNetSplit(ctx, a, mode, v, &splitRan));
+    if (splitRan) MKCCL_TRACE("%s call #%llu: across %d nodes, split", name, seq, comm->nNodes);
   }
   {
     // Logged once per shape, like the one-node plans (the cache holds a sequential plan).
@@ -346,14 +356,20 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
                    "hierarchical %s)",
                    name, tuningPrefix(mode), over.plan == Tuning::Reduce::kFused ? "fused" : "rs_ag", comm->nNodes,
                    mode == kModeAllReduce ? "AllReduce" : "ReduceScatter");
-      MKCCL_INFO("%s %zux%zux%zu, %d ranks on %d nodes: sequential (GEMM, then the hierarchical %s; %lld bytes per "
-                 "rank cross the network)",
-                 name, a.M, w.N, a.K, comm->nranks, comm->nNodes, mode == kModeAllReduce ? "AllReduce" : "ReduceScatter",
-                 (long long)netBytesPerRank(mode, comm->nNodes, info->localRanks, int64_t(a.M), int64_t(w.N),
-                                            int64_t(typeSize(a.inType))));
+      MKCCL_INFO("%s %zux%zux%zu, %d ranks on %d nodes: %s (%s; %lld bytes per rank cross the network)", name, a.M,
+                 w.N, a.K, comm->nranks, comm->nNodes, splitRan ? "split" : "sequential",
+                 splitRan ? "GEMMs of row pieces, the other nodes' rows first, sent while this node's are computed"
+                 : mode == kModeAllReduce ? "GEMM, then the hierarchical AllReduce"
+                                          : "GEMM, then the hierarchical ReduceScatter",
+                 (long long)(splitRan ? (mode == kModeAllReduce ? 2 : 1) *
+                                            netBytesPerRank(kModeReduceScatter, comm->nNodes, info->localRanks,
+                                                            int64_t(a.M), int64_t(w.N), int64_t(typeSize(a.inType)))
+                                      : netBytesPerRank(mode, comm->nNodes, info->localRanks, int64_t(a.M),
+                                                        int64_t(w.N), int64_t(typeSize(a.inType)))));
       cache.insert(key, ShapePlan{});
     }
   }
+  if (splitRan) return mkcclSuccess;
   MKCCL_TRACE("%s call #%llu: across %d nodes, sequential", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
   return runSequential(ctx, a.A, w.W, w.C, int64_t(a.M), int64_t(w.N), int64_t(a.K), a.inType, mode, v,
                        int64_t(a.lda), int64_t(w.ldw));

@@ -29,6 +29,7 @@ struct NetFusedInputs {
 struct NetFusedPlan {
   bool ok = false;
   const char* why = nullptr;  // why not (ok == false)
+  bool oneWave = false;       // refused (auto) because the tiles make one wave: the split route's case
   Layout L;
   int ctas = 0;
 };
@@ -61,11 +62,12 @@ inline NetFusedPlan netFusedPlan(const NetFusedInputs& in) {
   if (L.orderLength() >= (int64_t(1) << 30)) return no("too many tiles");
   if (uint64_t(netWindowBytes(L, in.es)) > in.windowBytes) return no("the network window is too small");
   // One wave: every tile, foreign or own, ends with the whole GEMM, so no piece leaves earlier and
-  // the overlap is gone; the hierarchical collective after the GEMM moves the same bytes in fewer,
-  // larger transfers (2 x H200, one GPU per emulated node: 1024x2048x65536 took 1.33-1.41x the
-  // sequential route's time fused, docs/INTERNODE.md 7.1).
-  if (in.autoRoute && L.orderLength() <= ctas / cs)
+  // the overlap is gone (2 x H200, one GPU per emulated node: 1024x2048x65536 took 1.33-1.41x the
+  // sequential route's time fused, docs/INTERNODE.md 7.1); the split route runs it (net_split.h).
+  if (in.autoRoute && L.orderLength() <= ctas / cs) {
+    out.oneWave = true;
     return no("the GEMM is one wave of tiles, so nothing would leave for the network before it ends");
+  }
   out.ok = true;
   out.L = L;
   out.ctas = int(std::min<int64_t>(ctas / cs, L.orderLength())) * cs;

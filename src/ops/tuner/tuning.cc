@@ -89,10 +89,10 @@ const std::vector<Key>& keys() {
                  [](Tuning& t, long long x) { t.agGemm.netPieceBytes = int64_t(x) << 10; },
                  [](const Tuning& t) { return (long long)(t.agGemm.netPieceBytes >> 10); }});
     addReduceKeys(v, "gemm_rs.", &Tuning::gemmRs, false);
-    v.push_back({"gemm_rs.net", {"sequential", "fused", "auto"}, 0, 0, [](Tuning& t, long long x) { t.gemmRs.net = int(x); },
+    v.push_back({"gemm_rs.net", {"sequential", "fused", "auto", "split"}, 0, 0, [](Tuning& t, long long x) { t.gemmRs.net = int(x); },
                  [](const Tuning& t) { return (long long)t.gemmRs.net; }});
     addReduceKeys(v, "gemm_ar.", &Tuning::gemmAr, true);
-    v.push_back({"gemm_ar.net", {"sequential", "fused", "auto"}, 0, 0, [](Tuning& t, long long x) { t.gemmAr.net = int(x); },
+    v.push_back({"gemm_ar.net", {"sequential", "fused", "auto", "split"}, 0, 0, [](Tuning& t, long long x) { t.gemmAr.net = int(x); },
                  [](const Tuning& t) { return (long long)t.gemmAr.net; }});
     v.push_back({"coll.proto", {"auto", "ll", "simple"}, 0, 0, [](Tuning& t, long long x) { t.coll.proto = int(x); },
                  [](const Tuning& t) { return (long long)t.coll.proto; }});

@@ -56,10 +56,13 @@ struct Tuning {
     int ring = 0;          // reduce: direct (0) | ring (1)
     int order = -1;        // order: phases (0) | interleaved (1); -1 the rule's
     int publish = -1;      // publish: late (0) | early (1); -1 the rule's
-    int net = 2;           // net: across nodes, sequential (0) | fused (1): the fused ReduceScatter
+    enum Net : int { kNetSequential = 0, kNetFused, kNetAuto, kNetSplit };
+    int net = kNetAuto;    // net: across nodes, sequential (0) | fused (1): the fused ReduceScatter
                            // kernel with the network inside (AR: then the hierarchical AllGather);
-                           // auto (2, the default): fused unless the GEMM is one wave of tiles;
-                           // run on emulated nodes only (docs/INTERNODE.md 7.1)
+                           // split (3): GEMMs of row pieces, the other nodes' rows first, their
+                           // sums sent while this node's rows are computed; auto (2, the default):
+                           // fused, split where the fused kernel's tiles make one wave; run on
+                           // emulated nodes only (docs/INTERNODE.md 7.1, 7.2)
   } gemmRs, gemmAr;
 
   coll::Tuning coll;  // coll.* and allreduce.*: the collectives' protocols and layout

@@ -1,0 +1,16 @@
+// GEMM+ReduceScatter / GEMM+AllReduce across nodes, split route (gemm_rs.net / gemm_ar.net = split;
+// auto, the default, where the fused kernel's tiles make one wave): the GEMM cut by rows, the
+// other nodes' rows first, so that their sums cross the network while this node's rows are
+// computed (net_split.cu; the collective side is netReduceScatterProducedOp, coll_net.h).
+#pragma once
+#include "ops/gemm_rs/host.h"
+
+namespace mkccl {
+namespace rs {
+
+// Enqueues the call on the split route (*ran), or leaves *ran false where it does not apply (M not
+// a multiple of the ranks; a rank's rows larger than a window slot): the caller runs another route.
+mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, bool* ran);
+
+}  // namespace rs
+}  // namespace mkccl
