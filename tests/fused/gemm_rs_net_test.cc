@@ -9,11 +9,12 @@
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
 // GemmRsNet* set gemm_rs.net / gemm_ar.net = sequential (the hierarchical collectives after the GEMM);
-// GemmRsNetSplit* the split route (GEMMs of row pieces, the other nodes' rows first, their sums put on
-// the network while this node's rows are computed; the same references, shapes of 1, 2 and 5 pieces,
-// 20 calls back to back, the absent counterpart).
-// GemmRsNetFused* run the fused route on request, gemm_rs.net / gemm_ar.net = fused (the default,
-// auto, fuses only GEMMs of more than one wave of tiles) (GEMM+ReduceScatter with the network inside the
+// GemmRsNetSplit* the split route, on request and as auto (the default) takes it (GEMMs of row
+// pieces, the other nodes' rows first, their sums put on the network while this node's rows are
+// computed, each piece summed as it lands; the same references, shapes of 1, 2 and 5 pieces, 20
+// calls back to back, the absent counterpart).
+// GemmRsNetFused* run the fused route on request, gemm_rs.net / gemm_ar.net = fused
+// (GEMM+ReduceScatter with the network inside the
 // persistent kernel, a put per 128-row M-block waited for per piece; the AllReduce as that
 // ReduceScatter then the hierarchical AllGather): the same references, odd shapes (several pieces
 // per rank in the 200-, 333- and 1000-row shapes, the last clipped), cluster tiles
@@ -178,7 +179,7 @@ constexpr const char* kSequential = "gemm_rs.net=sequential;gemm_ar.net=sequenti
 // The fused route on request (the default, auto, takes the sequential one for a GEMM of one wave
 // of tiles, as most of these test shapes are).
 constexpr const char* kFused = "gemm_rs.net=fused;gemm_ar.net=fused";
-// The split route on request (auto takes it for a GEMM whose fused tiles make one wave).
+// The split route on request (auto, the default, takes it wherever it applies).
 constexpr const char* kSplit = "gemm_rs.net=split;gemm_ar.net=split";
 
 void runShapes(NetWorld& w, uint64_t seed) {
@@ -267,17 +268,20 @@ void runFusedShapes(NetWorld& w, uint64_t seed) {
 // whose blocks cross in one piece (200, 72 rows), in 2 pieces (512 rows of 1 KiB; 1000 rows of
 // 528 bytes; 333 rows of 2 KiB, cut 166 + 167) and in 5 (AllReduce, 1332 rows at 2 ranks: 666 rows
 // of 2 KiB; at 4 ranks 333 rows, 2 pieces) by netSplitPieces; N and K tails; AllReduce M = 333 is
-// not divisible by the ranks and runs the sequential route. AllReduce results bit-identical on
-// every rank.
+// not divisible by the ranks and runs the sequential route. On request and with auto (the default).
+// AllReduce results bit-identical on every rank.
 void runSplitShapes(NetWorld& w, uint64_t seed) {
   const Shape shapes[] = {{false, 200, 392, 520}, {false, 72, 136, 264},  {false, 512, 512, 64},
                           {false, 1000, 264, 72}, {false, 333, 1024, 72}, {true, 392, 392, 520},
                           {true, 1332, 1024, 136}, {true, 333, 392, 520}};
-  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kSplit)); });
   int i = 200;
-  for (const Shape& s : shapes) {
-    ++i;
-    runOne(w, s, false, describe(s, kSplit, false, seed + i), seed + i);
+  for (const char* tuning : {kSplit, ""}) {  // on request, and auto
+    w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
+    for (const Shape& s : shapes) {
+      ++i;
+      runOne(w, s, false, describe(s, tuning, false, seed + i), seed + i);
+      if (testing::Test::HasFailure()) break;
+    }
     if (testing::Test::HasFailure()) break;
   }
   w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });

@@ -214,7 +214,7 @@ mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in,
   Plan p;
   MKCCL_CHECK(makePlan(ctx, "mkcclReduceScatter", &p));
   const size_t ts = typeSize(t), unitBytes = in.unitElems * ts, Rb = in.units * unitBytes;
-  if (p.N < 2 || Rb > p.slot) return mkcclSuccess;
+  if (p.N < 2 || Rb > p.slot || (t != mkcclFloat16 && t != mkcclBfloat16 && t != mkcclFloat32)) return mkcclSuccess;
   if (in.units == 0 || in.pieces < 1 || in.pieces > netcoll::kMaxPieces || size_t(in.pieces) > in.units)
     return setError(mkcclInternalError, "inter-node ReduceScatter: %d pieces of %zu units", in.pieces, in.units);
   *ran = true;
@@ -260,9 +260,8 @@ mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in,
   MKCCL_CHECK(produceNode(p.node, 0, in.units));
   const char* own = p.L == 1 ? in8 + (size_t)p.rank(p.node, 0) * Rb : out;
   if (p.L > 1) MKCCL_CHECK(nodePartial(p.node, 0, in.units, out));
-  MKCCL_CHECK(netcoll::launchExchangeFinish(xc.dev, in.pieces, s));
-  return netcoll::launchReduce(p.info->window, p.slot, p.N, p.node, own, out, in.units * in.unitElems, t, mkcclSum, 0,
-                               s);
+  return netcoll::launchReduceArrivals(xc.dev, p.info->window, p.slot, p.N, own, out, in.units, in.unitElems,
+                                      in.pieces, t, s);
 }
 
 mkcclResult_t netAllReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count, mkcclDataType_t t,

@@ -22,10 +22,10 @@ mkcclResult_t netReduceScatterOp(OpCtx& ctx, const void* send, void* recv, size_
 // on ctx.stream the work that writes units [u0, u0 + un) of blocks g0 .. g0 + n - 1 into send. The
 // order: the other nodes' blocks in `pieces` pieces of units (for each piece: produce it, reduce
 // it over NVLink into the counterpart's S slot, put it on the network), then this node's blocks
-// whole, their NVLink ReduceScatter into recv, the wait for the other nodes' pieces, and recv = the
-// nodes' partials summed in node order (as netReduceScatterOp, so the same bits). send is a
+// whole, their NVLink ReduceScatter into recv, and recv = the nodes' partials summed in node order
+// (as netReduceScatterOp), each piece as soon as it has come from every other node. send is a
 // symmetric buffer, as netReduceScatterOp's. *ran false (nothing enqueued): a block does not fit
-// one window slot (the caller runs another route).
+// one window slot, or t is not a float type (the caller runs another route).
 struct NetProducedInput {
   size_t unitElems = 0, units = 0;
   int pieces = 1;  // 1 .. netcoll::kMaxPieces, at most `units`

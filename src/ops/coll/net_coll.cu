@@ -68,14 +68,42 @@ __global__ void __launch_bounds__(kExchangeThreads) exchangeSendKernel(DevComm c
       return;
 }
 
-__global__ void __launch_bounds__(kExchangeThreads) exchangeFinishKernel(DevComm c, int pieces) {
+// Waits for the pieces in order and sums each as soon as it is here (net_coll.h): piece j is units
+// [units j / pieces, units (j + 1) / pieces); every block takes its share of every piece, thread 0
+// of each block waiting for the piece from every other node first (few blocks: the flags are host
+// memory). Then block 0 waits until this rank's puts have left the window.
+template <typename T>
+__global__ void __launch_bounds__(kReduceThreads) reduceArrivalsKernel(DevComm c, const char* window, uint64_t slot,
+                                                                       const char* own, char* out, uint64_t units,
+                                                                       uint64_t unitElems, int pieces) {
+  extern __shared__ const char* s_in[];  // N pointers
+  __shared__ char* s_out[1];
+  __shared__ int ok;
   const NetDevComm* n = c.net;
   const int N = n->nNodes, me = c.node;
   const uint64_t v = dev::netFlagValue(c.seq);
-  bool ok = true;
-  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
-    for (int j = 0; ok && m != me && j < pieces; ++j) ok = dev::netWaitArrival(c, n->nodePeer[m], kPieceFlag0 + j, v);
-  if (ok && threadIdx.x == 0) dev::netWaitAllSent(c);
+  constexpr uint64_t V = 16 / sizeof(T);
+  for (int j = 0; j < pieces; ++j) {
+    if (threadIdx.x == 0) {
+      ok = 1;
+      for (int m = 0; m < N && ok; ++m)
+        if (m != me && !dev::netWaitArrival(c, n->nodePeer[m], kPieceFlag0 + j, v)) ok = 0;
+    }
+    __syncthreads();
+    if (!ok) return;
+    const uint64_t e0 = units * j / pieces * unitElems, e1 = units * (j + 1) / pieces * unitElems;
+    const uint64_t per = ((e1 - e0 + gridDim.x - 1) / gridDim.x + V - 1) / V * V;
+    const uint64_t first = e0 + per * blockIdx.x;
+    if (first < e1) {
+      const uint64_t cnt = e1 - first < per ? e1 - first : per, off = first * sizeof(T);
+      for (int m = threadIdx.x; m < N; m += blockDim.x) s_in[m] = (m == me ? own : window + slotR(m, N, slot)) + off;
+      if (threadIdx.x == 0) s_out[0] = out + off;
+      __syncthreads();
+      dev::blockReduce<T, dev::OpSum>(s_in, N, s_out, 1, cnt, 0);
+    }
+    __syncthreads();  // s_in and ok are rewritten for the next piece
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) dev::netWaitAllSent(c);
 }
 
 // Block b reduces elements [b * per, ...) of every input; per keeps 16-byte vectors aligned.
@@ -124,6 +152,16 @@ const void* reduceFn(mkcclDataType_t t, mkcclRedOp_t op) {
   }
 }
 
+// The pieced reduction sums the floating types the fused GEMMs produce.
+const void* reduceArrivalsFn(mkcclDataType_t t) {
+  switch (t) {
+    case mkcclFloat16: return (const void*)&reduceArrivalsKernel<__half>;
+    case mkcclBfloat16: return (const void*)&reduceArrivalsKernel<__nv_bfloat16>;
+    case mkcclFloat32: return (const void*)&reduceArrivalsKernel<float>;
+    default: return nullptr;
+  }
+}
+
 size_t elemSize(mkcclDataType_t t) {
   switch (t) {
     case mkcclInt8: case mkcclUint8: return 1;
@@ -150,9 +188,25 @@ mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, 
   return mkcclSuccess;
 }
 
-mkcclResult_t launchExchangeFinish(const DevComm& c, int pieces, cudaStream_t s) {
-  exchangeFinishKernel<<<1, kExchangeThreads, 0, s>>>(c, pieces);
-  CUDA_CHECK(cudaGetLastError());
+mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_t slot, int nNodes, const void* own,
+                                   void* out, size_t units, size_t unitElems, int pieces, mkcclDataType_t t,
+                                   cudaStream_t s) {
+  const void* fn = reduceArrivalsFn(t);
+  if (!fn) return setError(mkcclInvalidArgument, "inter-node reduction in pieces: type %d is not supported", (int)t);
+  if (pieces < 1 || pieces > kMaxPieces || (size_t)pieces > units)
+    return setError(mkcclInternalError, "inter-node reduction: %d pieces of %zu units", pieces, units);
+  // A block per 64 KiB of a piece, at most 16 (each polls the flags in host memory).
+  const size_t pieceBytes = units / (size_t)pieces * unitElems * elemSize(t);
+  const unsigned grid = (unsigned)std::min<size_t>(16, std::max<size_t>(1, pieceBytes >> 16));
+  const size_t smem = (size_t)nNodes * sizeof(const char*);
+  if (smem > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  const char* ownc = static_cast<const char*>(own);
+  char* outc = static_cast<char*>(out);
+  uint64_t u = units, ue = unitElems;
+  DevComm cc = c;
+  void* params[] = {(void*)&cc, (void*)&window, (void*)&slot, (void*)&ownc, (void*)&outc, (void*)&u, (void*)&ue,
+                    (void*)&pieces};
+  CUDA_CHECK(cudaLaunchKernel(fn, dim3(grid), dim3(kReduceThreads), params, smem, s));
   return mkcclSuccess;
 }
 
@@ -178,7 +232,8 @@ mkcclResult_t preload() {
   cudaFuncAttributes a;
   CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeKernel));
   CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeSendKernel));
-  CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeFinishKernel));
+  for (mkcclDataType_t t : {mkcclFloat16, mkcclBfloat16, mkcclFloat32})
+    CUDA_CHECK(cudaFuncGetAttributes(&a, reduceArrivalsFn(t)));
   const mkcclDataType_t types[] = {mkcclInt8,   mkcclUint8,   mkcclInt32,   mkcclUint32,  mkcclInt64,
                                    mkcclUint64, mkcclFloat16, mkcclFloat32, mkcclFloat64, mkcclBfloat16};
   for (mkcclDataType_t t : types)

@@ -46,13 +46,17 @@ mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bo
 //     to every other node's counterpart, puts bytes [off, off + bytes) of S[m] to R[my node] + off,
 //     raising kPieceFlag0 + piece. Waits for no data. A later piece is pushed only while the
 //     communicator has no device error (so not after a failed handshake).
-//   launchExchangeFinish: waits for `pieces` pieces from every other node's counterpart and until
-//     every put of this rank has left the window.
+//   launchReduceArrivals: out = the nodes' partials of `units` units of `unitElems` elements summed
+//     in node order (own for this node, R[m] for node m), each piece summed as soon as it has come
+//     from every other node (piece j: units [units j / pieces, units (j + 1) / pieces)); then waits
+//     until every put of this rank has left the window. Float types (f16, bf16, f32), sum only.
 // Both take the DevComm of the same call number (its flags' values); nothing else in the window
 // may be written between them.
 mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, uint64_t bytes, int piece,
                                  cudaStream_t s);
-mkcclResult_t launchExchangeFinish(const DevComm& c, int pieces, cudaStream_t s);
+mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_t slot, int nNodes, const void* own,
+                                   void* out, size_t units, size_t unitElems, int pieces, mkcclDataType_t t,
+                                   cudaStream_t s);
 
 // out[i] = op over nodes m in node order of (m == node ? own : window + R[m])[i], i < count, then
 // divided by avgDiv when > 0 (mkcclAvg; op is then mkcclSum). mkcclInvalidArgument for a

@@ -322,18 +322,19 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     MKCCL_TRACE("%s call #%llu: across %d nodes, exact route", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
     return runExact(ctx, a, mode, v);
   }
-  // gemm_rs.net / gemm_ar.net: fused or auto (net_fused.h), split (net_split.h, and auto's one wave).
-  bool split = over.net == Tuning::Reduce::kNetSplit;
-  if (over.net == Tuning::Reduce::kNetFused || over.net == Tuning::Reduce::kNetAuto) {
-    bool ran = false;
-    MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran, &split));
-    if (ran) return mkcclSuccess;
-  }
+  // gemm_rs.net / gemm_ar.net: split (net_split.h), fused (net_fused.h), or auto: split where it
+  // applies, else fused where its tiles make more than one wave; else (and for `sequential`) the
+  // sequential route.
   bool splitRan = false;
-  if (split) {
+  if (over.net == Tuning::Reduce::kNetSplit || over.net == Tuning::Reduce::kNetAuto) {
     const unsigned long long seq = ctx.dev.seq;
     MKCCL_CHECK(runNetSplit(ctx, a, mode, v, &splitRan));
     if (splitRan) MKCCL_TRACE("%s call #%llu: across %d nodes, split", name, seq, comm->nNodes);
+  }
+  if (!splitRan && (over.net == Tuning::Reduce::kNetFused || over.net == Tuning::Reduce::kNetAuto)) {
+    bool ran = false;
+    MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran));
+    if (ran) return mkcclSuccess;
   }
   {
     // Logged once per shape, like the one-node plans (the cache holds a sequential plan).

@@ -66,9 +66,8 @@ mkcclResult_t netFusedLaunch(OpCtx& ctx, const NetFusedPlan& plan, const void* A
 }
 
 mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, const Tuning::Reduce& over,
-                          bool* ran, bool* oneWave) {
+                          bool* ran) {
   *ran = false;
-  *oneWave = false;
   v = gemmVariantWide(v);  // the fused kernel has no 128 x 192 tiles
   mkcclComm* comm = ctx.comm;
   const char* name = mode == kModeAllReduce ? "mkcclGemmAllReduce" : "mkcclGemmReduceScatter";
@@ -101,12 +100,11 @@ mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
   in.autoRoute = over.net == Tuning::Reduce::kNetAuto;
   const NetFusedPlan plan = netFusedPlan(in);
   if (!plan.ok) {
-    *oneWave = plan.oneWave;
     static std::atomic<bool> warned[2] = {{false}, {false}};
     if (!warned[mode == kModeAllReduce ? 1 : 0].exchange(true))
       MKCCL_INFO("%s: %s.net=%s does not fuse %zux%zux%zu on %d nodes of %d ranks (%s): the %s route runs",
                  name, mode == kModeAllReduce ? "gemm_ar" : "gemm_rs", in.autoRoute ? "auto" : "fused", a.M, w.N,
-                 a.K, in.nodes, in.perNode, plan.why, plan.oneWave ? "split" : "sequential");
+                 a.K, in.nodes, in.perNode, plan.why, "sequential");
     return mkcclSuccess;
   }
   MKCCL_TRACE("%s call #%llu: across %d nodes, fused ReduceScatter%s (tile 128x%d, cluster %d, %d CTAs, %d tiles per "

@@ -19,11 +19,11 @@ mkcclResult_t netFusedLaunch(OpCtx& ctx, const NetFusedPlan& plan, const void* A
                              bool earlyPublish);
 
 // gemm_rs.net=fused / gemm_ar.net=fused: plans this call and, where the fused kernel can run it,
-// enqueues it (*ran); else leaves *ran false (the caller runs another route; said once per process
-// and op at INFO), with *oneWave where auto refused a GEMM of one wave of tiles. AllReduce (mode kModeAllReduce): the fused ReduceScatter into this rank's rows
+// enqueues it (*ran); else leaves *ran false (the caller runs the sequential route; said once per
+// process and op at INFO). AllReduce (mode kModeAllReduce): the fused ReduceScatter into this rank's rows
 // of C, then the hierarchical AllGather of the rows, in place.
 mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, const Tuning::Reduce& over,
-                          bool* ran, bool* oneWave);
+                          bool* ran);
 
 }  // namespace rs
 }  // namespace mkccl

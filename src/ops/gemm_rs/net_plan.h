@@ -29,7 +29,6 @@ struct NetFusedInputs {
 struct NetFusedPlan {
   bool ok = false;
   const char* why = nullptr;  // why not (ok == false)
-  bool oneWave = false;       // refused (auto) because the tiles make one wave: the split route's case
   Layout L;
   int ctas = 0;
 };
@@ -63,11 +62,10 @@ inline NetFusedPlan netFusedPlan(const NetFusedInputs& in) {
   if (uint64_t(netWindowBytes(L, in.es)) > in.windowBytes) return no("the network window is too small");
   // One wave: every tile, foreign or own, ends with the whole GEMM, so no piece leaves earlier and
   // the overlap is gone (2 x H200, one GPU per emulated node: 1024x2048x65536 took 1.33-1.41x the
-  // sequential route's time fused, docs/INTERNODE.md 7.1); the split route runs it (net_split.h).
-  if (in.autoRoute && L.orderLength() <= ctas / cs) {
-    out.oneWave = true;
+  // sequential route's time fused, docs/INTERNODE.md 7.1): auto runs the split route (net_split.h), or
+  // where that does not apply the sequential one.
+  if (in.autoRoute && L.orderLength() <= ctas / cs)
     return no("the GEMM is one wave of tiles, so nothing would leave for the network before it ends");
-  }
   out.ok = true;
   out.L = L;
   out.ctas = int(std::min<int64_t>(ctas / cs, L.orderLength())) * cs;

@@ -61,8 +61,8 @@ struct Tuning {
                            // kernel with the network inside (AR: then the hierarchical AllGather);
                            // split (3): GEMMs of row pieces, the other nodes' rows first, their
                            // sums sent while this node's rows are computed; auto (2, the default):
-                           // fused, split where the fused kernel's tiles make one wave; run on
-                           // emulated nodes only (docs/INTERNODE.md 7.1, 7.2)
+                           // split where it applies, else fused beyond one wave of tiles, else
+                           // sequential; run on emulated nodes only (docs/INTERNODE.md 7.1, 7.2)
   } gemmRs, gemmAr;
 
   coll::Tuning coll;  // coll.* and allreduce.*: the collectives' protocols and layout

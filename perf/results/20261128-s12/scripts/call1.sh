@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Session-12 call 1 (2 GPUs): the split route of GEMM+ReduceScatter / GEMM+AllReduce across
+# emulated nodes: gemm_rs_net_test (every route at 2 x 1, 2 x 2, 4 x 1; ranks share the GPUs),
+# then its overlap bench twice with one GPU per emulated node (sequential, fused and split routes
+# in the same run).
+. perf/results/20261127-s6-2xNVIDIA_H200/scripts/common.sh
+nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv > $R/smi.txt 2>&1
+build "mkccl gemm_rs_net_test"
+timeout 300 $B/tests/fused/gemm_rs_net_test > $R/gemm_rs_net_test.log 2>&1
+echo "gemm_rs_net_test rc=$? $(( $(date +%s) - t0 ))s"; grep -E "^\[  (PASSED|FAILED) |^\[       OK|FAILED|Failure|error" $R/gemm_rs_net_test.log | head -40
+for i in 1 2; do
+  timeout 150 $B/tests/fused/gemm_rs_net_test --gtest_also_run_disabled_tests --gtest_filter='*Overlap*' > $R/overlap-$i.log 2>&1
+  echo "overlap $i rc=$? $(( $(date +%s) - t0 ))s"
+  grep -h 'BENCH' $R/overlap-$i.log | python3 -c '
+import sys,json
+for l in sys.stdin:
+  d=json.loads(l.split("BENCH ",1)[1])
+  print("  %s %dx%dx%d gemm %.0f xfer %.0f | seq %.0f (%.2f) fused %.0f (%.2f) split %.0f (%.2f)" % (d["op"],d["M"],d["N"],d["K"],
+    d["gemm_alone_us"],d["transfer_alone_us"],d["call_us"],d["overlap_ratio"],d["fused_call_us"],d["fused_overlap_ratio"],
+    d["split_call_us"],d["split_overlap_ratio"]))'
+done
+rm -f $R/build.log $R/configure.log
+echo "total $(( $(date +%s) - t0 ))s"
