@@ -364,7 +364,8 @@ TEST(GemmRsNetErrors, SplitCounterpartNeverJoins) { counterpartNeverJoins(kSplit
 // running at once; ratio = call / max(GEMM, transfer). The default route across nodes is sequential
 // (GEMM, then the collective), so its ratio shows what the missing overlap costs. One JSON line per case
 // ("BENCH {...}"), with the fused and split routes (gemm_rs.net / gemm_ar.net = fused, split)
-// timed in the same run: fused_call_us / split_call_us, their overlap ratios, and each / sequential. Ranks sharing one
+// timed in the same run: fused_call_us / split_call_us, their overlap ratios, and each / sequential;
+// the split route also with 1, 2 and 8 pieces (split_piecesP_us). Ranks sharing one
 // GPU compete for it: the numbers are this setup's, not a node's.
 TEST(GemmRsNetBench, DISABLED_Overlap) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}));
@@ -376,9 +377,11 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
   // tcp bounds the first of each op; the K = 65536 ones make the GEMM comparable with the transfer.
   const B cases[] = {{false, 2048, 4096, 8192}, {false, 2048, 4096, 32768}, {false, 1024, 2048, 65536},
                      {true, 2048, 4096, 8192},  {true, 1024, 2048, 65536}};
+  const int kPieceCounts[3] = {1, 2, 8};
   HostBarrier bar(ws);
   for (const B& b : cases) {
     std::vector<double> call(ws), fused(ws), split(ws), gemm(ws), xfer(ws);
+    std::vector<std::vector<double>> splitP(3, std::vector<double>(ws));
     w.onEveryRank([&](int r) {
       cudaStream_t st = w.streams[r];
       Call c;
@@ -394,6 +397,13 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
       fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kSplit));
       split[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      // The split route with other piece counts (gemm_rs.net_pieces / gemm_ar.net_pieces).
+      for (int i = 0; i < 3; ++i) {
+        const std::string t = std::string(kSplit) + ";gemm_rs.net_pieces=" + std::to_string(kPieceCounts[i]) +
+                              ";gemm_ar.net_pieces=" + std::to_string(kPieceCounts[i]);
+        EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], t.c_str()));
+        splitP[i][r] = timeIt([&] { return c.run(w.comms[r], st); });
+      }
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(c.A, c.W, P, b.M, b.N, b.K, mkcclBfloat16, mkcclBfloat16, st); });
       xfer[r] = timeIt([&] {
@@ -412,9 +422,12 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
                 "\"partial_bytes\":%zu,\"call_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,"
                 "\"floor_us\":%.1f,\"overlap_ratio\":%.3f,\"fused_call_us\":%.1f,\"fused_overlap_ratio\":%.3f,"
                 "\"fused_vs_sequential\":%.3f,\"split_call_us\":%.1f,\"split_overlap_ratio\":%.3f,"
-                "\"split_vs_sequential\":%.3f,\"iters\":%d}\n",
+                "\"split_vs_sequential\":%.3f,\"split_pieces1_us\":%.1f,\"split_pieces2_us\":%.1f,"
+                "\"split_pieces8_us\":%.1f,\"iters\":%d}\n",
                 b.ar ? "gemm_ar_net" : "gemm_rs_net", b.M, b.N, b.K, b.M * b.N * kEs, f, g, x, std::max(g, x),
-                f / std::max(g, x), ff, ff / std::max(g, x), ff / f, sp, sp / std::max(g, x), sp / f, iters);
+                f / std::max(g, x), ff, ff / std::max(g, x), ff / f, sp, sp / std::max(g, x), sp / f,
+                *std::max_element(splitP[0].begin(), splitP[0].end()), *std::max_element(splitP[1].begin(), splitP[1].end()),
+                *std::max_element(splitP[2].begin(), splitP[2].end()), iters);
     std::fflush(stdout);
   }
 }

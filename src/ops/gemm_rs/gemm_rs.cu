@@ -328,7 +328,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
   bool splitRan = false;
   if (over.net == Tuning::Reduce::kNetSplit || over.net == Tuning::Reduce::kNetAuto) {
     const unsigned long long seq = ctx.dev.seq;
-    MKCCL_CHECK(runNetSplit(ctx, a, mode, v, &splitRan));
+    MKCCL_CHECK(runNetSplit(ctx, a, mode, v, over.netPieces, &splitRan));
     if (splitRan) MKCCL_TRACE("%s call #%llu: across %d nodes, split", name, seq, comm->nNodes);
   }
   if (!splitRan && (over.net == Tuning::Reduce::kNetFused || over.net == Tuning::Reduce::kNetAuto)) {

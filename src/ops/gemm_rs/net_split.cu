@@ -6,6 +6,7 @@
 // rows (split K where they are few, so a piece takes every SM). Rounding as on the sequential
 // route: each partial rounded once, the sums in fp32 (node sums, then the nodes' sum in node order).
 #include "ops/gemm_rs/net_split.h"
+#include <algorithm>
 #include "ops/coll/coll_net.h"
 #include "ops/gemm/gemm.h"
 #include "ops/gemm_rs/net_route.h"
@@ -18,12 +19,12 @@
 namespace mkccl {
 namespace rs {
 
-mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, bool* ran) {
+mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, int pieces, bool* ran) {
   *ran = false;
   mkcclComm* comm = ctx.comm;
   const mkcclFusedWeight_t& w = a.w[0];
   const size_t ws = size_t(comm->nranks), M = a.M, N = w.N, es = typeSize(a.inType);
-  if (M % ws != 0) return mkcclSuccess;  // AllReduce rows not divisible: no equal blocks
+  if (M % ws != 0 || M == 0) return mkcclSuccess;  // AllReduce rows not divisible: no equal blocks
   const size_t R = M / ws;
   const SymRegion* region = nullptr;
   MKCCL_CHECK(symScratchGet(comm, kScratchGemmReduce, M * N * es, &region));
@@ -36,7 +37,8 @@ mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
   in.unitElems = N;
   in.units = R;
   // Pieces start on 16-byte boundaries of the window slots (the copies' vectors) or are one.
-  in.pieces = (N * es) % 16 == 0 ? netSplitPieces(int64_t(R), int64_t(N * es)) : 1;
+  in.pieces = pieces > 0 ? int(std::min<size_t>(size_t(pieces), R)) : netSplitPieces(int64_t(R), int64_t(N * es));
+  if ((N * es) % 16 != 0) in.pieces = 1;
   in.produce = [&](int g0, int n, size_t u0, size_t un) -> mkcclResult_t {
     // Whole consecutive blocks are one range of rows; parts of blocks one GEMM per block.
     const bool whole = u0 == 0 && un == R;

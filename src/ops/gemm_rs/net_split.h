@@ -10,7 +10,8 @@ namespace rs {
 
 // Enqueues the call on the split route (*ran), or leaves *ran false where it does not apply (M not
 // a multiple of the ranks; a rank's rows larger than a window slot): the caller runs another route.
-mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, bool* ran);
+// pieces: the tuner's net_pieces (0: netSplitPieces' rule; clamped to the rows per rank).
+mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, int pieces, bool* ran);
 
 }  // namespace rs
 }  // namespace mkccl

@@ -91,9 +91,13 @@ const std::vector<Key>& keys() {
     addReduceKeys(v, "gemm_rs.", &Tuning::gemmRs, false);
     v.push_back({"gemm_rs.net", {"sequential", "fused", "auto", "split"}, 0, 0, [](Tuning& t, long long x) { t.gemmRs.net = int(x); },
                  [](const Tuning& t) { return (long long)t.gemmRs.net; }});
+    v.push_back({"gemm_rs.net_pieces", {}, 0, 64, [](Tuning& t, long long x) { t.gemmRs.netPieces = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemmRs.netPieces; }});
     addReduceKeys(v, "gemm_ar.", &Tuning::gemmAr, true);
     v.push_back({"gemm_ar.net", {"sequential", "fused", "auto", "split"}, 0, 0, [](Tuning& t, long long x) { t.gemmAr.net = int(x); },
                  [](const Tuning& t) { return (long long)t.gemmAr.net; }});
+    v.push_back({"gemm_ar.net_pieces", {}, 0, 64, [](Tuning& t, long long x) { t.gemmAr.netPieces = int(x); },
+                 [](const Tuning& t) { return (long long)t.gemmAr.netPieces; }});
     v.push_back({"coll.proto", {"auto", "ll", "simple"}, 0, 0, [](Tuning& t, long long x) { t.coll.proto = int(x); },
                  [](const Tuning& t) { return (long long)t.coll.proto; }});
     v.push_back({"coll.ll_bytes", {}, 0, 1ll << 40, [](Tuning& t, long long x) { t.coll.llMaxBytes = size_t(x); },

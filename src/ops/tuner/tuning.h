@@ -63,6 +63,8 @@ struct Tuning {
                            // sums sent while this node's rows are computed; auto (2, the default):
                            // split where it applies, else fused beyond one wave of tiles, else
                            // sequential; run on emulated nodes only (docs/INTERNODE.md 7.1, 7.2)
+    int netPieces = 0;     // net_pieces: the split route's pieces of the other nodes' rows, 1..64
+                           // (at most the rows per rank); 0: netSplitPieces' rule
   } gemmRs, gemmAr;
 
   coll::Tuning coll;  // coll.* and allreduce.*: the collectives' protocols and layout
