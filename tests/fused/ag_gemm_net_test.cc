@@ -2,9 +2,12 @@
 // one process (a thread per rank; ranks share the GPUs there are, MKCCL_SHARE_GPUS): 2 x 1, 2 x 2
 // and 4 x 1. Against a reference computed on the CPU in fp64 from the device inputs (fresh random
 // data each run), outputs poisoned first:
-//   - odd shapes (shards not multiples of 128 rows, N and K tails), with and without gatheredA,
-//     the fused plan (model's comm CTAs, side teams only) and the sequential plan;
-//   - 20 calls queued back to back, each with its own inputs and outputs;
+//   - odd shapes (shards not multiples of 128 rows, N and K tails), with and without gatheredA:
+//     the fused kernel (ag_gemm.net=fused) with its fused plan (model's comm CTAs, side teams only)
+//     and its sequential plan; the split route (auto, the default: this node's rows while the other
+//     nodes' shards cross, then theirs piece by piece; 1 piece at 72 and 200 rows, 2 at 256, 3 at
+//     1000 by the rule) and with 3 pieces forced (ag_gemm.net_pieces);
+//   - 20 calls queued back to back, each with its own inputs and outputs, on both routes;
 //   - a window too small for one shard per node: mkcclInvalidUsage that says what to raise;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
 // (GEMM+ReduceScatter / GEMM+AllReduce across nodes: gemm_rs_net_test.)
@@ -96,7 +99,8 @@ const Shape kShapes[] = {{200, 392, 520}, {72, 136, 264}, {1000, 136, 520}, {256
 
 void runShapes(NetWorld& w, uint64_t seed) {
   const int ws = w.size();
-  const char* plans[] = {"ag_gemm.plan=fused", "ag_gemm.plan=fused;ag_gemm.comm_ctas=0", "ag_gemm.plan=sequential", ""};
+  const char* plans[] = {"ag_gemm.net=fused;ag_gemm.plan=fused", "ag_gemm.net=fused;ag_gemm.plan=fused;ag_gemm.comm_ctas=0",
+                         "ag_gemm.net=fused;ag_gemm.plan=sequential", "", "ag_gemm.net=split;ag_gemm.net_pieces=3"};
   std::vector<Call> calls(ws);
   std::vector<Call*> ptrs;
   for (Call& c : calls) ptrs.push_back(&c);
@@ -133,8 +137,9 @@ void runShapes(NetWorld& w, uint64_t seed) {
 }
 
 // 20 calls queued without a host sync, each with its own fresh inputs and poisoned outputs.
-void runBackToBack(NetWorld& w, uint64_t seed) {
+void runBackToBack(NetWorld& w, uint64_t seed, const char* tuning) {
   const int ws = w.size(), calls = 20;
+  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
   std::vector<std::vector<Call>> cs(calls, std::vector<Call>(ws));
   w.onEveryRank([&](int r) {
     for (int i = 0; i < calls; ++i) {
@@ -154,10 +159,12 @@ void runBackToBack(NetWorld& w, uint64_t seed) {
     for (Call& c : cs[i]) ptrs.push_back(&c);
     const std::vector<double> gA = gatheredRef(ptrs);
     w.onEveryRank([&](int r) {
-      EXPECT_EQ("", check(cs[i][r], gA)) << "call " << i << ", rank " << r << ", seed " << seed;
+      EXPECT_EQ("", check(cs[i][r], gA)) << "call " << i << ", rank " << r << ", tuning '" << tuning << "', seed "
+                                          << seed;
       cs[i][r].release();
     });
   }
+  w.onEveryRank([&](int r) { mkcclSetTuning(w.comms[r], ""); });
 }
 
 class AgGemmNet : public testing::TestWithParam<Split> {};
@@ -169,7 +176,12 @@ TEST_P(AgGemmNet, ShapesPlansAndGatheredA) {
 
 TEST_P(AgGemmNet, TwentyCallsBackToBack) {
   NET_WORLD_OR_SKIP(w, GetParam());
-  runBackToBack(w, seedOf());
+  runBackToBack(w, seedOf(), "ag_gemm.net=fused");
+}
+
+TEST_P(AgGemmNet, TwentyCallsBackToBackSplit) {
+  NET_WORLD_OR_SKIP(w, GetParam());
+  runBackToBack(w, seedOf(), "ag_gemm.net=split");
 }
 
 INSTANTIATE_TEST_SUITE_P(Splits, AgGemmNet, MKCCL_NET_SPLITS);
@@ -195,9 +207,11 @@ TEST(AgGemmNetErrors, WindowTooSmall) {
 
 // Rank 1 (the other node) never makes the call: rank 0's waits (its counterpart's "ready", the
 // pieces) end in an error within the timeout, and its kernel leaves.
-TEST(AgGemmNetErrors, CounterpartNeverJoins) {
+// tuning: "ag_gemm.net=fused" (the fused kernel) or "" (auto: the split route).
+void counterpartNeverJoins(const char* tuning) {
   NET_WORLD_OR_SKIP(w, (Split{2, 1}), 0, 3000);
   std::vector<Call> calls(2);
+  w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
   w.onEveryRank([&](int r) {  // a first call on both: sizes the regions
     calls[r].alloc(2, 256, 256, 512, mkcclBfloat16, false, 4, r, w.streams[r]);
     ASSERT_TRUE(calls[r].ok);
@@ -207,12 +221,16 @@ TEST(AgGemmNetErrors, CounterpartNeverJoins) {
   expectCounterpartNeverJoins(w, calls);
 }
 
+TEST(AgGemmNetErrors, CounterpartNeverJoins) { counterpartNeverJoins("ag_gemm.net=fused"); }
+TEST(AgGemmNetErrors, SplitCounterpartNeverJoins) { counterpartNeverJoins(""); }
+
 // Overlap on emulated nodes (2 x 1, both ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape, the median over
 // iterations of the fused call, of the GEMM alone (mkcclGemm on the gathered shape) and of the
 // transfer alone (mkcclAllGather of the shards across the same nodes: window in, tcp, window out),
 // every rank running at once as in the fused call; ratio = fused / max(GEMM, transfer); the fused
-// call again with pieces of 128 and 64 KiB (ag_gemm.net_piece_kib; not yet run). Prints one JSON
+// call again with pieces of 128 and 64 KiB (ag_gemm.net_piece_kib), and the split route
+// (ag_gemm.net=split, split_us). Prints one JSON
 // line per shape ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this
 // setup's, not a node's.
 TEST(AgGemmNetBench, DISABLED_Overlap) {
@@ -221,7 +239,7 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
   const Shape shapes[] = {{2048, 8192, 2048}, {2048, 32768, 2048}, {4096, 16384, 4096}, {1024, 65536, 4096}};
   HostBarrier bar(ws);
   for (const Shape& s : shapes) {
-    std::vector<double> fused(ws), fused128(ws), fused64(ws), gemm(ws), xfer(ws);
+    std::vector<double> fused(ws), fused128(ws), fused64(ws), split(ws), gemm(ws), xfer(ws);
     w.onEveryRank([&](int r) {
       cudaStream_t st = w.streams[r];
       Call c;
@@ -230,12 +248,15 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
       ASSERT_TRUE(c.ok && cudaMalloc(&gA, c.M * c.K * kEs) == cudaSuccess);
       fillRandom(gA, c.M * c.K, c.t, 5 + r, 1.0f, st);
       RankTimer timeIt(st, bar, w.comms[r], warm, iters);
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net=fused"));
       fused[r] = timeIt([&] { return c.run(w.comms[r], st); });
       // Finer pieces on the network (ag_gemm.net_piece_kib; default 512 KiB), in the same run.
-      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net_piece_kib=128"));
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net=fused;ag_gemm.net_piece_kib=128"));
       fused128[r] = timeIt([&] { return c.run(w.comms[r], st); });
-      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net_piece_kib=64"));
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net=fused;ag_gemm.net_piece_kib=64"));
       fused64[r] = timeIt([&] { return c.run(w.comms[r], st); });
+      EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net=split"));
+      split[r] = timeIt([&] { return c.run(w.comms[r], st); });
       EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
       gemm[r] = timeIt([&] { return mkcclGemm(gA, c.W, c.C, c.M, c.N, c.K, c.t, c.t, st); });
       xfer[r] = timeIt([&] { return mkcclAllGather(c.A, gA, c.m * c.K, c.t, w.comms[r], st); });
@@ -245,14 +266,16 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
     const double f = *std::max_element(fused.begin(), fused.end());
     const double f128 = *std::max_element(fused128.begin(), fused128.end());
     const double f64 = *std::max_element(fused64.begin(), fused64.end());
+    const double sp = *std::max_element(split.begin(), split.end());
     const double g = *std::max_element(gemm.begin(), gemm.end());
     const double x = *std::max_element(xfer.begin(), xfer.end());
     std::printf("BENCH {\"op\":\"ag_gemm_net\",\"split\":\"2x1\",\"M\":%zu,\"N\":%zu,\"K\":%zu,\"shard_bytes\":%zu,"
                 "\"fused_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,\"floor_us\":%.1f,"
                 "\"overlap_ratio\":%.3f,\"fused_piece128_us\":%.1f,\"overlap_ratio_piece128\":%.3f,"
-                "\"fused_piece64_us\":%.1f,\"overlap_ratio_piece64\":%.3f,\"iters\":%d}\n",
+                "\"fused_piece64_us\":%.1f,\"overlap_ratio_piece64\":%.3f,\"split_us\":%.1f,"
+                "\"split_overlap_ratio\":%.3f,\"iters\":%d}\n",
                 s.m * ws, s.N, s.K, s.m * s.K * kEs, f, g, x, std::max(g, x), f / std::max(g, x), f128,
-                f128 / std::max(g, x), f64, f64 / std::max(g, x), iters);
+                f128 / std::max(g, x), f64, f64 / std::max(g, x), sp, sp / std::max(g, x), iters);
     std::fflush(stdout);
   }
 }

@@ -626,7 +626,7 @@ TEST(GemmRsNet, BytesPerRankMatchTheHierarchicalCollectives) {
 
 // The split route's pieces: at least 128 rows and 256 KiB each, at most 8, at least 1.
 TEST(GemmRsNet, SplitPiecesByRowsAndBytes) {
-  using mkccl::rs::netSplitPieces;
+  using mkccl::netSplitPieces;
   EXPECT_EQ(1, netSplitPieces(72, 272));           // fewer than 128 rows
   EXPECT_EQ(1, netSplitPieces(255, 8192));         // one whole 128-row piece and a part
   EXPECT_EQ(2, netSplitPieces(256, 8192));

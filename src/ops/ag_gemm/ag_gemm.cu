@@ -15,6 +15,7 @@
 #include "kernels/device/wgmma.cuh"
 #include "kernels/device/wgmma_fp8.cuh"
 #include "ops/ag_gemm/host.h"
+#include "ops/ag_gemm/net_split.h"
 #include "kernels/ag_gemm/layout.h"
 #include "ops/ag_gemm/model.h"
 #include "ops/ag_gemm/rule.h"
@@ -325,6 +326,16 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
                     info.ccMajor, info.ccMinor);
   if (fp8 != nullptr && comm->nNodes > 1)
     return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (%d nodes)", op, comm->nNodes);
+  if (comm->nNodes > 1 && fp8 == nullptr && over.net != Tuning::AgGemm::kNetFused && !ctx.capturing) {
+    // Across nodes: the split route where it applies (ag_gemm.net; net_split.h), else the fused kernel.
+    const NetCollInfo* info = netCollInfo(comm);
+    bool ran = false;
+    if (info != nullptr && info->uniform) MKCCL_CHECK(ag::runNetSplit(ctx, a, tune.gemm.variant, over.netPieces, &ran));
+    if (ran) {
+      MKCCL_TRACE("%s call #%llu: across %d nodes, split", op, (unsigned long long)ctx.dev.seq, comm->nNodes);
+      return mkcclSuccess;
+    }
+  }
   const int lws = comm->localRanks, lme = comm->localRank;
   if (comm->nNodes == 1 && (ws > kMaxLocalRanks || lws != ws))
     return setError(mkcclInternalError, "%s: %d ranks, %d of them local", op, ws, comm->localRanks);

@@ -140,6 +140,28 @@ mkcclResult_t nodeAllGather(SeqSource& seq, const Plan& p, void* recv, const Pie
   return launchColl(c, a, grid, mkcclUint8, mkcclSum);
 }
 
+// f(g0, n) for the runs of consecutive global ranks among node m's (one run when ranks go node by
+// node), in local order.
+template <class F>
+mkcclResult_t forRankRuns(const Plan& p, int m, F&& f) {
+  for (int q = 0; q < p.L;) {
+    int n = 1;
+    while (q + n < p.L && p.rank(m, q + n) == p.rank(m, q) + n) ++n;
+    MKCCL_CHECK(f(p.rank(m, q), n));
+    q += n;
+  }
+  return mkcclSuccess;
+}
+
+// Units [u0, u0 + un) of each block: piece j of `pieces` (units j / pieces ..).
+struct PieceRange {
+  size_t u0, un;
+};
+PieceRange pieceOf(size_t units, int pieces, int j) {
+  const size_t u0 = units * j / pieces;
+  return {u0, units * (j + 1) / pieces - u0};
+}
+
 mkcclResult_t exchange(SeqSource& seq, const Plan& p, uint64_t bytes, bool perNode) {
   const OpCtx c = seq.next();
   MKCCL_TRACE("inter-node exchange, seq %llu: %llu bytes per counterpart, %d nodes, slot %llu",
@@ -222,15 +244,8 @@ mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in,
   char* in8 = static_cast<char*>(send);
   char* out = static_cast<char*>(recv);
   const cudaStream_t s = ctx.stream;
-  // Runs of consecutive global ranks among node m's (all of them when ranks go node by node).
-  auto produceNode = [&](int m, size_t u0, size_t un) -> mkcclResult_t {
-    for (int q = 0; q < p.L;) {
-      int n = 1;
-      while (q + n < p.L && p.rank(m, q + n) == p.rank(m, q) + n) ++n;
-      MKCCL_CHECK(in.produce(p.rank(m, q), n, u0, un));
-      q += n;
-    }
-    return mkcclSuccess;
+  auto produceNode = [&](int m, size_t u0, size_t un) {
+    return forRankRuns(p, m, [&](int g0, int n) { return in.produce(g0, n, u0, un); });
   };
   // This node's partial of units [u0, u0 + un) of node m's blocks into dst (local rank i's piece:
   // block (m, i)).
@@ -246,7 +261,7 @@ mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in,
   };
   OpCtx xc;  // the exchange's call number: its sends and its finish
   for (int j = 0; j < in.pieces; ++j) {
-    const size_t u0 = in.units * j / in.pieces, un = in.units * (j + 1) / in.pieces - u0;
+    const auto [u0, un] = pieceOf(in.units, in.pieces, j);
     for (int k = 1; k < p.N; ++k) {  // the next nodes first: every node sends to a different one first
       const int m = (p.node + k) % p.N;
       MKCCL_CHECK(produceNode(m, u0, un));
@@ -255,13 +270,76 @@ mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in,
     if (j == 0) xc = seq.next();
     MKCCL_TRACE("inter-node ReduceScatter, seq %llu: piece %d of %d, %zu bytes per counterpart",
                 (unsigned long long)xc.dev.seq, j, in.pieces, un * unitBytes);
-    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, s));
+    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, true, s));
   }
   MKCCL_CHECK(produceNode(p.node, 0, in.units));
   const char* own = p.L == 1 ? in8 + (size_t)p.rank(p.node, 0) * Rb : out;
   if (p.L > 1) MKCCL_CHECK(nodePartial(p.node, 0, in.units, out));
   return netcoll::launchReduceArrivals(xc.dev, p.info->window, p.slot, p.N, own, out, in.units, in.unitElems,
                                       in.pieces, t, s);
+}
+
+mkcclResult_t netPiecedFits(OpCtx& ctx, size_t blockBytes, bool* fits) {
+  Plan p;
+  MKCCL_CHECK(makePlan(ctx, "mkcclAllGather", &p));
+  *fits = p.N >= 2 && blockBytes <= p.slot;
+  return mkcclSuccess;
+}
+
+mkcclResult_t netAllGatherConsumedOp(OpCtx& ctx, const NetConsumedInput& in, void* gathered, mkcclDataType_t t,
+                                     bool* ran) {
+  *ran = false;
+  Plan p;
+  MKCCL_CHECK(makePlan(ctx, "mkcclAllGather", &p));
+  const size_t unitBytes = in.unitElems * typeSize(t), Rb = in.units * unitBytes;
+  if (p.N < 2 || Rb > p.slot) return mkcclSuccess;
+  if (in.units == 0 || in.pieces < 1 || in.pieces > netcoll::kMaxPieces || size_t(in.pieces) > in.units)
+    return setError(mkcclInternalError, "inter-node AllGather: %d pieces of %zu units", in.pieces, in.units);
+  *ran = true;
+  SeqSource seq(ctx);
+  char* g8 = static_cast<char*>(gathered);
+  const cudaStream_t s = ctx.stream;
+  auto consumeNode = [&](int m, size_t u0, size_t un) {
+    return forRankRuns(p, m, [&](int g0, int n) { return in.consume(g0, n, u0, un); });
+  };
+  // Units [u0, u0 + un) of node m's blocks to every local rank, in place (each local rank holds
+  // its own block's).
+  auto spread = [&](int m, size_t u0, size_t un) -> mkcclResult_t {
+    if (p.L == 1) return mkcclSuccess;
+    Pieces P{};
+    for (int q = 0; q < p.L; ++q) {
+      P.first[q] = (size_t)p.rank(m, q) * Rb + u0 * unitBytes;
+      P.len[q] = un * unitBytes;
+    }
+    return nodeAllGather(seq, p, gathered, P);
+  };
+  // My block, piece by piece, into S[my node] and onto the network.
+  const char* mine = g8 + (size_t)p.rank(p.node, p.me) * Rb;
+  OpCtx xc;  // the exchange's call number: its sends and its waits
+  for (int j = 0; j < in.pieces; ++j) {
+    const auto [u0, un] = pieceOf(in.units, in.pieces, j);
+    MKCCL_CHECK(copyAsync(p.S(p.node) + u0 * unitBytes, mine + u0 * unitBytes, un * unitBytes, s));
+    if (j == 0) xc = seq.next();
+    MKCCL_TRACE("inter-node AllGather, seq %llu: piece %d of %d, %zu bytes", (unsigned long long)xc.dev.seq, j,
+                in.pieces, un * unitBytes);
+    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, false, s));
+  }
+  // This node's blocks while the pieces cross.
+  MKCCL_CHECK(spread(p.node, 0, in.units));
+  MKCCL_CHECK(consumeNode(p.node, 0, in.units));
+  // The other nodes' pieces as they land: to their places, over NVLink to the node, consumed.
+  for (int j = 0; j < in.pieces; ++j) {
+    const auto [u0, un] = pieceOf(in.units, in.pieces, j);
+    MKCCL_CHECK(netcoll::launchExchangeWait(xc.dev, j, j == in.pieces - 1, s));
+    for (int k = 1; k < p.N; ++k) {
+      const int m = (p.node + k) % p.N;
+      MKCCL_CHECK(copyAsync(g8 + (size_t)p.rank(m, p.me) * Rb + u0 * unitBytes, p.R(m) + u0 * unitBytes,
+                            un * unitBytes, s));
+      MKCCL_CHECK(spread(m, u0, un));
+    }
+    for (int k = 1; k < p.N; ++k) MKCCL_CHECK(consumeNode((p.node + k) % p.N, u0, un));
+  }
+  return mkcclSuccess;
 }
 
 mkcclResult_t netAllReduceOp(OpCtx& ctx, const void* send, void* recv, size_t count, mkcclDataType_t t,

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kExchangeThreads) exchangeKernel(DevComm c, ui
 
 // The pieced exchange (net_coll.h). One thread per node; the handshake as in exchangeKernel.
 __global__ void __launch_bounds__(kExchangeThreads) exchangeSendKernel(DevComm c, uint64_t slot, uint64_t off,
-                                                                       uint64_t bytes, int piece) {
+                                                                       uint64_t bytes, int piece, int perNode) {
   const NetDevComm* n = c.net;
   const int N = n->nNodes, me = c.node;
   const uint64_t v = dev::netFlagValue(c.seq);
@@ -64,8 +64,21 @@ __global__ void __launch_bounds__(kExchangeThreads) exchangeSendKernel(DevComm c
   if (dev::deviceFailed(c)) return;  // a failed handshake or wait: push nothing more
   for (int m = threadIdx.x; m < N; m += blockDim.x)
     if (m != me &&
-        !dev::netPut(c, n->nodePeer[m], slotS(m, slot) + off, slotR(me, N, slot) + off, bytes, kPieceFlag0 + piece, v))
+        !dev::netPut(c, n->nodePeer[m], slotS(perNode ? m : me, slot) + off, slotR(me, N, slot) + off, bytes,
+                     kPieceFlag0 + piece, v))
       return;
+}
+
+// Waits for piece `piece` from every other node's counterpart; with `sent`, then until this rank's
+// puts have left the window.
+__global__ void __launch_bounds__(kExchangeThreads) exchangeWaitKernel(DevComm c, int piece, int sent) {
+  const NetDevComm* n = c.net;
+  const int N = n->nNodes, me = c.node;
+  const uint64_t v = dev::netFlagValue(c.seq);
+  bool ok = true;
+  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+    if (m != me) ok = dev::netWaitArrival(c, n->nodePeer[m], kPieceFlag0 + piece, v);
+  if (ok && sent && threadIdx.x == 0) dev::netWaitAllSent(c);
 }
 
 // Waits for the pieces in order and sums each as soon as it is here (net_coll.h): piece j is units
@@ -180,10 +193,18 @@ mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bo
 }
 
 mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, uint64_t bytes, int piece,
-                                 cudaStream_t s) {
+                                 bool perNode, cudaStream_t s) {
   if (piece < 0 || piece >= kMaxPieces)
     return setError(mkcclInternalError, "inter-node exchange: piece %d of at most %d", piece, kMaxPieces);
-  exchangeSendKernel<<<1, kExchangeThreads, 0, s>>>(c, slot, off, bytes, piece);
+  exchangeSendKernel<<<1, kExchangeThreads, 0, s>>>(c, slot, off, bytes, piece, perNode ? 1 : 0);
+  CUDA_CHECK(cudaGetLastError());
+  return mkcclSuccess;
+}
+
+mkcclResult_t launchExchangeWait(const DevComm& c, int piece, bool sent, cudaStream_t s) {
+  if (piece < 0 || piece >= kMaxPieces)
+    return setError(mkcclInternalError, "inter-node exchange: piece %d of at most %d", piece, kMaxPieces);
+  exchangeWaitKernel<<<1, kExchangeThreads, 0, s>>>(c, piece, sent ? 1 : 0);
   CUDA_CHECK(cudaGetLastError());
   return mkcclSuccess;
 }
@@ -232,6 +253,7 @@ mkcclResult_t preload() {
   cudaFuncAttributes a;
   CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeKernel));
   CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeSendKernel));
+  CUDA_CHECK(cudaFuncGetAttributes(&a, (const void*)exchangeWaitKernel));
   for (mkcclDataType_t t : {mkcclFloat16, mkcclBfloat16, mkcclFloat32})
     CUDA_CHECK(cudaFuncGetAttributes(&a, reduceArrivalsFn(t)));
   const mkcclDataType_t types[] = {mkcclInt8,   mkcclUint8,   mkcclInt32,   mkcclUint32,  mkcclInt64,

@@ -39,13 +39,15 @@ __host__ __device__ inline uint64_t slotR(int m, int nNodes, uint64_t slot) { re
 // communicator (flags are raised to netFlagValue(c.seq)).
 mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bool perNode, cudaStream_t s);
 
-// The exchange of launchExchange in pieces, for a reduction whose input is produced piece by piece
-// (coll_net.h, netReduceScatterProducedOp): each piece leaves as soon as it is in the S slots,
-// while the rest is still being computed.
+// The exchange of launchExchange in pieces, for collectives whose input is produced or whose output
+// is consumed piece by piece (coll_net.h: netReduceScatterProducedOp, netAllGatherConsumedOp): each
+// piece leaves as soon as it is in the S slots, and is used as soon as it has landed.
 //   launchExchangeSend: piece 0 first does the node barrier and the handshake (kReadyFlag); then,
-//     to every other node's counterpart, puts bytes [off, off + bytes) of S[m] to R[my node] + off,
-//     raising kPieceFlag0 + piece. Waits for no data. A later piece is pushed only while the
-//     communicator has no device error (so not after a failed handshake).
+//     to every other node's counterpart, puts bytes [off, off + bytes) of S[perNode ? m : my node]
+//     to R[my node] + off, raising kPieceFlag0 + piece. Waits for no data. A later piece is pushed
+//     only while the communicator has no device error (so not after a failed handshake).
+//   launchExchangeWait: waits for piece `piece` from every other node's counterpart; with `sent`
+//     (the call's last), then until every put of this rank has left the window.
 //   launchReduceArrivals: out = the nodes' partials of `units` units of `unitElems` elements summed
 //     in node order (own for this node, R[m] for node m), each piece summed as soon as it has come
 //     from every other node (piece j: units [units j / pieces, units (j + 1) / pieces)); then waits
@@ -53,7 +55,8 @@ mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bo
 // Both take the DevComm of the same call number (its flags' values); nothing else in the window
 // may be written between them.
 mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, uint64_t bytes, int piece,
-                                 cudaStream_t s);
+                                 bool perNode, cudaStream_t s);
+mkcclResult_t launchExchangeWait(const DevComm& c, int piece, bool sent, cudaStream_t s);
 mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_t slot, int nNodes, const void* own,
                                    void* out, size_t units, size_t unitElems, int pieces, mkcclDataType_t t,
                                    cudaStream_t s);

@@ -16,6 +16,7 @@
 #pragma once
 #include <stdint.h>
 #include "kernels/gemm_rs/layout.h"
+#include "ops/coll/net_pieces.h"
 
 namespace mkccl {
 namespace rs {
@@ -57,18 +58,6 @@ inline int64_t netBytesPerRank(int mode, int nodes, int perNode, int64_t M, int6
     return int64_t(nodes - 1) * (share < count ? share : count) * es;
   }
   return int64_t(nodes - 1) * (M / ws) * n * es;
-}
-
-// The split route's pieces (net_split.h): the other nodes' rows of each block cross in pieces of
-// at least 128 rows (a GEMM of fewer rows runs at a fraction of the engine's rate) and 256 KiB
-// (tcp moves smaller puts at a fraction of its rate, docs/PERFORMANCE.md "Inter-node path"), at
-// most 8: the first piece leaves after an eighth of the other nodes' GEMM.
-inline int netSplitPieces(int64_t rowsPerRank, int64_t rowBytes) {
-  int64_t p = rowsPerRank / 128;
-  if (p > 8) p = 8;
-  const int64_t byBytes = rowsPerRank * rowBytes / (int64_t(256) << 10);
-  if (p > byBytes) p = byBytes;
-  return p < 1 ? 1 : int(p);
 }
 
 }  // namespace rs

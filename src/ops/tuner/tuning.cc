@@ -88,6 +88,10 @@ const std::vector<Key>& keys() {
     v.push_back({"ag_gemm.net_piece_kib", {}, 0, 1ll << 30,
                  [](Tuning& t, long long x) { t.agGemm.netPieceBytes = int64_t(x) << 10; },
                  [](const Tuning& t) { return (long long)(t.agGemm.netPieceBytes >> 10); }});
+    v.push_back({"ag_gemm.net", {"fused", "auto", "split"}, 0, 0, [](Tuning& t, long long x) { t.agGemm.net = int(x); },
+                 [](const Tuning& t) { return (long long)t.agGemm.net; }});
+    v.push_back({"ag_gemm.net_pieces", {}, 0, 64, [](Tuning& t, long long x) { t.agGemm.netPieces = int(x); },
+                 [](const Tuning& t) { return (long long)t.agGemm.netPieces; }});
     addReduceKeys(v, "gemm_rs.", &Tuning::gemmRs, false);
     v.push_back({"gemm_rs.net", {"sequential", "fused", "auto", "split"}, 0, 0, [](Tuning& t, long long x) { t.gemmRs.net = int(x); },
                  [](const Tuning& t) { return (long long)t.gemmRs.net; }});

@@ -43,6 +43,14 @@ struct Tuning {
     int ceRing = 0;            // ag_gemm.ce: direct (0) | ring (1)
     int64_t netPieceBytes = 0;  // ag_gemm.net_piece_kib: across nodes, the smallest piece a shard
                                 // crosses the network in; 0 the default (512 KiB)
+    enum Net : int { kNetFused = 0, kNetAuto, kNetSplit };
+    int net = kNetAuto;         // ag_gemm.net: across nodes, fused (the persistent kernel, its plan
+                                // as ag_gemm.plan says) | split (the GEMM of this node's rows while
+                                // the others' cross, then theirs piece by piece, net_split.h) |
+                                // auto: split where it applies (eager calls, uniform nodes, a shard
+                                // within a window slot), else fused
+    int netPieces = 0;          // ag_gemm.net_pieces: the split route's pieces per shard, 1..64 (at
+                                // most its rows); 0: netSplitPieces' rule
   } agGemm;
 
   // GEMM+ReduceScatter (gemm_rs.*) and GEMM+AllReduce (gemm_ar.*) take the same keys.
