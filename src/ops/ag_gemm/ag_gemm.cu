@@ -326,7 +326,9 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
                     info.ccMajor, info.ccMinor);
   if (fp8 != nullptr && comm->nNodes > 1)
     return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (%d nodes)", op, comm->nNodes);
-  if (comm->nNodes > 1 && fp8 == nullptr && over.net != Tuning::AgGemm::kNetFused && !ctx.capturing) {
+  const bool trySplit = over.net == Tuning::AgGemm::kNetSplit ||
+                        (over.net == Tuning::AgGemm::kNetAuto && ag::netAutoSplit(comm->localRanks));
+  if (comm->nNodes > 1 && fp8 == nullptr && trySplit && !ctx.capturing) {
     // Across nodes: the split route where it applies (ag_gemm.net; net_split.h), else the fused kernel.
     const NetCollInfo* info = netCollInfo(comm);
     bool ran = false;

@@ -1,5 +1,5 @@
-// AllGather+GEMM across nodes, split route (ag_gemm.net = split, or auto, the default, wherever it
-// applies): this node's rows are computed while the other nodes' shards cross the network, and each
+// AllGather+GEMM across nodes, split route (ag_gemm.net = split, or auto, the default, with one rank
+// per node; netAutoSplit): this node's rows are computed while the other nodes' shards cross the network, and each
 // piece of those is computed as soon as it has landed (net_split.cu; the collective side is
 // netAllGatherConsumedOp, coll_net.h).
 #pragma once
@@ -9,6 +9,12 @@
 
 namespace mkccl {
 namespace ag {
+
+// ag_gemm.net = auto: the split route with one rank per node, where it beat the fused kernel or tied
+// (2 emulated nodes, docs/INTERNODE.md 6); with several, the fused kernel, which overlaps the node's
+// NVLink gather with the GEMM where the split route gathers the node's shards (and spreads each
+// remote piece) before their GEMMs (the 2 x 8 H200 model, docs/INTERNODE_MODEL.md).
+inline bool netAutoSplit(int ranksPerNode) { return ranksPerNode == 1; }
 
 // Enqueues the call on the split route (*ran), or leaves *ran false where it does not apply (a
 // rank's rows larger than a window slot): the caller runs the fused kernel. pieces: the tuner's

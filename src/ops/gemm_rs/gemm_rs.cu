@@ -322,19 +322,26 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     MKCCL_TRACE("%s call #%llu: across %d nodes, exact route", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
     return runExact(ctx, a, mode, v);
   }
-  // gemm_rs.net / gemm_ar.net: split (net_split.h), fused (net_fused.h), or auto: split where it
-  // applies, else fused where its tiles make more than one wave; else (and for `sequential`) the
-  // sequential route.
+  // gemm_rs.net / gemm_ar.net: split (net_split.h), fused (net_fused.h), sequential, or auto (net_route.h,
+  // netAutoFusedFirst): with one rank per node the split route where it applies, else the fused
+  // kernel beyond one wave of tiles; with several, the fused kernel first (it overlaps the node's
+  // NVLink reduction with the GEMM, which the split route runs after each piece's GEMM), then the
+  // split route; else (and for `sequential`) the sequential route.
   bool splitRan = false;
-  if (over.net == Tuning::Reduce::kNetSplit || over.net == Tuning::Reduce::kNetAuto) {
+  const bool autoRoute = over.net == Tuning::Reduce::kNetAuto;
+  const bool fusedFirst = autoRoute && netAutoFusedFirst(info->localRanks);
+  const auto trySplit = [&]() -> mkcclResult_t {
     const unsigned long long seq = ctx.dev.seq;
     MKCCL_CHECK(runNetSplit(ctx, a, mode, v, over.netPieces, &splitRan));
     if (splitRan) MKCCL_TRACE("%s call #%llu: across %d nodes, split", name, seq, comm->nNodes);
-  }
-  if (!splitRan && (over.net == Tuning::Reduce::kNetFused || over.net == Tuning::Reduce::kNetAuto)) {
+    return mkcclSuccess;
+  };
+  if (over.net == Tuning::Reduce::kNetSplit || (autoRoute && !fusedFirst)) MKCCL_CHECK(trySplit());
+  if (!splitRan && (over.net == Tuning::Reduce::kNetFused || autoRoute)) {
     bool ran = false;
     MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran));
     if (ran) return mkcclSuccess;
+    if (fusedFirst) MKCCL_CHECK(trySplit());
   }
   {
     // Logged once per shape, like the one-node plans (the cache holds a sequential plan).

@@ -104,7 +104,7 @@ mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
     if (!warned[mode == kModeAllReduce ? 1 : 0].exchange(true))
       MKCCL_INFO("%s: %s.net=%s does not fuse %zux%zux%zu on %d nodes of %d ranks (%s): the %s route runs",
                  name, mode == kModeAllReduce ? "gemm_ar" : "gemm_rs", in.autoRoute ? "auto" : "fused", a.M, w.N,
-                 a.K, in.nodes, in.perNode, plan.why, "sequential");
+                 a.K, in.nodes, in.perNode, plan.why, "another");
     return mkcclSuccess;
   }
   MKCCL_TRACE("%s call #%llu: across %d nodes, fused ReduceScatter%s (tile 128x%d, cluster %d, %d CTAs, %d tiles per "

@@ -1,5 +1,5 @@
 // GEMM+ReduceScatter / GEMM+AllReduce across nodes, split route (gemm_rs.net / gemm_ar.net = split,
-// or auto, the default, wherever it applies): the GEMM cut by rows, the
+// or auto, the default, as net_route.h's netAutoFusedFirst says): the GEMM cut by rows, the
 // other nodes' rows first, so that their sums cross the network while this node's rows are
 // computed (net_split.cu; the collective side is netReduceScatterProducedOp, coll_net.h).
 #pragma once
