@@ -102,9 +102,9 @@ mkcclResult_t runNetFused(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
   if (!plan.ok) {
     static std::atomic<bool> warned[2] = {{false}, {false}};
     if (!warned[mode == kModeAllReduce ? 1 : 0].exchange(true))
-      MKCCL_INFO("%s: %s.net=%s does not fuse %zux%zux%zu on %d nodes of %d ranks (%s): the %s route runs",
+      MKCCL_INFO("%s: %s.net=%s does not fuse %zux%zux%zu on %d nodes of %d ranks (%s): the split or the sequential route runs",
                  name, mode == kModeAllReduce ? "gemm_ar" : "gemm_rs", in.autoRoute ? "auto" : "fused", a.M, w.N,
-                 a.K, in.nodes, in.perNode, plan.why, "another");
+                 a.K, in.nodes, in.perNode, plan.why);
     return mkcclSuccess;
   }
   MKCCL_TRACE("%s call #%llu: across %d nodes, fused ReduceScatter%s (tile 128x%d, cluster %d, %d CTAs, %d tiles per "
