@@ -529,7 +529,9 @@ mkcclResult_t mkcclGemmFp8(const void* A, const void* W, void* C, size_t M, size
  *   mkcclFp8ScaleBlock:  sA is this rank's shard's [M/nranks][ceil(K/128)], sW this rank's
  *                        [ceil(N/128)][ceil(K/128)]; the shards' scale rows are gathered with their
  *                        rows inside the call (into the communicator's own memory; not returned).
- * K a multiple of 16, N * sizeof(outType) a multiple of 16, M divisible by nranks; one node. */
+ * K a multiple of 16, N * sizeof(outType) a multiple of 16, M divisible by nranks. Across nodes it
+ * runs on the split route (docs/INTERNODE.md 6.1): eager calls only (capture: mkcclInvalidUsage),
+ * nodes of one size, a shard within a slot of the network window. */
 mkcclResult_t mkcclAllGatherGemmFp8(const void* A, const void* W, void* C, void* gatheredA, size_t M, size_t N,
                                     size_t K, const mkcclFp8Scales_t* scales, mkcclDataType_t outType,
                                     mkcclComm_t comm, cudaStream_t stream);
@@ -543,7 +545,9 @@ mkcclResult_t mkcclAllGatherGemmFp8(const void* A, const void* W, void* C, void*
  *   mkcclGemmReduceScatterFp8  C[M/nranks, N] = rows rank*M/nranks... of P
  *   mkcclGemmAllReduceFp8      C[M, N] = P on every rank
  * outType: mkcclBfloat16 or mkcclFloat16 (the partials travel in it). K a multiple of 16, N a
- * multiple of 8, M divisible by nranks (ReduceScatter); one node (across nodes: mkcclInvalidUsage). */
+ * multiple of 8, M divisible by nranks (ReduceScatter). Across nodes they run on the split route
+ * (docs/INTERNODE.md 7.2) or, where it does not apply, the GEMM then the hierarchical collective;
+ * eager calls only (capture: mkcclInvalidUsage). */
 mkcclResult_t mkcclGemmReduceScatterFp8(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                                         const mkcclFp8Scales_t* scales, mkcclDataType_t outType, mkcclComm_t comm,
                                         cudaStream_t stream);

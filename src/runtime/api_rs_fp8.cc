@@ -17,7 +17,7 @@ mkcclResult_t reduceFp8Call(const char* op, bool allReduce, const void* A, const
                             size_t K, const mkcclFp8Scales_t* scales, mkcclDataType_t outType, mkcclComm_t comm,
                             cudaStream_t stream) {
   MKCCL_CHECK(commCheckUsable(comm, op));
-  MKCCL_CHECK(gemmReduceFp8ArgsCheck(op, allReduce, comm->nranks, comm->nNodes, A, W, C, M, N, K, scales, outType));
+  MKCCL_CHECK(gemmReduceFp8ArgsCheck(op, allReduce, comm->nranks, A, W, C, M, N, K, scales, outType));
   DeviceGuard guard(comm->cudaDev);
   const int dev = comm->cudaDev;
   const size_t rows = allReduce ? M : M / static_cast<size_t>(comm->nranks);

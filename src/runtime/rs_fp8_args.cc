@@ -5,7 +5,7 @@
 #include "runtime/arg_checks.h"
 
 namespace mkccl {
-mkcclResult_t gemmReduceFp8ArgsCheck(const char* op, bool allReduce, int nranks, int nNodes, const void* A,
+mkcclResult_t gemmReduceFp8ArgsCheck(const char* op, bool allReduce, int nranks, const void* A,
                                      const void* W, const void* C, size_t M, size_t N, size_t K,
                                      const mkcclFp8Scales_t* scales, mkcclDataType_t outType) {
   ARG_CHECK(M >= 1 && N >= 1 && K >= 1, "%s: M=%zu N=%zu K=%zu: every dimension must be >= 1", op, M, N, K);
@@ -29,11 +29,6 @@ mkcclResult_t gemmReduceFp8ArgsCheck(const char* op, bool allReduce, int nranks,
   ARG_CHECK(!rangesOverlap(C, cBytes, scales->scaleA, fp8ScaleABytes(scales->kind, M, K)) &&
                 !rangesOverlap(C, cBytes, scales->scaleW, fp8ScaleWBytes(scales->kind, N, K)),
             "%s: C overlaps a scale", op);
-  if (nNodes > 1)
-    return setError(mkcclInvalidUsage,
-                    "%s: not implemented across nodes yet (this communicator spans %d nodes): use mkcclGemmFp8 then "
-                    "mkccl%s",
-                    op, nNodes, allReduce ? "AllReduce" : "ReduceScatter");
   return mkcclSuccess;
 }
 

@@ -7,12 +7,11 @@
 
 namespace mkccl {
 
-// The call on a communicator of `nranks` ranks over `nNodes` nodes: A [M, K] e4m3, W [N, K] e4m3,
-// C of outType, [M / nranks, N] (allReduce false) or [M, N]; per-tensor or block scales of this
-// rank's A and W (block: [M][ceil(K/128)], [ceil(N/128)][ceil(K/128)]). mkcclInvalidArgument with
-// a message naming `op` and the argument; mkcclInvalidUsage for what is valid but not built (more
-// than one node). Nothing is dereferenced but `scales`.
-mkcclResult_t gemmReduceFp8ArgsCheck(const char* op, bool allReduce, int nranks, int nNodes, const void* A,
+// The call on a communicator of `nranks` ranks: A [M, K] e4m3, W [N, K] e4m3, C of outType,
+// [M / nranks, N] (allReduce false) or [M, N]; per-tensor or block scales of this rank's A and W
+// (block: [M][ceil(K/128)], [ceil(N/128)][ceil(K/128)]). mkcclInvalidArgument with a message
+// naming `op` and the argument. Nothing is dereferenced but `scales`.
+mkcclResult_t gemmReduceFp8ArgsCheck(const char* op, bool allReduce, int nranks, const void* A,
                                      const void* W, const void* C, size_t M, size_t N, size_t K,
                                      const mkcclFp8Scales_t* scales, mkcclDataType_t outType);
 

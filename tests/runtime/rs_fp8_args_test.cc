@@ -1,7 +1,6 @@
 // CPU: mkcclGemmReduceScatterFp8 / mkcclGemmAllReduceFp8's argument checks that need no GPU
 // (runtime/rs_fp8_args.cc compiled in: libmkccl hides it). Each mistake is refused with a message
-// naming the call and the argument; a communicator spanning nodes is mkcclInvalidUsage (valid, not
-// built); valid calls of both ops pass, with per-tensor and with block scales. Block scales' sizes
+// naming the call and the argument; valid calls of both ops pass, with per-tensor and with block scales. Block scales' sizes
 // ([M][ceil(K/128)], [ceil(N/128)][ceil(K/128)]) show in the overlap checks; the allocations they
 // must fit are checked on a GPU (gemm_rs_fp8_test, BadArguments).
 #include <gtest/gtest.h>
@@ -20,7 +19,7 @@ char* at(uintptr_t mib) { return reinterpret_cast<char*>(mib << 20); }
 
 struct Call {
   bool ar = false;
-  int ws = 2, nodes = 1;
+  int ws = 2;
   const void* A = at(1);
   const void* W = at(100);
   void* C = at(200);
@@ -31,7 +30,7 @@ struct Call {
   mkcclDataType_t out = mkcclBfloat16;
   const char* op() const { return ar ? "mkcclGemmAllReduceFp8" : "mkcclGemmReduceScatterFp8"; }
   mkcclResult_t run() const {
-    return gemmReduceFp8ArgsCheck(op(), ar, ws, nodes, A, W, C, M, N, K, noScales ? nullptr : &scales, out);
+    return gemmReduceFp8ArgsCheck(op(), ar, ws, A, W, C, M, N, K, noScales ? nullptr : &scales, out);
   }
 };
 
@@ -129,13 +128,6 @@ TEST(GemmReduceFp8Args, Refused) {
   c.scales.kind = mkcclFp8ScaleBlock;
   c.scales.scaleW = reinterpret_cast<const float*>(at(200) - 16);
   refused(c, "C overlaps a scale");
-  for (bool ar : {false, true}) {
-    c = Call();
-    c.ar = ar;
-    c.nodes = 2;
-    c.ws = 4;
-    refused(c, "across nodes", mkcclInvalidUsage);
-  }
 }
 
 }  // namespace

@@ -47,13 +47,7 @@ const char* opName(const ag::FusedCall& c) { return c.fp8 ? kOpFp8 : kOp; }
 mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
                       mkcclFp8ScaleKind_t kind, const float* scaleA, const float* scaleW, mkcclDataType_t outType,
                       GemmVariant v, cudaStream_t stream) {
-  MKCCL_CHECK(cuDriverLoad());     // the tensor maps' encoder (the world of one reaches here first)
-  MKCCL_CHECK(gemmCheckFault());
-  GemmDeviceInfo info;
-  MKCCL_CHECK(gemmDeviceInfo(dev, &info));
-  const Fp8Problem p{A, W, C, M, N, K, kind, scaleA, scaleW, outType};
-  if (kind == mkcclFp8ScaleBlock) return gemmFp8BlockLaunch(p, v, dev, info, stream);
-  return gemmFp8TensorLaunch(p, v, dev, info, stream);
+  return gemmFp8Run(Fp8Problem{A, W, C, M, N, K, kind, scaleA, scaleW, outType}, v, dev, stream);
 }
 
 enum class Plan { Auto, Fused, Sequential, Ce };
@@ -324,19 +318,37 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
   if (info.ccMajor != 9)
     return setError(mkcclInvalidUsage, "%s: needs a Hopper (sm_90) GPU; device %d is sm_%d%d", op, comm->cudaDev,
                     info.ccMajor, info.ccMinor);
-  if (fp8 != nullptr && comm->nNodes > 1)
-    return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (%d nodes)", op, comm->nNodes);
-  const bool trySplit = over.net == Tuning::AgGemm::kNetSplit ||
+  // Across nodes: the split route where it applies (ag_gemm.net; net_split.h), else the fused
+  // kernel; fp8 runs on the split route only (the fused kernel's network path moves 16-bit rows
+  // without their scales).
+  const bool trySplit = fp8 != nullptr || over.net == Tuning::AgGemm::kNetSplit ||
                         (over.net == Tuning::AgGemm::kNetAuto && ag::netAutoSplit(comm->localRanks));
-  if (comm->nNodes > 1 && fp8 == nullptr && trySplit && !ctx.capturing) {
-    // Across nodes: the split route where it applies (ag_gemm.net; net_split.h), else the fused kernel.
+  if (comm->nNodes > 1 && trySplit && (!ctx.capturing || fp8 != nullptr)) {
+    if (ctx.capturing)
+      return setError(mkcclInvalidUsage,
+                      "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph: its "
+                      "network path takes the host's call numbers; call it eagerly (docs/GRAPHS.md)",
+                      op, comm->nNodes);
     const NetCollInfo* info = netCollInfo(comm);
+    if (info == nullptr)
+      return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
+                      comm->nNodes);
+    if (!info->uniform && fp8 != nullptr) return netNotUniform(*info, op);
     bool ran = false;
-    if (info != nullptr && info->uniform) MKCCL_CHECK(ag::runNetSplit(ctx, a, tune.gemm.variant, over.netPieces, &ran));
+    if (info->uniform) {
+      ag::NetFp8 f8;
+      if (fp8 != nullptr) f8 = ag::NetFp8{fp8->kind, fp8->scaleA, fp8->scaleW};
+      MKCCL_CHECK(ag::runNetSplit(ctx, a, tune.gemm.variant, over.netPieces, fp8 != nullptr ? &f8 : nullptr, &ran));
+    }
     if (ran) {
       MKCCL_TRACE("%s call #%llu: across %d nodes, split", op, (unsigned long long)ctx.dev.seq, comm->nNodes);
       return mkcclSuccess;
     }
+    if (fp8 != nullptr)
+      return setError(mkcclInvalidUsage,
+                      "%s across %d nodes: a rank's shard (%zu bytes) must fit one slot of the network window "
+                      "(MKCCL_NET_BUFFER_BYTES / (2 x nodes)); raise MKCCL_NET_BUFFER_BYTES",
+                      op, comm->nNodes, a.aRows * a.K * es);
   }
   const int lws = comm->localRanks, lme = comm->localRank;
   if (comm->nNodes == 1 && (ws > kMaxLocalRanks || lws != ws))

@@ -10,6 +10,8 @@
 #include "ops/coll/coll_net.h"
 #include "ops/coll/net_pieces.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_fp8.h"
+#include "runtime/ops.h"
 #include "base/check.h"
 #include "base/log.h"
 #include "runtime/comm.h"
@@ -18,7 +20,7 @@
 namespace mkccl {
 namespace ag {
 
-mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pieces, bool* ran) {
+mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pieces, const NetFp8* fp8, bool* ran) {
   *ran = false;
   mkcclComm* comm = ctx.comm;
   const size_t ws = size_t(comm->nranks), M = a.M, K = a.K, es = typeSize(a.inType);
@@ -27,11 +29,17 @@ mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pie
   bool fits = false;
   MKCCL_CHECK(netPiecedFits(ctx, R * K * es, &fits));
   if (!fits) return mkcclSuccess;
+  // Our scratch: the gathered rows (without a gatheredA), then the gathered block scales' rows.
+  const bool block = fp8 != nullptr && fp8->kind == mkcclFp8ScaleBlock;
+  const size_t kS = block ? (2 * K + 127) / 128 : 0;  // K: 16-bit columns of e4m3 bytes
+  const size_t rowsBytes = a.gatheredA == nullptr ? (M * K * es + 255) / 256 * 256 : 0;
   char* gathered = static_cast<char*>(a.gatheredA);
-  if (gathered == nullptr) {
+  float* scales = nullptr;
+  if (rowsBytes + M * kS * 4 > 0) {
     const SymRegion* region = nullptr;
-    MKCCL_CHECK(symScratchGet(comm, kScratchAllGatherGemm, M * K * es, &region));
-    gathered = region->peer[comm->localRank];
+    MKCCL_CHECK(symScratchGet(comm, kScratchAllGatherGemm, rowsBytes + M * kS * 4, &region));
+    if (gathered == nullptr) gathered = region->peer[comm->localRank];
+    if (block) scales = reinterpret_cast<float*>(region->peer[comm->localRank] + rowsBytes);
   }
   NetConsumedInput in;
   in.unitElems = K;
@@ -44,6 +52,14 @@ mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pie
     const bool whole = u0 == 0 && un == R;
     for (int b = 0; b < (whole ? 1 : n); ++b) {
       const size_t row = (size_t(g0) + size_t(b)) * R + u0, rows = whole ? size_t(n) * R : un;
+      if (fp8 != nullptr) {  // one weight, C of pitch N
+        const mkcclFusedWeight_t& w = a.w[0];
+        const Fp8Problem p{gathered + row * K * es, w.W, static_cast<char*>(w.C) + row * w.ldc * oes, int64_t(rows),
+                           int64_t(w.N), int64_t(2 * K), fp8->kind, block ? scales + row * kS : fp8->scaleA,
+                           fp8->scaleW, a.outType};
+        MKCCL_CHECK(gemmFp8Run(p, v, comm->cudaDev, ctx.stream));
+        continue;
+      }
       for (int i = 0; i < a.numWeights; ++i) {
         const mkcclFusedWeight_t& w = a.w[i];
         GemmExtras x;
@@ -62,6 +78,12 @@ mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pie
   char* mine = gathered + size_t(comm->rank) * R * K * es;
   if (static_cast<const char*>(a.A) != mine)
     CUDA_CHECK(cudaMemcpy2DAsync(mine, K * es, a.A, a.lda * es, K * es, R, cudaMemcpyDeviceToDevice, ctx.stream));
+  if (block) {
+    // Every shard's scale rows first (a few KiB per rank; the hierarchical AllGather), then the
+    // rows under the next call number.
+    MKCCL_CHECK(allGatherOp(ctx, fp8->scaleA, scales, R * kS, mkcclFloat32));
+    opNextKernel(ctx);
+  }
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
     MKCCL_INFO("mkcclAllGatherGemm across %d nodes: split route (this node's rows while the other nodes' shards "

@@ -16,10 +16,19 @@ namespace ag {
 // remote piece) before their GEMMs (the 2 x 8 H200 model, docs/INTERNODE_MODEL.md).
 inline bool netAutoSplit(int ranksPerNode) { return ranksPerNode == 1; }
 
+// An fp8 call's scales (mkcclAllGatherGemmFp8; `a` then describes the e4m3 bytes as 16-bit rows):
+// per tensor, scaleA is the same on every rank; block, this rank's shard's [rows][ceil(K/128)],
+// gathered over the network before the rows (into our scratch).
+struct NetFp8 {
+  mkcclFp8ScaleKind_t kind = mkcclFp8ScaleTensor;
+  const float* scaleA = nullptr;
+  const float* scaleW = nullptr;
+};
+
 // Enqueues the call on the split route (*ran), or leaves *ran false where it does not apply (a
 // rank's rows larger than a window slot): the caller runs the fused kernel. pieces: the tuner's
 // ag_gemm.net_pieces (0: netSplitPieces' rule; clamped to the rows per rank).
-mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pieces, bool* ran);
+mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pieces, const NetFp8* fp8, bool* ran);
 
 }  // namespace ag
 }  // namespace mkccl

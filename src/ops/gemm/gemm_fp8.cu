@@ -33,6 +33,15 @@ mkcclResult_t gemmFp8Prepare(const Fp8Problem& p, const GemmPlan& plan, GemmArgs
   return mkcclSuccess;
 }
 
+mkcclResult_t gemmFp8Run(const Fp8Problem& p, GemmVariant v, int dev, cudaStream_t stream) {
+  MKCCL_CHECK(cuDriverLoad());  // the tensor maps' encoder
+  MKCCL_CHECK(gemmCheckFault());
+  GemmDeviceInfo info;
+  MKCCL_CHECK(gemmDeviceInfo(dev, &info));
+  if (p.kind == mkcclFp8ScaleBlock) return gemmFp8BlockLaunch(p, v, dev, info, stream);
+  return gemmFp8TensorLaunch(p, v, dev, info, stream);
+}
+
 mkcclResult_t gemmFp8Op(const void* A, const void* W, void* C, size_t M, size_t N, size_t K,
                         mkcclFp8ScaleKind_t kind, const float* scaleA, const float* scaleW, mkcclDataType_t outType,
                         cudaStream_t stream) {

@@ -27,6 +27,10 @@ mkcclResult_t gemmFp8TensorLaunch(const Fp8Problem& p, GemmVariant v, int dev, c
 mkcclResult_t gemmFp8BlockLaunch(const Fp8Problem& p, GemmVariant v, int dev, const GemmDeviceInfo& info,
                                  cudaStream_t stream);
 
+// The problem on `dev` at variant v: either kind's launcher (the fused ops' sequential and split
+// routes, mkcclGemmFp8's world of one).
+mkcclResult_t gemmFp8Run(const Fp8Problem& p, GemmVariant v, int dev, cudaStream_t stream);
+
 // The block kind's 128 x 192 kernel (gemm_fp8_block_wide.cu), for a plan of bn 192.
 struct Fp8Params;
 mkcclResult_t gemmFp8BlockWideLaunch(const CUtensorMap& mapA, const CUtensorMap& mapB, const CUtensorMap& mapC,

@@ -42,11 +42,7 @@ const char* tuningPrefix(int mode) { return mode == kModeAllReduce ? "gemm_ar" :
 // (the bytes), C of outType with rows of N.
 mkcclResult_t fp8Gemm(int dev, const void* A, const void* W, void* C, int64_t M, int64_t N, int64_t K,
                       const Fp8Call& s, mkcclDataType_t outType, GemmVariant v, cudaStream_t stream) {
-  GemmDeviceInfo info;
-  MKCCL_CHECK(gemmDeviceInfo(dev, &info));
-  const Fp8Problem p{A, W, C, M, N, 2 * K, s.kind, s.scaleA, s.scaleW, outType};
-  if (s.kind == mkcclFp8ScaleBlock) return gemmFp8BlockLaunch(p, v, dev, info, stream);
-  return gemmFp8TensorLaunch(p, v, dev, info, stream);
+  return gemmFp8Run(Fp8Problem{A, W, C, M, N, 2 * K, s.kind, s.scaleA, s.scaleW, outType}, v, dev, stream);
 }
 
 bool blockScales(const Fp8Call* fp8) { return fp8 != nullptr && fp8->kind == mkcclFp8ScaleBlock; }
@@ -301,9 +297,12 @@ mkcclResult_t makePlan(const mkcclComm* comm, const PlanInputs& in, mkcclDataTyp
 // split route (net_split.h), or the sequential (or exact) route over the hierarchical collectives,
 // as gemm_rs.net / gemm_ar.net say. Refused up front where the collectives
 // across nodes would refuse (nodes of different sizes, graph capture), so nothing is enqueued.
-mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tuning::Reduce& over, GemmVariant v) {
+// fp8 (the bytes described as 16-bit rows, fp8.h): the split or the sequential route (the fused
+// kernel across nodes is 16-bit only).
+mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tuning::Reduce& over, GemmVariant v,
+                             const Fp8Call* fp8) {
   mkcclComm* comm = ctx.comm;
-  const char* name = opName(mode);
+  const char* name = opName(mode, fp8);
   NetCollInfo* info = netCollInfo(comm);
   if (info == nullptr)
     return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", name,
@@ -329,15 +328,15 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
   // split route; else (and for `sequential`) the sequential route.
   bool splitRan = false;
   const bool autoRoute = over.net == Tuning::Reduce::kNetAuto;
-  const bool fusedFirst = autoRoute && netAutoFusedFirst(info->localRanks);
+  const bool fusedFirst = autoRoute && netAutoFusedFirst(info->localRanks) && fp8 == nullptr;
   const auto trySplit = [&]() -> mkcclResult_t {
     const unsigned long long seq = ctx.dev.seq;
-    MKCCL_CHECK(runNetSplit(ctx, a, mode, v, over.netPieces, &splitRan));
+    MKCCL_CHECK(runNetSplit(ctx, a, mode, v, over.netPieces, fp8, &splitRan));
     if (splitRan) MKCCL_TRACE("%s call #%llu: across %d nodes, split", name, seq, comm->nNodes);
     return mkcclSuccess;
   };
   if (over.net == Tuning::Reduce::kNetSplit || (autoRoute && !fusedFirst)) MKCCL_CHECK(trySplit());
-  if (!splitRan && (over.net == Tuning::Reduce::kNetFused || autoRoute)) {
+  if (!splitRan && fp8 == nullptr && (over.net == Tuning::Reduce::kNetFused || autoRoute)) {
     bool ran = false;
     MKCCL_CHECK(runNetFused(ctx, a, mode, v, over, &ran));
     if (ran) return mkcclSuccess;
@@ -352,7 +351,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     ShapeKey key;
     key.mode = mode;
     key.ws = comm->nranks;
-    key.type = int(a.inType);
+    key.type = fp8 == nullptr ? int(a.inType) : blockScales(fp8) ? 200 + int(a.inType) : 100 + int(a.inType);
     key.budget = -comm->nNodes;  // never a one-node key (those hold budgets >= 1)
     key.variant = int(v);
     key.M = int64_t(a.M);
@@ -365,7 +364,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
                    name, tuningPrefix(mode), over.plan == Tuning::Reduce::kFused ? "fused" : "rs_ag", comm->nNodes,
                    mode == kModeAllReduce ? "AllReduce" : "ReduceScatter");
       MKCCL_INFO("%s %zux%zux%zu, %d ranks on %d nodes: %s (%s; %lld bytes per rank cross the network)", name, a.M,
-                 w.N, a.K, comm->nranks, comm->nNodes, splitRan ? "split" : "sequential",
+                 w.N, fp8 != nullptr ? 2 * a.K : a.K, comm->nranks, comm->nNodes, splitRan ? "split" : "sequential",
                  splitRan ? "GEMMs of row pieces, the other nodes' rows first, sent while this node's are computed"
                  : mode == kModeAllReduce ? "GEMM, then the hierarchical AllReduce"
                                           : "GEMM, then the hierarchical ReduceScatter",
@@ -380,7 +379,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
   if (splitRan) return mkcclSuccess;
   MKCCL_TRACE("%s call #%llu: across %d nodes, sequential", name, (unsigned long long)ctx.dev.seq, comm->nNodes);
   return runSequential(ctx, a.A, w.W, w.C, int64_t(a.M), int64_t(w.N), int64_t(a.K), a.inType, mode, v,
-                       int64_t(a.lda), int64_t(w.ldw));
+                       int64_t(a.lda), int64_t(w.ldw), fp8);
 }
 
 }  // namespace
@@ -408,8 +407,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode, const Fp8Ca
     return fp8Gemm(comm->cudaDev, A, W, C, int64_t(M), int64_t(N), int64_t(K), *fp8, a.outType, tune.gemm.variant,
                    ctx.stream);
   }
-  if (fp8 != nullptr && comm->nNodes > 1)  // the API refuses it first; kept for the op's own callers
-    return setError(mkcclInvalidUsage, "%s: not implemented across nodes yet (%d nodes)", name, comm->nNodes);
+  if (fp8 != nullptr && comm->nNodes > 1) return runAcrossNodes(ctx, a, mode, over, tune.gemm.variant, fp8);
   if (comm->nranks == 1) {
     GemmExtras x;
     x.lda = a.lda;
@@ -419,7 +417,7 @@ mkcclResult_t gemmReduceOp(OpCtx& ctx, const FusedArgs& a, int mode, const Fp8Ca
     x.biasType = a.biasType;
     return gemmRunEx(A, W, C, M, N, K, t, a.outType, x, tune.gemm.variant, ctx.stream);
   }
-  if (comm->nNodes > 1) return runAcrossNodes(ctx, a, mode, over, tune.gemm.variant);
+  if (comm->nNodes > 1) return runAcrossNodes(ctx, a, mode, over, tune.gemm.variant, nullptr);
   if (a.epilogueExtras(0)) {
     MKCCL_CHECK(cuDriverLoad());
     MKCCL_CHECK(gemmCheckFault());

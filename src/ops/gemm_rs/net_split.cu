@@ -9,6 +9,7 @@
 #include <algorithm>
 #include "ops/coll/coll_net.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_fp8.h"
 #include "ops/gemm_rs/net_route.h"
 #include "base/check.h"
 #include "base/log.h"
@@ -19,7 +20,8 @@
 namespace mkccl {
 namespace rs {
 
-mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, int pieces, bool* ran) {
+mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant v, int pieces, const Fp8Call* fp8,
+                          bool* ran) {
   *ran = false;
   mkcclComm* comm = ctx.comm;
   const mkcclFusedWeight_t& w = a.w[0];
@@ -44,6 +46,14 @@ mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, int mode, GemmVariant 
     const bool whole = u0 == 0 && un == R;
     for (int i = 0; i < (whole ? 1 : n); ++i) {
       const size_t row = (size_t(g0) + size_t(i)) * R + u0, rows = whole ? size_t(n) * R : un;
+      if (fp8 != nullptr) {
+        // e4m3 rows of 2 a.K bytes; block scales: row `row`'s scales at row * ceil(2 a.K / 128).
+        const size_t kS = fp8->kind == mkcclFp8ScaleBlock ? (2 * a.K + 127) / 128 : 0;
+        const Fp8Problem p{A + row * a.lda * es, w.W, partial + row * N * es, int64_t(rows), int64_t(N),
+                           int64_t(2 * a.K), fp8->kind, fp8->scaleA + row * kS, fp8->scaleW, a.inType};
+        MKCCL_CHECK(gemmFp8Run(p, v, comm->cudaDev, ctx.stream));
+        continue;
+      }
       MKCCL_CHECK(gemmRunEx(A + row * a.lda * es, w.W, partial + row * N * es, rows, N, a.K, a.inType, a.inType, x, v,
                             ctx.stream));
     }
