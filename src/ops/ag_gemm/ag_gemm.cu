@@ -247,17 +247,7 @@ mkcclResult_t planAndRun(OpCtx& ctx, ag::FusedCall& c, Plan forced) {
 // gathered A the first weight's call left contiguous in `full` (the user's gatheredA, or this
 // rank's region with the own shard in it), on the same stream.
 mkcclResult_t moreWeights(OpCtx& ctx, const FusedArgs& a, const void* full, size_t lda, GemmVariant v) {
-  for (int i = 1; i < a.numWeights; ++i) {
-    const mkcclFusedWeight_t& w = a.w[i];
-    GemmExtras x;
-    x.lda = lda;
-    x.ldw = w.ldw;
-    x.ldc = w.ldc;
-    x.bias = w.bias;
-    x.biasType = a.biasType;
-    MKCCL_CHECK(gemmRunEx(full, w.W, w.C, a.M, w.N, a.K, a.inType, a.outType, x, v, ctx.stream));
-  }
-  return mkcclSuccess;
+  return ag::weightGemms(ctx, a, static_cast<const char*>(full), lda, 0, a.M, 1, v);
 }
 
 // The scales of an fp8 call (device pointers; block: scaleA holds this rank's shard's rows).

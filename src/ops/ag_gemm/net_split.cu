@@ -20,6 +20,23 @@
 namespace mkccl {
 namespace ag {
 
+mkcclResult_t weightGemms(OpCtx& ctx, const FusedArgs& a, const char* gathered, size_t lda, size_t row0, size_t rows,
+                          int firstWeight, GemmVariant v) {
+  const size_t es = typeSize(a.inType), oes = typeSize(a.outType);
+  for (int i = firstWeight; i < a.numWeights; ++i) {
+    const mkcclFusedWeight_t& w = a.w[i];
+    GemmExtras x;
+    x.lda = lda;
+    x.ldw = w.ldw;
+    x.ldc = w.ldc;
+    x.bias = w.bias;
+    x.biasType = a.biasType;
+    MKCCL_CHECK(gemmRunEx(gathered + row0 * lda * es, w.W, static_cast<char*>(w.C) + row0 * w.ldc * oes, rows, w.N,
+                          a.K, a.inType, a.outType, x, v, ctx.stream));
+  }
+  return mkcclSuccess;
+}
+
 mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pieces, const NetFp8* fp8, bool* ran) {
   *ran = false;
   mkcclComm* comm = ctx.comm;
@@ -60,17 +77,7 @@ mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pie
         MKCCL_CHECK(gemmFp8Run(p, v, comm->cudaDev, ctx.stream));
         continue;
       }
-      for (int i = 0; i < a.numWeights; ++i) {
-        const mkcclFusedWeight_t& w = a.w[i];
-        GemmExtras x;
-        x.lda = K;
-        x.ldw = w.ldw;
-        x.ldc = w.ldc;
-        x.bias = w.bias;
-        x.biasType = a.biasType;
-        MKCCL_CHECK(gemmRunEx(gathered + row * K * es, w.W, static_cast<char*>(w.C) + row * w.ldc * oes, rows, w.N, K,
-                              a.inType, a.outType, x, v, ctx.stream));
-      }
+      MKCCL_CHECK(weightGemms(ctx, a, gathered, K, row, rows, 0, v));
     }
     return mkcclSuccess;
   };

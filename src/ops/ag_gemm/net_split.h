@@ -16,6 +16,12 @@ namespace ag {
 // remote piece) before their GEMMs (the 2 x 8 H200 model, docs/INTERNODE_MODEL.md).
 inline bool netAutoSplit(int ranksPerNode) { return ranksPerNode == 1; }
 
+// The GEMM engine on rows [row0, row0 + rows) of the gathered A (`gathered`, pitch lda elements)
+// for weights firstWeight.. of the call, into the same rows of each weight's C, with the call's
+// bias, output type and pitches (ag_gemm.cu; also the further weights of the fused calls).
+mkcclResult_t weightGemms(OpCtx& ctx, const FusedArgs& a, const char* gathered, size_t lda, size_t row0, size_t rows,
+                          int firstWeight, GemmVariant v);
+
 // An fp8 call's scales (mkcclAllGatherGemmFp8; `a` then describes the e4m3 bytes as 16-bit rows):
 // per tensor, scaleA is the same on every rank; block, this rank's shard's [rows][ceil(K/128)],
 // gathered over the network before the rows (into our scratch).
