@@ -225,7 +225,7 @@ void counterpartNeverJoins(const char* tuning) {
 TEST(AgGemmNetErrors, CounterpartNeverJoins) { counterpartNeverJoins("ag_gemm.net=fused"); }
 TEST(AgGemmNetErrors, SplitCounterpartNeverJoins) { counterpartNeverJoins(""); }
 
-// Overlap on emulated nodes (2 x 1, both ranks in this process; run with
+// Overlap on emulated nodes (2 x 1, or MKCCL_NET_BENCH_SPLIT; the ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape, the median over
 // iterations of the fused call, of the GEMM alone (mkcclGemm on the gathered shape) and of the
 // transfer alone (mkcclAllGather of the shards across the same nodes: window in, tcp, window out),
@@ -235,7 +235,8 @@ TEST(AgGemmNetErrors, SplitCounterpartNeverJoins) { counterpartNeverJoins(""); }
 // line per shape ("BENCH {...}"). Ranks sharing one GPU compete for it: the numbers are this
 // setup's, not a node's.
 TEST(AgGemmNetBench, DISABLED_Overlap) {
-  NET_WORLD_OR_SKIP(w, (Split{2, 1}));
+  const Split netSplit = benchSplit();
+  NET_WORLD_OR_SKIP(w, netSplit);
   const int ws = w.size(), warm = 3, iters = 15;
   const Shape shapes[] = {{2048, 8192, 2048}, {2048, 32768, 2048}, {4096, 16384, 4096}, {1024, 65536, 4096}};
   HostBarrier bar(ws);
@@ -270,12 +271,12 @@ TEST(AgGemmNetBench, DISABLED_Overlap) {
     const double sp = *std::max_element(split.begin(), split.end());
     const double g = *std::max_element(gemm.begin(), gemm.end());
     const double x = *std::max_element(xfer.begin(), xfer.end());
-    std::printf("BENCH {\"op\":\"ag_gemm_net\",\"split\":\"2x1\",\"M\":%zu,\"N\":%zu,\"K\":%zu,\"shard_bytes\":%zu,"
+    std::printf("BENCH {\"op\":\"ag_gemm_net\",\"split\":\"%s\",\"M\":%zu,\"N\":%zu,\"K\":%zu,\"shard_bytes\":%zu,"
                 "\"fused_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,\"floor_us\":%.1f,"
                 "\"overlap_ratio\":%.3f,\"fused_piece128_us\":%.1f,\"overlap_ratio_piece128\":%.3f,"
                 "\"fused_piece64_us\":%.1f,\"overlap_ratio_piece64\":%.3f,\"split_us\":%.1f,"
                 "\"split_overlap_ratio\":%.3f,\"iters\":%d}\n",
-                s.m * ws, s.N, s.K, s.m * s.K * kEs, f, g, x, std::max(g, x), f / std::max(g, x), f128,
+                splitText(netSplit).c_str(), s.m * ws, s.N, s.K, s.m * s.K * kEs, f, g, x, std::max(g, x), f / std::max(g, x), f128,
                 f128 / std::max(g, x), f64, f64 / std::max(g, x), sp, sp / std::max(g, x), iters);
     std::fflush(stdout);
   }

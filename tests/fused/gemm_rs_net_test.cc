@@ -359,7 +359,7 @@ TEST(GemmRsNetErrors, FusedCounterpartNeverJoins) { counterpartNeverJoins(kFused
 // The split route's waits (the handshake of its first piece, the pieces, the sends) too.
 TEST(GemmRsNetErrors, SplitCounterpartNeverJoins) { counterpartNeverJoins(kSplit); }
 
-// Overlap on emulated nodes (2 x 1, both ranks in this process; run with
+// Overlap on emulated nodes (2 x 1, or MKCCL_NET_BENCH_SPLIT; the ranks in this process; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Overlap*'): per shape and op, the median over
 // iterations of the call, of the GEMM alone (mkcclGemm, this rank's M x N x K) and of the transfer
 // alone (mkcclReduceScatter / mkcclAllReduce of an M x N partial across the same nodes), every rank
@@ -370,7 +370,8 @@ TEST(GemmRsNetErrors, SplitCounterpartNeverJoins) { counterpartNeverJoins(kSplit
 // the split route also with 1, 2 and 8 pieces (split_piecesP_us). Ranks sharing one
 // GPU compete for it: the numbers are this setup's, not a node's.
 TEST(GemmRsNetBench, DISABLED_Overlap) {
-  NET_WORLD_OR_SKIP(w, (Split{2, 1}));
+  const Split netSplit = benchSplit();
+  NET_WORLD_OR_SKIP(w, netSplit);
   const int ws = w.size(), warm = 3, iters = 11;
   struct B {
     bool ar;
@@ -420,13 +421,13 @@ TEST(GemmRsNetBench, DISABLED_Overlap) {
     const double sp = *std::max_element(split.begin(), split.end());
     const double g = *std::max_element(gemm.begin(), gemm.end());
     const double x = *std::max_element(xfer.begin(), xfer.end());
-    std::printf("BENCH {\"op\":\"%s\",\"split\":\"2x1\",\"route\":\"sequential\",\"M\":%zu,\"N\":%zu,\"K\":%zu,"
+    std::printf("BENCH {\"op\":\"%s\",\"split\":\"%s\",\"route\":\"sequential\",\"M\":%zu,\"N\":%zu,\"K\":%zu,"
                 "\"partial_bytes\":%zu,\"call_us\":%.1f,\"gemm_alone_us\":%.1f,\"transfer_alone_us\":%.1f,"
                 "\"floor_us\":%.1f,\"overlap_ratio\":%.3f,\"fused_call_us\":%.1f,\"fused_overlap_ratio\":%.3f,"
                 "\"fused_vs_sequential\":%.3f,\"split_call_us\":%.1f,\"split_overlap_ratio\":%.3f,"
                 "\"split_vs_sequential\":%.3f,\"split_pieces1_us\":%.1f,\"split_pieces2_us\":%.1f,"
                 "\"split_pieces8_us\":%.1f,\"iters\":%d}\n",
-                b.ar ? "gemm_ar_net" : "gemm_rs_net", b.M, b.N, b.K, b.M * b.N * kEs, f, g, x, std::max(g, x),
+                b.ar ? "gemm_ar_net" : "gemm_rs_net", splitText(netSplit).c_str(), b.M, b.N, b.K, b.M * b.N * kEs, f, g, x, std::max(g, x),
                 f / std::max(g, x), ff, ff / std::max(g, x), ff / f, sp, sp / std::max(g, x), sp / f,
                 *std::max_element(splitP[0].begin(), splitP[0].end()), *std::max_element(splitP[1].begin(), splitP[1].end()),
                 *std::max_element(splitP[2].begin(), splitP[2].end()), iters);

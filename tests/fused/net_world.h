@@ -137,6 +137,18 @@ inline std::string splitName(const testing::TestParamInfo<Split>& i) {
 }
 #define MKCCL_NET_SPLITS testing::Values(Split{2, 1}, Split{2, 2}, Split{4, 1}), splitName
 
+// The overlap benches' split: MKCCL_NET_BENCH_SPLIT=<nodes>x<ranks per node> (default 2x1; with as
+// many GPUs as ranks, each rank has its own).
+inline Split benchSplit() {
+  Split s{2, 1};
+  if (const char* e = getenv("MKCCL_NET_BENCH_SPLIT")) {
+    int n = 0, l = 0;
+    if (sscanf(e, "%dx%d", &n, &l) == 2 && n >= 2 && l >= 1) s = Split{n, l};
+  }
+  return s;
+}
+inline std::string splitText(const Split& s) { return std::to_string(s.nodes) + "x" + std::to_string(s.perNode); }
+
 // Two ranks, each of which has made one call of its op (`calls[r]`, with run(comm, stream) and
 // release()): rank 0 calls again and rank 1 never does. Rank 0's kernel must leave with the
 // communicator's error within the timeout (not hang), then both communicators go.
