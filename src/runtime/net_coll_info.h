@@ -15,6 +15,7 @@ struct NetCollInfo {
   char* window = nullptr;     // the network window: device memory, or pinned host memory mapped into
                               // the GPU; usable by kernels and by cudaMemcpyAsync (cudaMemcpyDefault)
   uint64_t windowBytes = 0;   // the same on every rank
+  bool windowOnHost = false;  // the transport cannot reach GPU memory (a socket: libfabric tcp)
   int nNodes = 1, node = 0, localRanks = 1;
   bool uniform = false;       // every node has localRanks ranks (counterparts exist)
   std::vector<int> rankAt;    // [node * localRanks + local] -> rank, when uniform

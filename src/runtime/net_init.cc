@@ -296,6 +296,7 @@ mkcclResult_t netInitComm(mkcclComm* comm) {
   nodeTables(comm, &st->coll, &nodePeer);
   st->coll.window = windowDev;
   st->coll.windowBytes = (uint64_t)windowBytes;
+  st->coll.windowOnHost = hostWindow;
   CUDA_CHECK(cudaMalloc((void**)&st->nodePeer, nodePeer.size() * sizeof(int)));
   CUDA_CHECK(cudaMemcpy(st->nodePeer, nodePeer.data(), nodePeer.size() * sizeof(int), cudaMemcpyHostToDevice));
   NetDevComm d{};

@@ -4,10 +4,10 @@
 // data each run), outputs poisoned first:
 //   - odd shapes (shards not multiples of 128 rows, N and K tails), with and without gatheredA:
 //     the fused kernel (ag_gemm.net=fused) with its fused plan (model's comm CTAs, side teams only)
-//     and its sequential plan; auto, the default (the split route at one rank per node: this node's
+//     and its sequential plan; auto, the default (over tcp, as here, the split route: this node's
 //     rows while the other nodes' shards cross, then theirs piece by piece; 1 piece at 72 and 200
-//     rows, 2 at 256, 3 at 1000 by the rule; the fused kernel at 2 x 2); the split route with 3
-//     pieces forced (ag_gemm.net_pieces);
+//     rows, 2 at 256, 3 at 1000 by the rule); the split route with 3 pieces forced
+//     (ag_gemm.net_pieces);
 //   - 20 calls queued back to back, each with its own inputs and outputs, on both routes;
 //   - a window too small for one shard per node: mkcclInvalidUsage that says what to raise;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.

@@ -9,8 +9,8 @@
 //     inputs and outputs;
 //   - a rank of the other node that never joins: the others' waits end in an error, no hang.
 // GemmRsNet* set gemm_rs.net / gemm_ar.net = sequential (the hierarchical collectives after the GEMM);
-// GemmRsNetSplit* the split route, on request and auto (the default: at 2 x 1 and 4 x 1 the split
-// route, at 2 x 2 the fused kernel beyond one wave of tiles, else the split route) (GEMMs of row
+// GemmRsNetSplit* the split route, on request and auto (the default: over tcp, as here, the split
+// route) (GEMMs of row
 // pieces, the other nodes' rows first, their sums put on the network while this node's rows are
 // computed, each piece summed as it lands; the same references, shapes of 1, 2 and 5 pieces, 20
 // calls back to back, the absent counterpart).
@@ -180,8 +180,8 @@ constexpr const char* kSequential = "gemm_rs.net=sequential;gemm_ar.net=sequenti
 // The fused route on request (the default, auto, takes the sequential one for a GEMM of one wave
 // of tiles, as most of these test shapes are).
 constexpr const char* kFused = "gemm_rs.net=fused;gemm_ar.net=fused";
-// The split route on request (auto, the default, takes it at one rank per node, and for a GEMM of
-// one wave of fused tiles).
+// The split route on request (auto, the default, takes it with one rank per node or over tcp, and
+// for a GEMM of one wave of fused tiles).
 constexpr const char* kSplit = "gemm_rs.net=split;gemm_ar.net=split";
 
 void runShapes(NetWorld& w, uint64_t seed) {

@@ -311,18 +311,20 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
   // Across nodes: the split route where it applies (ag_gemm.net; net_split.h), else the fused
   // kernel; fp8 runs on the split route only (the fused kernel's network path moves 16-bit rows
   // without their scales).
-  const bool trySplit = fp8 != nullptr || over.net == Tuning::AgGemm::kNetSplit ||
-                        (over.net == Tuning::AgGemm::kNetAuto && ag::netAutoSplit(comm->localRanks));
+  const NetCollInfo* netInfo = comm->nNodes > 1 ? netCollInfo(comm) : nullptr;
+  if (comm->nNodes > 1 && netInfo == nullptr)
+    return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
+                    comm->nNodes);
+  const bool trySplit =
+      fp8 != nullptr || over.net == Tuning::AgGemm::kNetSplit ||
+      (over.net == Tuning::AgGemm::kNetAuto && netInfo && ag::netAutoSplit(comm->localRanks, netInfo->windowOnHost));
   if (comm->nNodes > 1 && trySplit && (!ctx.capturing || fp8 != nullptr)) {
     if (ctx.capturing)
       return setError(mkcclInvalidUsage,
                       "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph: its "
                       "network path takes the host's call numbers; call it eagerly (docs/GRAPHS.md)",
                       op, comm->nNodes);
-    const NetCollInfo* info = netCollInfo(comm);
-    if (info == nullptr)
-      return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
-                      comm->nNodes);
+    const NetCollInfo* info = netInfo;
     if (!info->uniform && fp8 != nullptr) return netNotUniform(*info, op);
     bool ran = false;
     if (info->uniform) {

@@ -10,11 +10,12 @@
 namespace mkccl {
 namespace ag {
 
-// ag_gemm.net = auto: the split route with one rank per node, where it beat the fused kernel or tied
-// (2 emulated nodes, docs/INTERNODE.md 6); with several, the fused kernel, which overlaps the node's
+// ag_gemm.net = auto: the split route with one rank per node, and over tcp (windowOnHost), where it
+// was at or below the fused kernel in 16 of 19 shape-runs at 2 x 1, 2 x 2 and 4 x 1 (docs/INTERNODE.md 6.1);
+// with several ranks per node on an RDMA transport, the fused kernel, which overlaps the node's
 // NVLink gather with the GEMM where the split route gathers the node's shards (and spreads each
-// remote piece) before their GEMMs (the 2 x 8 H200 model, docs/INTERNODE_MODEL.md).
-inline bool netAutoSplit(int ranksPerNode) { return ranksPerNode == 1; }
+// remote piece) before their GEMMs (the 2 x 8 H200 model, docs/INTERNODE_MODEL.md; not measured).
+inline bool netAutoSplit(int ranksPerNode, bool windowOnHost) { return ranksPerNode == 1 || windowOnHost; }
 
 // The GEMM engine on rows [row0, row0 + rows) of the gathered A (`gathered`, pitch lda elements)
 // for weights firstWeight.. of the call, into the same rows of each weight's C, with the call's

@@ -328,7 +328,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
   // split route; else (and for `sequential`) the sequential route.
   bool splitRan = false;
   const bool autoRoute = over.net == Tuning::Reduce::kNetAuto;
-  const bool fusedFirst = autoRoute && netAutoFusedFirst(info->localRanks) && fp8 == nullptr;
+  const bool fusedFirst = autoRoute && netAutoFusedFirst(info->localRanks, info->windowOnHost) && fp8 == nullptr;
   const auto trySplit = [&]() -> mkcclResult_t {
     const unsigned long long seq = ctx.dev.seq;
     MKCCL_CHECK(runNetSplit(ctx, a, mode, v, over.netPieces, fp8, &splitRan));

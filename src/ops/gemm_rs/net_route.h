@@ -60,13 +60,14 @@ inline int64_t netBytesPerRank(int mode, int nodes, int perNode, int64_t M, int6
   return int64_t(nodes - 1) * (M / ws) * n * es;
 }
 
-// gemm_rs.net / gemm_ar.net = auto: whether the fused kernel is tried before the split route.
-// With one rank per node there is no NVLink stage, and the split route beat the fused kernel on
-// every shape measured (2 emulated nodes, docs/INTERNODE.md 7.2); with several, the fused kernel
-// overlaps the node's NVLink reduction with the GEMM while the split route runs them one after
-// the other (the 2 x 8 H200 model, docs/INTERNODE_MODEL.md: ~355-380 against ~430 us at RS 8192^3),
-// so it goes first where its tiles make more than one wave.
-inline bool netAutoFusedFirst(int ranksPerNode) { return ranksPerNode > 1; }
+// gemm_rs.net / gemm_ar.net = auto: whether the fused kernel is tried before the split route. The
+// split route beat it on every shape measured: one rank per node (no NVLink stage) and two, over
+// tcp (windowOnHost: a socket, where the wire bounds the call; docs/INTERNODE.md 7.2). With
+// several ranks per node on an RDMA transport the fused kernel goes first where its tiles make
+// more than one wave: it overlaps the node's NVLink reduction with the GEMM, while the split route
+// runs them one after the other (the 2 x 8 H200 model, docs/INTERNODE_MODEL.md: ~355-380 against
+// ~430 us at RS 8192^3) — modelled, not measured (no NIC here).
+inline bool netAutoFusedFirst(int ranksPerNode, bool windowOnHost) { return ranksPerNode > 1 && !windowOnHost; }
 
 }  // namespace rs
 }  // namespace mkccl

@@ -47,8 +47,8 @@ struct Tuning {
     int net = kNetAuto;         // ag_gemm.net: across nodes, fused (the persistent kernel, its plan
                                 // as ag_gemm.plan says) | split (the GEMM of this node's rows while
                                 // the others' cross, then theirs piece by piece, net_split.h) |
-                                // auto: with one rank per node split where it applies (eager calls,
-                                // uniform nodes, a shard within a window slot), else fused
+                                // auto: split where it applies (eager calls, uniform nodes, a shard
+                                // within a window slot) with one rank per node or over tcp; else fused
     int netPieces = 0;          // ag_gemm.net_pieces: the split route's pieces per shard, 1..64 (at
                                 // most its rows); 0: netSplitPieces' rule
   } agGemm;
@@ -69,9 +69,9 @@ struct Tuning {
                            // kernel with the network inside (AR: then the hierarchical AllGather);
                            // split (3): GEMMs of row pieces, the other nodes' rows first, their
                            // sums sent while this node's rows are computed; auto (2, the default):
-                           // one rank per node: split, else fused beyond one wave, else sequential;
-                           // several: fused beyond one wave, else split, else sequential; run on
-                           // emulated nodes only (docs/INTERNODE.md 7.1, 7.2)
+                           // one rank per node or tcp: split, else fused beyond one wave, else
+                           // sequential; several on RDMA: fused beyond one wave, else split, else
+                           // sequential; run on emulated nodes only (docs/INTERNODE.md 7.1, 7.2)
     int netPieces = 0;     // net_pieces: the split route's pieces of the other nodes' rows, 1..64
                            // (at most the rows per rank); 0: netSplitPieces' rule
   } gemmRs, gemmAr;
