@@ -187,50 +187,6 @@ TEST_P(AgGemmNet, TwentyCallsBackToBackSplit) {
 
 INSTANTIATE_TEST_SUITE_P(Splits, AgGemmNet, MKCCL_NET_SPLITS);
 
-// Nodes of different sizes (3 ranks: a node of 2 and a node of 1; no counterparts): auto takes the
-// split route's direct exchange (every shard to every rank of the other node), with and without
-// gatheredA, shards of 1 and 3 pieces; the fused kernel forced is refused (mkcclInvalidUsage on
-// every rank, nothing enqueued) and a call after it works.
-TEST(AgGemmNetUneven, SplitRouteAndFusedRefused) {
-  NET_WORLD_OR_SKIP(w, (Split{2, 2, 3}));
-  const uint64_t seed = seedOf();
-  const int ws = w.size();
-  std::vector<Call> calls(ws);
-  std::vector<Call*> ptrs;
-  for (Call& c : calls) ptrs.push_back(&c);
-  int i = 0;
-  for (const Shape& s : {Shape{200, 392, 520}, Shape{1000, 136, 520}})
-    for (int g = 0; g < 2; ++g) {
-      ++i;
-      w.onEveryRank([&](int r) {
-        Call& c = calls[r];
-        c.alloc(ws, s.m, s.N, s.K, mkcclBfloat16, g != 0, seed + i, r, w.streams[r]);
-        ASSERT_TRUE(c.ok);
-        EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
-        EXPECT_EQ(mkcclSuccess, c.run(w.comms[r], w.streams[r])) << "rank " << r << ": " << mkcclGetLastError(w.comms[r]);
-        EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
-      });
-      const std::vector<double> gA = gatheredRef(ptrs);
-      w.onEveryRank([&](int r) {
-        EXPECT_EQ("", check(calls[r], gA)) << "m=" << s.m << (g ? " gatheredA" : "") << ", rank " << r << ", seed "
-                                           << seed;
-        calls[r].release();
-      });
-      if (testing::Test::HasFailure()) return;
-    }
-  w.onEveryRank([&](int r) {
-    Call c;
-    c.alloc(ws, 128, 128, 256, mkcclBfloat16, false, seed, r, w.streams[r]);
-    ASSERT_TRUE(c.ok);
-    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], "ag_gemm.net=fused"));
-    EXPECT_EQ(mkcclInvalidUsage, c.run(w.comms[r], w.streams[r]));
-    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
-    EXPECT_EQ(mkcclSuccess, c.run(w.comms[r], w.streams[r])) << mkcclGetLastError(w.comms[r]);
-    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
-    c.release();
-  });
-}
-
 // A window (2 MiB: 1 MiB per node) too small for 2 MiB shards: a clear mkcclInvalidUsage on every
 // rank, nothing queued; a call that fits still works afterwards.
 TEST(AgGemmNetErrors, WindowTooSmall) {

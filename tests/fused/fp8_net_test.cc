@@ -9,7 +9,6 @@
 //   - mkcclGemmReduceScatterFp8 / mkcclGemmAllReduceFp8 on the split route (auto) and the
 //     sequential route (gemm_rs.net / gemm_ar.net = sequential): 200 and 512 rows per rank (2
 //     pieces), an AllReduce M not divisible by the ranks (the sequential route then runs);
-//   - nodes of different sizes (3 ranks: 2 + 1): the split routes' direct exchange, both kinds;
 //   - a window too small for a shard (AllGather+GEMM): mkcclInvalidUsage naming
 //     MKCCL_NET_BUFFER_BYTES, nothing enqueued; a call that fits still works.
 #include <gtest/gtest.h>
@@ -239,20 +238,6 @@ TEST_P(Fp8Net, GemmReduceScatterAndAllReduce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Splits, Fp8Net, MKCCL_NET_SPLITS);
-
-// Nodes of different sizes (3 ranks: a node of 2 and a node of 1): the split routes' direct
-// exchange, both kinds of scales, AllGather+GEMM and GEMM+ReduceScatter / AllReduce.
-TEST(Fp8NetUneven, SplitRoutes) {
-  NET_WORLD_OR_SKIP(w, (Split{2, 2, 3}));
-  const uint64_t seed = seedOf();
-  int i = 200;
-  for (mkcclFp8ScaleKind_t kind : {mkcclFp8ScaleTensor, mkcclFp8ScaleBlock}) {
-    runAg(w, 200, 392, 272, kind, true, mkcclBfloat16, seed + ++i);
-    runReduce(w, false, 512, 0, 512, 256, kind, mkcclBfloat16, "", seed + ++i);
-    runReduce(w, true, 0, 3 * 136, 392, 272, kind, mkcclBfloat16, "", seed + ++i);
-    if (testing::Test::HasFailure()) return;
-  }
-}
 
 // A 2 MiB window (512 KiB slots at 2 nodes) and a 1 MiB shard: mkcclInvalidUsage that names what to
 // raise, on every rank, nothing enqueued; a shard that fits still runs.

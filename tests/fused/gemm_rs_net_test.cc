@@ -333,45 +333,6 @@ TEST_P(GemmRsNetSplit, TwentyCallsBackToBack) {
 
 INSTANTIATE_TEST_SUITE_P(Splits, GemmRsNetSplit, MKCCL_NET_SPLITS);
 
-// Nodes of different sizes (3 ranks: a node of 2 and a node of 1; no counterparts): the split
-// route's direct exchange, auto and on request, ReduceScatter and AllReduce shapes of 1 and 2 pieces
-// (512 rows of 1 KiB), N and K tails; AllReduce bits equal on every rank. What cannot run there is
-// refused with mkcclInvalidUsage on every rank (the sequential route forced; an AllReduce M not
-// divisible by the ranks), nothing enqueued, and a call after it works.
-TEST(GemmRsNetUneven, SplitRouteAndRefusals) {
-  NET_WORLD_OR_SKIP(w, (Split{2, 2, 3}));
-  const uint64_t seed = seedOf();
-  const Shape shapes[] = {{false, 200, 392, 520}, {false, 512, 512, 64}, {true, 408, 392, 264}, {true, 333, 136, 136}};
-  int i = 300;
-  for (const char* tuning : {"", kSplit}) {
-    w.onEveryRank([&](int r) { EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], tuning)); });
-    for (const Shape& s : shapes) {
-      ++i;
-      runOne(w, s, false, describe(s, tuning, false, seed + i), seed + i);
-      if (testing::Test::HasFailure()) return;
-    }
-  }
-  w.onEveryRank([&](int r) {
-    Call c;
-    c.alloc(true, false, 3, 334, 136, 136, seed, r, w.streams[r]);  // AllReduce M % 3 != 0
-    ASSERT_TRUE(c.ok);
-    EXPECT_EQ(mkcclSetTuning(w.comms[r], ""), mkcclSuccess);
-    EXPECT_EQ(mkcclInvalidUsage, c.run(w.comms[r], w.streams[r]));
-    EXPECT_NE(std::string::npos, std::string(mkcclGetLastError(w.comms[r])).find("different sizes"))
-        << mkcclGetLastError(w.comms[r]);
-    Call d;
-    d.alloc(false, false, 3, 3 * 64, 136, 136, seed + 1, r, w.streams[r]);
-    ASSERT_TRUE(d.ok);
-    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], kSequential));
-    EXPECT_EQ(mkcclInvalidUsage, d.run(w.comms[r], w.streams[r]));
-    EXPECT_EQ(mkcclSuccess, mkcclSetTuning(w.comms[r], ""));
-    EXPECT_EQ(mkcclSuccess, d.run(w.comms[r], w.streams[r])) << mkcclGetLastError(w.comms[r]);
-    EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(w.streams[r]));
-    c.release();
-    d.release();
-  });
-}
-
 // Rank 1 (the other node) never makes the call: rank 0's waits end in an error within the
 // timeout, and its kernels leave.
 // tuning: kSequential (the sequential route) or kFused (the fused route).

@@ -21,11 +21,8 @@
 namespace mkccl {
 namespace test {
 
-// nodes x perNode ranks; with `ranks` (> 0), that many instead, the last node short of perNode
-// (nodes of different sizes: 3 ranks of perNode 2 make a node of 2 and a node of 1).
 struct Split {
   int nodes, perNode;
-  int ranks = 0;
 };
 
 // Emulated nodes over the GPUs at hand (rank r on GPU r % gpus). Env set only around init.
@@ -36,7 +33,7 @@ struct NetWorld {
   std::string why;  // why it could not be set up (then comms is empty)
 
   NetWorld(const Split& s, long long windowBytes = 0, int timeoutMs = 30000) {
-    const int n = s.ranks > 0 ? s.ranks : s.nodes * s.perNode, gpus = gpuCount();
+    const int n = s.nodes * s.perNode, gpus = gpuCount();
     for (int r = 0; r < n; ++r) devs.push_back(r % gpus);
     SharedGpus share(devs);
     setenv("MKCCL_RANKS_PER_NODE", std::to_string(s.perNode).c_str(), 1);

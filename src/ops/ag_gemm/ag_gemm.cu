@@ -315,32 +315,32 @@ mkcclResult_t runAgGemm(OpCtx& ctx, const FusedArgs& a, const Fp8Scales* fp8) {
   if (comm->nNodes > 1 && netInfo == nullptr)
     return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", op,
                     comm->nNodes);
-  // Nodes of different sizes have no counterparts: only the split route's direct exchange runs there.
-  const bool uneven = netInfo != nullptr && !netInfo->uniform;
-  const bool trySplit = fp8 != nullptr || uneven || over.net == Tuning::AgGemm::kNetSplit ||
-                        (over.net == Tuning::AgGemm::kNetAuto && netInfo &&
-                         ag::netAutoSplit(comm->localRanks, netInfo->windowOnHost));
-  if (comm->nNodes > 1 && trySplit && (!ctx.capturing || fp8 != nullptr || uneven)) {
+  const bool trySplit =
+      fp8 != nullptr || over.net == Tuning::AgGemm::kNetSplit ||
+      (over.net == Tuning::AgGemm::kNetAuto && netInfo && ag::netAutoSplit(comm->localRanks, netInfo->windowOnHost));
+  if (comm->nNodes > 1 && trySplit && (!ctx.capturing || fp8 != nullptr)) {
     if (ctx.capturing)
       return setError(mkcclInvalidUsage,
                       "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph: its "
                       "network path takes the host's call numbers; call it eagerly (docs/GRAPHS.md)",
                       op, comm->nNodes);
     const NetCollInfo* info = netInfo;
+    if (!info->uniform && fp8 != nullptr) return netNotUniform(*info, op);
     bool ran = false;
-    ag::NetFp8 f8;
-    if (fp8 != nullptr) f8 = ag::NetFp8{fp8->kind, fp8->scaleA, fp8->scaleW};
-    MKCCL_CHECK(ag::runNetSplit(ctx, a, tune.gemm.variant, over.netPieces, fp8 != nullptr ? &f8 : nullptr, &ran));
+    if (info->uniform) {
+      ag::NetFp8 f8;
+      if (fp8 != nullptr) f8 = ag::NetFp8{fp8->kind, fp8->scaleA, fp8->scaleW};
+      MKCCL_CHECK(ag::runNetSplit(ctx, a, tune.gemm.variant, over.netPieces, fp8 != nullptr ? &f8 : nullptr, &ran));
+    }
     if (ran) {
       MKCCL_TRACE("%s call #%llu: across %d nodes, split", op, (unsigned long long)ctx.dev.seq, comm->nNodes);
       return mkcclSuccess;
     }
-    if (fp8 != nullptr || !info->uniform)
+    if (fp8 != nullptr)
       return setError(mkcclInvalidUsage,
-                      "%s across %d nodes%s: a rank's shard (%zu bytes) must fit one slot of the network window "
-                      "(MKCCL_NET_BUFFER_BYTES / (2 x %s)); raise MKCCL_NET_BUFFER_BYTES",
-                      op, comm->nNodes, info->uniform ? "" : " of different sizes", a.aRows * a.K * es,
-                      info->uniform ? "nodes" : "ranks");
+                      "%s across %d nodes: a rank's shard (%zu bytes) must fit one slot of the network window "
+                      "(MKCCL_NET_BUFFER_BYTES / (2 x nodes)); raise MKCCL_NET_BUFFER_BYTES",
+                      op, comm->nNodes, a.aRows * a.K * es);
   }
   const int lws = comm->localRanks, lme = comm->localRank;
   if (comm->nNodes == 1 && (ws > kMaxLocalRanks || lws != ws))

@@ -33,8 +33,7 @@ struct NetFp8 {
 };
 
 // Enqueues the call on the split route (*ran), or leaves *ran false where it does not apply (a
-// rank's rows larger than a window slot): the caller runs the fused kernel. On nodes of different
-// sizes the exchange is direct (every rank's shard to every rank of the other nodes). pieces: the tuner's
+// rank's rows larger than a window slot): the caller runs the fused kernel. pieces: the tuner's
 // ag_gemm.net_pieces (0: netSplitPieces' rule; clamped to the rows per rank).
 mkcclResult_t runNetSplit(OpCtx& ctx, const FusedArgs& a, GemmVariant v, int pieces, const NetFp8* fp8, bool* ran);
 

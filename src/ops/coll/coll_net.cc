@@ -55,14 +55,11 @@ class SeqSource {
 
 struct Plan {
   NetCollInfo* info;
-  int N, L, node, me;  // nodes, ranks per node (this node's), my node, my local rank
+  int N, L, node, me;  // nodes, ranks per node, my node, my local rank
   uint64_t slot;
-  int slots = 0;        // S and R slots each: N, or nranks (direct)
-  bool direct = false;  // the pieced ops on nodes of different sizes: slot i is rank i (net_coll.h)
-  const int* local = nullptr;  // this node's ranks by local rank
   int rank(int m, int i) const { return info->rankAt[(size_t)m * L + i]; }
   char* S(int m) const { return info->window + netcoll::slotS(m, slot); }
-  char* R(int m) const { return info->window + netcoll::slotR(m, slots, slot); }
+  char* R(int m) const { return info->window + netcoll::slotR(m, N, slot); }
 };
 
 mkcclResult_t makePlan(const OpCtx& ctx, const char* opName, Plan* p) {
@@ -73,8 +70,6 @@ mkcclResult_t makePlan(const OpCtx& ctx, const char* opName, Plan* p) {
   p->L = info->localRanks;
   p->node = ctx.comm->node;
   p->me = ctx.comm->localRank;
-  p->slots = p->N;
-  p->local = ctx.comm->localToRank.data();
   p->slot = info->windowBytes / (2 * (uint64_t)p->N) / kSlotAlign * kSlotAlign;
   if (p->slot < kSlotAlign)
     return setError(mkcclInvalidUsage,
@@ -82,48 +77,6 @@ mkcclResult_t makePlan(const OpCtx& ctx, const char* opName, Plan* p) {
                     "raise MKCCL_NET_BUFFER_BYTES",
                     opName, (unsigned long long)info->windowBytes, p->N, (unsigned long long)kSlotAlign);
   return mkcclSuccess;
-}
-
-// The pieced ops' plan: makePlan's on nodes of one size; on nodes of different sizes (no
-// counterparts) the direct layout, a slot per rank (net_coll.h).
-mkcclResult_t makePiecedPlan(const OpCtx& ctx, const char* opName, Plan* p) {
-  NetCollInfo* info = netCollInfo(ctx.comm);
-  if (info == nullptr)
-    return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", opName,
-                    ctx.comm->nNodes);
-  if (info->uniform) return makePlan(ctx, opName, p);
-  p->info = info;
-  p->N = info->nNodes;
-  p->L = ctx.comm->localRanks;
-  p->node = ctx.comm->node;
-  p->me = ctx.comm->localRank;
-  p->direct = true;
-  p->slots = ctx.comm->nranks;
-  p->local = ctx.comm->localToRank.data();
-  p->slot = info->windowBytes / (2 * (uint64_t)p->slots) / kSlotAlign * kSlotAlign;
-  if (p->slot < kSlotAlign)
-    return setError(mkcclInvalidUsage,
-                    "%s: a %llu-byte network window is too small for %d ranks on nodes of different sizes (2 slots of "
-                    ">= %llu bytes per rank); raise MKCCL_NET_BUFFER_BYTES",
-                    opName, (unsigned long long)info->windowBytes, p->slots, (unsigned long long)kSlotAlign);
-  return mkcclSuccess;
-}
-
-// The pieced ops' network peers in the order they are served (the next ones first, so that every
-// rank starts on a different peer): hierarchical, the other nodes (slot = node, their blocks those
-// of the node's ranks); direct, the ranks of the other nodes (slot = rank, one block each).
-std::vector<int> peerSlots(const Plan& p, const mkcclComm* comm) {
-  std::vector<int> v;
-  if (!p.direct) {
-    for (int k = 1; k < p.N; ++k) v.push_back((p.node + k) % p.N);
-  } else {
-    const int ws = comm->nranks;
-    for (int k = 1; k < ws; ++k) {
-      const int r = (comm->rank + k) % ws;
-      if (comm->rankNode[r] != p.node) v.push_back(r);
-    }
-  }
-  return v;
 }
 
 mkcclResult_t copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t s) {
@@ -281,7 +234,7 @@ mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in,
                                          mkcclDataType_t t, bool* ran) {
   *ran = false;
   Plan p;
-  MKCCL_CHECK(makePiecedPlan(ctx, "mkcclReduceScatter", &p));
+  MKCCL_CHECK(makePlan(ctx, "mkcclReduceScatter", &p));
   const size_t ts = typeSize(t), unitBytes = in.unitElems * ts, Rb = in.units * unitBytes;
   if (p.N < 2 || Rb > p.slot || (t != mkcclFloat16 && t != mkcclBfloat16 && t != mkcclFloat32)) return mkcclSuccess;
   if (in.units == 0 || in.pieces < 1 || in.pieces > netcoll::kMaxPieces || size_t(in.pieces) > in.units)
@@ -291,61 +244,44 @@ mkcclResult_t netReduceScatterProducedOp(OpCtx& ctx, const NetProducedInput& in,
   char* in8 = static_cast<char*>(send);
   char* out = static_cast<char*>(recv);
   const cudaStream_t s = ctx.stream;
-  const mkcclComm* comm = ctx.comm;
-  // Units [u0, u0 + un) of this node's partial of peer slot i's block(s) into dst: hierarchical, node
-  // i's blocks reduced over NVLink (local rank q's piece: block (i, q)), or copied with L = 1;
-  // direct, rank i's block, this rank's own partial (the receiver sums every rank's).
-  auto partialFor = [&](int i, size_t u0, size_t un, char* dst) -> mkcclResult_t {
+  auto produceNode = [&](int m, size_t u0, size_t un) {
+    return forRankRuns(p, m, [&](int g0, int n) { return in.produce(g0, n, u0, un); });
+  };
+  // This node's partial of units [u0, u0 + un) of node m's blocks into dst (local rank i's piece:
+  // block (m, i)).
+  auto nodePartial = [&](int m, size_t u0, size_t un, char* dst) -> mkcclResult_t {
     const size_t off = u0 * unitBytes, len = un * unitBytes;
-    if (p.direct) return copyAsync(dst, in8 + (size_t)i * Rb + off, len, s);
-    if (p.L == 1) return copyAsync(dst, in8 + (size_t)p.rank(i, 0) * Rb + off, len, s);
+    if (p.L == 1) return copyAsync(dst, in8 + (size_t)p.rank(m, 0) * Rb + off, len, s);
     Pieces P{};
     for (int q = 0; q < p.L; ++q) {
-      P.first[q] = (size_t)p.rank(i, q) * Rb + off;
+      P.first[q] = (size_t)p.rank(m, q) * Rb + off;
       P.len[q] = len;
     }
     return nodeReduceScatter(seq, p, send, P, dst, t, mkcclSum);
   };
-  auto produceFor = [&](int i, size_t u0, size_t un) -> mkcclResult_t {
-    if (p.direct) return in.produce(i, 1, u0, un);
-    return forRankRuns(p, i, [&](int g0, int n) { return in.produce(g0, n, u0, un); });
-  };
-  const std::vector<int> peers = peerSlots(p, comm);
   OpCtx xc;  // the exchange's call number: its sends and its finish
   for (int j = 0; j < in.pieces; ++j) {
     const auto [u0, un] = pieceOf(in.units, in.pieces, j);
-    for (int i : peers) {
-      MKCCL_CHECK(produceFor(i, u0, un));
-      MKCCL_CHECK(partialFor(i, u0, un, p.S(i) + u0 * unitBytes));
+    for (int k = 1; k < p.N; ++k) {  // the next nodes first: every node sends to a different one first
+      const int m = (p.node + k) % p.N;
+      MKCCL_CHECK(produceNode(m, u0, un));
+      MKCCL_CHECK(nodePartial(m, u0, un, p.S(m) + u0 * unitBytes));
     }
     if (j == 0) xc = seq.next();
-    MKCCL_TRACE("inter-node ReduceScatter, seq %llu: piece %d of %d, %zu bytes per peer%s",
-                (unsigned long long)xc.dev.seq, j, in.pieces, un * unitBytes, p.direct ? " (direct)" : "");
-    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, true, p.direct, s));
+    MKCCL_TRACE("inter-node ReduceScatter, seq %llu: piece %d of %d, %zu bytes per counterpart",
+                (unsigned long long)xc.dev.seq, j, in.pieces, un * unitBytes);
+    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, true, s));
   }
-  // This node's blocks (runs of consecutive ranks), their NVLink ReduceScatter into recv.
-  for (int q = 0; q < p.L;) {
-    int n = 1;
-    while (q + n < p.L && p.local[q + n] == p.local[q] + n) ++n;
-    MKCCL_CHECK(in.produce(p.local[q], n, 0, in.units));
-    q += n;
-  }
-  const char* own = p.L == 1 ? in8 + (size_t)p.local[0] * Rb : out;
-  if (p.L > 1) {
-    Pieces P{};
-    for (int q = 0; q < p.L; ++q) {
-      P.first[q] = (size_t)p.local[q] * Rb;
-      P.len[q] = Rb;
-    }
-    MKCCL_CHECK(nodeReduceScatter(seq, p, send, P, out, t, mkcclSum));
-  }
-  return netcoll::launchReduceArrivals(xc.dev, p.info->window, p.slot, p.slots, p.direct, own, out, in.units,
-                                      in.unitElems, in.pieces, t, s);
+  MKCCL_CHECK(produceNode(p.node, 0, in.units));
+  const char* own = p.L == 1 ? in8 + (size_t)p.rank(p.node, 0) * Rb : out;
+  if (p.L > 1) MKCCL_CHECK(nodePartial(p.node, 0, in.units, out));
+  return netcoll::launchReduceArrivals(xc.dev, p.info->window, p.slot, p.N, own, out, in.units, in.unitElems,
+                                      in.pieces, t, s);
 }
 
 mkcclResult_t netPiecedFits(OpCtx& ctx, size_t blockBytes, bool* fits) {
   Plan p;
-  MKCCL_CHECK(makePiecedPlan(ctx, "mkcclAllGather", &p));
+  MKCCL_CHECK(makePlan(ctx, "mkcclAllGather", &p));
   *fits = p.N >= 2 && blockBytes <= p.slot;
   return mkcclSuccess;
 }
@@ -354,7 +290,7 @@ mkcclResult_t netAllGatherConsumedOp(OpCtx& ctx, const NetConsumedInput& in, voi
                                      bool* ran) {
   *ran = false;
   Plan p;
-  MKCCL_CHECK(makePiecedPlan(ctx, "mkcclAllGather", &p));
+  MKCCL_CHECK(makePlan(ctx, "mkcclAllGather", &p));
   const size_t unitBytes = in.unitElems * typeSize(t), Rb = in.units * unitBytes;
   if (p.N < 2 || Rb > p.slot) return mkcclSuccess;
   if (in.units == 0 || in.pieces < 1 || in.pieces > netcoll::kMaxPieces || size_t(in.pieces) > in.units)
@@ -363,61 +299,45 @@ mkcclResult_t netAllGatherConsumedOp(OpCtx& ctx, const NetConsumedInput& in, voi
   SeqSource seq(ctx);
   char* g8 = static_cast<char*>(gathered);
   const cudaStream_t s = ctx.stream;
-  const mkcclComm* comm = ctx.comm;
-  const int mySlot = p.direct ? comm->rank : p.node;
-  // The rows [u0, u0 + un) of peer slot i's block(s) to every local rank, in place (hierarchical:
-  // each local rank got its counterpart's; direct: every rank got every block itself).
-  auto spread = [&](int i, size_t u0, size_t un) -> mkcclResult_t {
-    if (p.L == 1 || p.direct) return mkcclSuccess;
+  auto consumeNode = [&](int m, size_t u0, size_t un) {
+    return forRankRuns(p, m, [&](int g0, int n) { return in.consume(g0, n, u0, un); });
+  };
+  // Units [u0, u0 + un) of node m's blocks to every local rank, in place (each local rank holds
+  // its own block's).
+  auto spread = [&](int m, size_t u0, size_t un) -> mkcclResult_t {
+    if (p.L == 1) return mkcclSuccess;
     Pieces P{};
     for (int q = 0; q < p.L; ++q) {
-      P.first[q] = (size_t)p.rank(i, q) * Rb + u0 * unitBytes;
+      P.first[q] = (size_t)p.rank(m, q) * Rb + u0 * unitBytes;
       P.len[q] = un * unitBytes;
     }
     return nodeAllGather(seq, p, gathered, P);
   };
-  auto consumeFor = [&](int i, size_t u0, size_t un) -> mkcclResult_t {
-    if (p.direct) return in.consume(i, 1, u0, un);
-    return forRankRuns(p, i, [&](int g0, int n) { return in.consume(g0, n, u0, un); });
-  };
-  // Where peer slot i's piece lands in the gathered rows: the counterpart's block, or rank i's.
-  auto landing = [&](int i) { return g8 + (size_t)(p.direct ? i : p.rank(i, p.me)) * Rb; };
-  const std::vector<int> peers = peerSlots(p, comm);
-  // My block, piece by piece, into my S slot and onto the network.
-  const char* mine = g8 + (size_t)comm->rank * Rb;
+  // My block, piece by piece, into S[my node] and onto the network.
+  const char* mine = g8 + (size_t)p.rank(p.node, p.me) * Rb;
   OpCtx xc;  // the exchange's call number: its sends and its waits
   for (int j = 0; j < in.pieces; ++j) {
     const auto [u0, un] = pieceOf(in.units, in.pieces, j);
-    MKCCL_CHECK(copyAsync(p.S(mySlot) + u0 * unitBytes, mine + u0 * unitBytes, un * unitBytes, s));
+    MKCCL_CHECK(copyAsync(p.S(p.node) + u0 * unitBytes, mine + u0 * unitBytes, un * unitBytes, s));
     if (j == 0) xc = seq.next();
-    MKCCL_TRACE("inter-node AllGather, seq %llu: piece %d of %d, %zu bytes%s", (unsigned long long)xc.dev.seq, j,
-                in.pieces, un * unitBytes, p.direct ? " (direct)" : "");
-    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, false, p.direct, s));
+    MKCCL_TRACE("inter-node AllGather, seq %llu: piece %d of %d, %zu bytes", (unsigned long long)xc.dev.seq, j,
+                in.pieces, un * unitBytes);
+    MKCCL_CHECK(netcoll::launchExchangeSend(xc.dev, p.slot, u0 * unitBytes, un * unitBytes, j, false, s));
   }
-  // This node's blocks over NVLink, then their rows' work, while the pieces cross.
-  if (p.L > 1) {
-    Pieces P{};
-    for (int q = 0; q < p.L; ++q) {
-      P.first[q] = (size_t)p.local[q] * Rb;
-      P.len[q] = Rb;
-    }
-    MKCCL_CHECK(nodeAllGather(seq, p, gathered, P));
-  }
-  for (int q = 0; q < p.L;) {
-    int n = 1;
-    while (q + n < p.L && p.local[q + n] == p.local[q] + n) ++n;
-    MKCCL_CHECK(in.consume(p.local[q], n, 0, in.units));
-    q += n;
-  }
+  // This node's blocks while the pieces cross.
+  MKCCL_CHECK(spread(p.node, 0, in.units));
+  MKCCL_CHECK(consumeNode(p.node, 0, in.units));
   // The other nodes' pieces as they land: to their places, over NVLink to the node, consumed.
   for (int j = 0; j < in.pieces; ++j) {
     const auto [u0, un] = pieceOf(in.units, in.pieces, j);
-    MKCCL_CHECK(netcoll::launchExchangeWait(xc.dev, j, j == in.pieces - 1, p.direct, s));
-    for (int i : peers) {
-      MKCCL_CHECK(copyAsync(landing(i) + u0 * unitBytes, p.R(i) + u0 * unitBytes, un * unitBytes, s));
-      MKCCL_CHECK(spread(i, u0, un));
+    MKCCL_CHECK(netcoll::launchExchangeWait(xc.dev, j, j == in.pieces - 1, s));
+    for (int k = 1; k < p.N; ++k) {
+      const int m = (p.node + k) % p.N;
+      MKCCL_CHECK(copyAsync(g8 + (size_t)p.rank(m, p.me) * Rb + u0 * unitBytes, p.R(m) + u0 * unitBytes,
+                            un * unitBytes, s));
+      MKCCL_CHECK(spread(m, u0, un));
     }
-    for (int i : peers) MKCCL_CHECK(consumeFor(i, u0, un));
+    for (int k = 1; k < p.N; ++k) MKCCL_CHECK(consumeNode((p.node + k) % p.N, u0, un));
   }
   return mkcclSuccess;
 }

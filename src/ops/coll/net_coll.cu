@@ -45,73 +45,62 @@ __global__ void __launch_bounds__(kExchangeThreads) exchangeKernel(DevComm c, ui
   if (ok && put) dev::netWaitSent(c, ticket);
 }
 
-// The pieced exchange's peers (net_coll.h): hierarchical, slot i is node i and its peer node i's
-// counterpart (i != my node); direct, slot i is rank i, a peer when it is on another node.
-struct Peers {
-  const DevComm& c;
-  bool direct;
-  __device__ int count() const { return direct ? c.nranks : c.net->nNodes; }
-  __device__ int mine() const { return direct ? c.rank : c.node; }
-  __device__ bool is(int i) const { return direct ? !dev::netIsLocal(c, i) : i != c.node; }
-  __device__ int rank(int i) const { return direct ? i : c.net->nodePeer[i]; }
-};
-
-// The pieced exchange (net_coll.h). One thread per peer; the handshake as in exchangeKernel.
+// The pieced exchange (net_coll.h). One thread per node; the handshake as in exchangeKernel.
 __global__ void __launch_bounds__(kExchangeThreads) exchangeSendKernel(DevComm c, uint64_t slot, uint64_t off,
-                                                                       uint64_t bytes, int piece, int perPeer,
-                                                                       int direct) {
-  const Peers P{c, direct != 0};
-  const int n = P.count(), me = P.mine();
+                                                                       uint64_t bytes, int piece, int perNode) {
+  const NetDevComm* n = c.net;
+  const int N = n->nNodes, me = c.node;
   const uint64_t v = dev::netFlagValue(c.seq);
   if (piece == 0) {
     if (!dev::barrierLocal(c, 0)) return;
     bool ok = true;
-    for (int i = threadIdx.x; ok && i < n; i += blockDim.x)
-      if (P.is(i)) ok = dev::netSignal(c, P.rank(i), kReadyFlag, v);
-    for (int i = threadIdx.x; ok && i < n; i += blockDim.x)
-      if (P.is(i)) ok = dev::netWaitArrival(c, P.rank(i), kReadyFlag, v);
-    __syncthreads();  // every peer is ready before any put (each thread waited for its own)
+    for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+      if (m != me) ok = dev::netSignal(c, n->nodePeer[m], kReadyFlag, v);
+    for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+      if (m != me) ok = dev::netWaitArrival(c, n->nodePeer[m], kReadyFlag, v);
+    __syncthreads();  // every counterpart is ready before any put (each thread waited for its own)
     if (!ok) return;
   }
   if (dev::deviceFailed(c)) return;  // a failed handshake or wait: push nothing more
-  for (int i = threadIdx.x; i < n; i += blockDim.x)
-    if (P.is(i) && !dev::netPut(c, P.rank(i), slotS(perPeer ? i : me, slot) + off, slotR(me, n, slot) + off, bytes,
-                                kPieceFlag0 + piece, v))
+  for (int m = threadIdx.x; m < N; m += blockDim.x)
+    if (m != me &&
+        !dev::netPut(c, n->nodePeer[m], slotS(perNode ? m : me, slot) + off, slotR(me, N, slot) + off, bytes,
+                     kPieceFlag0 + piece, v))
       return;
 }
 
-// Waits for piece `piece` from every peer; with `sent`, then until this rank's puts have left the
-// window.
-__global__ void __launch_bounds__(kExchangeThreads) exchangeWaitKernel(DevComm c, int piece, int sent, int direct) {
-  const Peers P{c, direct != 0};
+// Waits for piece `piece` from every other node's counterpart; with `sent`, then until this rank's
+// puts have left the window.
+__global__ void __launch_bounds__(kExchangeThreads) exchangeWaitKernel(DevComm c, int piece, int sent) {
+  const NetDevComm* n = c.net;
+  const int N = n->nNodes, me = c.node;
   const uint64_t v = dev::netFlagValue(c.seq);
   bool ok = true;
-  for (int i = threadIdx.x; ok && i < P.count(); i += blockDim.x)
-    if (P.is(i)) ok = dev::netWaitArrival(c, P.rank(i), kPieceFlag0 + piece, v);
+  for (int m = threadIdx.x; ok && m < N; m += blockDim.x)
+    if (m != me) ok = dev::netWaitArrival(c, n->nodePeer[m], kPieceFlag0 + piece, v);
   if (ok && sent && threadIdx.x == 0) dev::netWaitAllSent(c);
 }
 
 // Waits for the pieces in order and sums each as soon as it is here (net_coll.h): piece j is units
 // [units j / pieces, units (j + 1) / pieces); every block takes its share of every piece, thread 0
-// of each block waiting for the piece from every peer first (few blocks: the flags are host
-// memory). The inputs in slot order: own at my slot, R[i] at peer i's. Then block 0 waits until
-// this rank's puts have left the window.
+// of each block waiting for the piece from every other node first (few blocks: the flags are host
+// memory). Then block 0 waits until this rank's puts have left the window.
 template <typename T>
 __global__ void __launch_bounds__(kReduceThreads) reduceArrivalsKernel(DevComm c, const char* window, uint64_t slot,
                                                                        const char* own, char* out, uint64_t units,
-                                                                       uint64_t unitElems, int pieces, int direct) {
-  extern __shared__ const char* s_in[];  // an input per slot index, compacted
+                                                                       uint64_t unitElems, int pieces) {
+  extern __shared__ const char* s_in[];  // N pointers
   __shared__ char* s_out[1];
-  __shared__ int ok, nin;
-  const Peers P{c, direct != 0};
-  const int n = P.count(), me = P.mine();
+  __shared__ int ok;
+  const NetDevComm* n = c.net;
+  const int N = n->nNodes, me = c.node;
   const uint64_t v = dev::netFlagValue(c.seq);
   constexpr uint64_t V = 16 / sizeof(T);
   for (int j = 0; j < pieces; ++j) {
     if (threadIdx.x == 0) {
       ok = 1;
-      for (int i = 0; i < n && ok; ++i)
-        if (P.is(i) && !dev::netWaitArrival(c, P.rank(i), kPieceFlag0 + j, v)) ok = 0;
+      for (int m = 0; m < N && ok; ++m)
+        if (m != me && !dev::netWaitArrival(c, n->nodePeer[m], kPieceFlag0 + j, v)) ok = 0;
     }
     __syncthreads();
     if (!ok) return;
@@ -120,15 +109,10 @@ __global__ void __launch_bounds__(kReduceThreads) reduceArrivalsKernel(DevComm c
     const uint64_t first = e0 + per * blockIdx.x;
     if (first < e1) {
       const uint64_t cnt = e1 - first < per ? e1 - first : per, off = first * sizeof(T);
-      if (threadIdx.x == 0) {
-        int k = 0;
-        for (int i = 0; i < n; ++i)
-          if (i == me || P.is(i)) s_in[k++] = (i == me ? own : window + slotR(i, n, slot)) + off;
-        nin = k;
-        s_out[0] = out + off;
-      }
+      for (int m = threadIdx.x; m < N; m += blockDim.x) s_in[m] = (m == me ? own : window + slotR(m, N, slot)) + off;
+      if (threadIdx.x == 0) s_out[0] = out + off;
       __syncthreads();
-      dev::blockReduce<T, dev::OpSum>(s_in, nin, s_out, 1, cnt, 0);
+      dev::blockReduce<T, dev::OpSum>(s_in, N, s_out, 1, cnt, 0);
     }
     __syncthreads();  // s_in and ok are rewritten for the next piece
   }
@@ -209,25 +193,25 @@ mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bo
 }
 
 mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, uint64_t bytes, int piece,
-                                 bool perPeer, bool direct, cudaStream_t s) {
+                                 bool perNode, cudaStream_t s) {
   if (piece < 0 || piece >= kMaxPieces)
     return setError(mkcclInternalError, "inter-node exchange: piece %d of at most %d", piece, kMaxPieces);
-  exchangeSendKernel<<<1, kExchangeThreads, 0, s>>>(c, slot, off, bytes, piece, perPeer ? 1 : 0, direct ? 1 : 0);
+  exchangeSendKernel<<<1, kExchangeThreads, 0, s>>>(c, slot, off, bytes, piece, perNode ? 1 : 0);
   CUDA_CHECK(cudaGetLastError());
   return mkcclSuccess;
 }
 
-mkcclResult_t launchExchangeWait(const DevComm& c, int piece, bool sent, bool direct, cudaStream_t s) {
+mkcclResult_t launchExchangeWait(const DevComm& c, int piece, bool sent, cudaStream_t s) {
   if (piece < 0 || piece >= kMaxPieces)
     return setError(mkcclInternalError, "inter-node exchange: piece %d of at most %d", piece, kMaxPieces);
-  exchangeWaitKernel<<<1, kExchangeThreads, 0, s>>>(c, piece, sent ? 1 : 0, direct ? 1 : 0);
+  exchangeWaitKernel<<<1, kExchangeThreads, 0, s>>>(c, piece, sent ? 1 : 0);
   CUDA_CHECK(cudaGetLastError());
   return mkcclSuccess;
 }
 
-mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_t slot, int slots, bool direct,
-                                   const void* own, void* out, size_t units, size_t unitElems, int pieces,
-                                   mkcclDataType_t t, cudaStream_t s) {
+mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_t slot, int nNodes, const void* own,
+                                   void* out, size_t units, size_t unitElems, int pieces, mkcclDataType_t t,
+                                   cudaStream_t s) {
   const void* fn = reduceArrivalsFn(t);
   if (!fn) return setError(mkcclInvalidArgument, "inter-node reduction in pieces: type %d is not supported", (int)t);
   if (pieces < 1 || pieces > kMaxPieces || (size_t)pieces > units)
@@ -235,15 +219,14 @@ mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_
   // A block per 64 KiB of a piece, at most 16 (each polls the flags in host memory).
   const size_t pieceBytes = units / (size_t)pieces * unitElems * elemSize(t);
   const unsigned grid = (unsigned)std::min<size_t>(16, std::max<size_t>(1, pieceBytes >> 16));
-  const size_t smem = (size_t)slots * sizeof(const char*);
+  const size_t smem = (size_t)nNodes * sizeof(const char*);
   if (smem > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  int dir = direct ? 1 : 0;
   const char* ownc = static_cast<const char*>(own);
   char* outc = static_cast<char*>(out);
   uint64_t u = units, ue = unitElems;
   DevComm cc = c;
   void* params[] = {(void*)&cc, (void*)&window, (void*)&slot, (void*)&ownc, (void*)&outc, (void*)&u, (void*)&ue,
-                    (void*)&pieces, (void*)&dir};
+                    (void*)&pieces};
   CUDA_CHECK(cudaLaunchKernel(fn, dim3(grid), dim3(kReduceThreads), params, smem, s));
   return mkcclSuccess;
 }

@@ -41,29 +41,25 @@ mkcclResult_t launchExchange(const DevComm& c, uint64_t slot, uint64_t bytes, bo
 
 // The exchange of launchExchange in pieces, for collectives whose input is produced or whose output
 // is consumed piece by piece (coll_net.h: netReduceScatterProducedOp, netAllGatherConsumedOp): each
-// piece leaves as soon as it is in the S slots, and is used as soon as it has landed. Peers:
-// hierarchical (direct false), the other nodes' counterparts, slot i for node i (2 N slots);
-// direct (nodes of different sizes: no counterparts), every rank of another node, slot i for rank i
-// (2 nranks slots, the same layout with rank indices).
+// piece leaves as soon as it is in the S slots, and is used as soon as it has landed.
 //   launchExchangeSend: piece 0 first does the node barrier and the handshake (kReadyFlag); then,
-//     to every peer i, puts bytes [off, off + bytes) of S[perPeer ? i : mine] to R[mine] + off,
-//     raising kPieceFlag0 + piece. Waits for no data. A later piece is pushed only while the
-//     communicator has no device error (so not after a failed handshake).
-//   launchExchangeWait: waits for piece `piece` from every peer; with `sent` (the call's last),
-//     then until every put of this rank has left the window.
-//   launchReduceArrivals: out = own (at my slot index) and every peer's R slot, `units` units of
-//     `unitElems` elements, summed in slot order, each piece as soon as it has come from every peer
-//     (piece j: units [units j / pieces, units (j + 1) / pieces)); then waits until every put of
-//     this rank has left the window. `slots`: N (hierarchical) or nranks (direct). Float types
-//     (f16, bf16, f32), sum only.
+//     to every other node's counterpart, puts bytes [off, off + bytes) of S[perNode ? m : my node]
+//     to R[my node] + off, raising kPieceFlag0 + piece. Waits for no data. A later piece is pushed
+//     only while the communicator has no device error (so not after a failed handshake).
+//   launchExchangeWait: waits for piece `piece` from every other node's counterpart; with `sent`
+//     (the call's last), then until every put of this rank has left the window.
+//   launchReduceArrivals: out = the nodes' partials of `units` units of `unitElems` elements summed
+//     in node order (own for this node, R[m] for node m), each piece summed as soon as it has come
+//     from every other node (piece j: units [units j / pieces, units (j + 1) / pieces)); then waits
+//     until every put of this rank has left the window. Float types (f16, bf16, f32), sum only.
 // Both take the DevComm of the same call number (its flags' values); nothing else in the window
 // may be written between them.
 mkcclResult_t launchExchangeSend(const DevComm& c, uint64_t slot, uint64_t off, uint64_t bytes, int piece,
-                                 bool perPeer, bool direct, cudaStream_t s);
-mkcclResult_t launchExchangeWait(const DevComm& c, int piece, bool sent, bool direct, cudaStream_t s);
-mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_t slot, int slots, bool direct,
-                                   const void* own, void* out, size_t units, size_t unitElems, int pieces,
-                                   mkcclDataType_t t, cudaStream_t s);
+                                 bool perNode, cudaStream_t s);
+mkcclResult_t launchExchangeWait(const DevComm& c, int piece, bool sent, cudaStream_t s);
+mkcclResult_t launchReduceArrivals(const DevComm& c, const char* window, uint64_t slot, int nNodes, const void* own,
+                                   void* out, size_t units, size_t unitElems, int pieces, mkcclDataType_t t,
+                                   cudaStream_t s);
 
 // out[i] = op over nodes m in node order of (m == node ? own : window + R[m])[i], i < count, then
 // divided by avgDiv when > 0 (mkcclAvg; op is then mkcclSum). mkcclInvalidArgument for a

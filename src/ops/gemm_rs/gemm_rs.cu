@@ -308,29 +308,7 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     return setError(mkcclInternalError, "%s: the communicator spans %d nodes but has no network state", name,
                     comm->nNodes);
   const NetRoute nr = netRouteFor(over.plan, a.epilogueExtras(0), info->uniform, ctx.capturing);
-  if (nr.verdict == NetVerdict::NotUniform) {
-    // Nodes of different sizes: only the split route's direct exchange runs (an eager call, no
-    // epilogue extras, its blocks within a window slot); the other routes need counterparts.
-    if (!ctx.capturing && !nr.exact && over.net != Tuning::Reduce::kNetSequential &&
-        over.net != Tuning::Reduce::kNetFused) {
-      MKCCL_CHECK(cuDriverLoad());
-      MKCCL_CHECK(gemmCheckFault());
-      bool ran = false;
-      MKCCL_CHECK(runNetSplit(ctx, a, mode, v, over.netPieces, fp8, &ran));
-      if (ran) {
-        MKCCL_TRACE("%s call #%llu: across %d nodes of different sizes, split (direct)", name,
-                    (unsigned long long)ctx.dev.seq, comm->nNodes);
-        return mkcclSuccess;
-      }
-    }
-    return setError(mkcclInvalidUsage,
-                    "%s across nodes of different sizes (%s) runs only on the split route (gemm_rs.net / gemm_ar.net "
-                    "= auto or split), eagerly, without a bias, another output type or a pitch of C, M divisible by "
-                    "the ranks, and with each rank's %zu rows within a slot of the network window "
-                    "(MKCCL_NET_BUFFER_BYTES / (2 x ranks)); with MKCCL_RANKS_PER_NODE, make the number of ranks a "
-                    "multiple of it",
-                    name, info->nodeSizes.c_str(), a.M / size_t(comm->nranks));
-  }
+  if (nr.verdict == NetVerdict::NotUniform) return netNotUniform(*info, name);
   if (nr.verdict == NetVerdict::Capturing)
     return setError(mkcclInvalidUsage,
                     "%s across nodes (this communicator spans %d nodes) cannot be captured into a CUDA graph yet: "

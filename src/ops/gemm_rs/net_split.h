@@ -11,8 +11,6 @@ namespace rs {
 
 // Enqueues the call on the split route (*ran), or leaves *ran false where it does not apply (M not
 // a multiple of the ranks; a rank's rows larger than a window slot): the caller runs another route.
-// On nodes of different sizes the exchange is direct (each rank's own partial of every rank of the
-// other nodes to that rank; the receiver sums them).
 // pieces: the tuner's net_pieces (0: netSplitPieces' rule; clamped to the rows per rank). fp8: `a`
 // describes the e4m3 bytes as 16-bit rows (fp8.h); each piece's GEMM is mkcclGemmFp8's on its rows
 // (block scales: their scale rows).
