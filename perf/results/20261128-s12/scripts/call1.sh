@@ -11,13 +11,7 @@ echo "gemm_rs_net_test rc=$? $(( $(date +%s) - t0 ))s"; grep -E "^\[  (PASSED|FA
 for i in 1 2; do
   timeout 150 $B/tests/fused/gemm_rs_net_test --gtest_also_run_disabled_tests --gtest_filter='*Overlap*' > $R/overlap-$i.log 2>&1
   echo "overlap $i rc=$? $(( $(date +%s) - t0 ))s"
-  grep -h 'BENCH' $R/overlap-$i.log | python3 -c '
-import sys,json
-for l in sys.stdin:
-  d=json.loads(l.split("BENCH ",1)[1])
-  print("  %s %dx%dx%d gemm %.0f xfer %.0f | seq %.0f (%.2f) fused %.0f (%.2f) split %.0f (%.2f)" % (d["op"],d["M"],d["N"],d["K"],
-    d["gemm_alone_us"],d["transfer_alone_us"],d["call_us"],d["overlap_ratio"],d["fused_call_us"],d["fused_overlap_ratio"],
-    d["split_call_us"],d["split_overlap_ratio"]))'
+  python3 perf/results/20261128-s12/scripts/bench_show.py $R/overlap-$i.log
 done
 rm -f $R/build.log $R/configure.log
 echo "total $(( $(date +%s) - t0 ))s"

@@ -9,23 +9,12 @@ echo "gemm_rs_net_test split rc=$? $(( $(date +%s) - t0 ))s"; grep -E "^\[  (PAS
 for i in 1 2 3; do
   timeout 150 $B/tests/fused/gemm_rs_net_test --gtest_also_run_disabled_tests --gtest_filter='*Overlap*' > $R/rs-overlap-$i.log 2>&1
   echo "rs overlap $i rc=$? $(( $(date +%s) - t0 ))s"
-  grep -h 'BENCH' $R/rs-overlap-$i.log | python3 -c '
-import sys,json
-for l in sys.stdin:
-  d=json.loads(l.split("BENCH ",1)[1])
-  print("  %s %dx%dx%d gemm %.0f xfer %.0f | seq %.0f (%.2f) fused %.0f (%.2f) split %.0f (%.2f)" % (d["op"],d["M"],d["N"],d["K"],
-    d["gemm_alone_us"],d["transfer_alone_us"],d["call_us"],d["overlap_ratio"],d["fused_call_us"],d["fused_overlap_ratio"],
-    d["split_call_us"],d["split_overlap_ratio"]))'
+  python3 perf/results/20261128-s12/scripts/bench_show.py $R/rs-overlap-$i.log
 done
 for i in 1 2; do
   timeout 150 $B/tests/fused/ag_gemm_net_test --gtest_also_run_disabled_tests --gtest_filter='*Overlap*' > $R/ag-overlap-$i.log 2>&1
   echo "ag overlap $i rc=$? $(( $(date +%s) - t0 ))s"
-  grep -h 'BENCH' $R/ag-overlap-$i.log | python3 -c '
-import sys,json
-for l in sys.stdin:
-  d=json.loads(l.split("BENCH ",1)[1])
-  print("  ag %dx%dx%d gemm %.0f xfer %.0f | fused %.0f (%.2f) p128 %.2f p64 %.2f" % (d["M"],d["N"],d["K"],
-    d["gemm_alone_us"],d["transfer_alone_us"],d["fused_us"],d["overlap_ratio"],d["overlap_ratio_piece128"],d["overlap_ratio_piece64"]))'
+  python3 perf/results/20261128-s12/scripts/bench_show.py $R/ag-overlap-$i.log
 done
 rm -f $R/build.log $R/configure.log
 echo "total $(( $(date +%s) - t0 ))s"

@@ -11,16 +11,6 @@ for s in 2x2 2x2 4x1; do
     echo "$t $s rc=$? $(( $(date +%s) - t0 ))s"
   done
 done
-python3 - $R <<'PY'
-import glob,json,sys
-for f in sorted(glob.glob(sys.argv[1]+"/*.log")):
-  for l in open(f):
-    if "BENCH " not in l: continue
-    d=json.loads(l.split("BENCH ",1)[1]); fl=max(d["gemm_alone_us"],d["transfer_alone_us"])
-    if d["op"]=="ag_gemm_net":
-      print("  %s ag %dx%dx%d gemm %.0f xfer %.0f | fused %.2f split %.2f" % (d["split"],d["M"],d["N"],d["K"],d["gemm_alone_us"],d["transfer_alone_us"],d["overlap_ratio"],d["split_overlap_ratio"]))
-    else:
-      print("  %s %s %dx%dx%d gemm %.0f xfer %.0f | seq %.2f fused %.2f split %.2f" % (d["split"],d["op"],d["M"],d["N"],d["K"],d["gemm_alone_us"],d["transfer_alone_us"],d["overlap_ratio"],d["fused_overlap_ratio"],d["split_overlap_ratio"]))
-PY
+python3 perf/results/20261128-s12/scripts/bench_show.py $R/*.log
 rm -f $R/build.log $R/configure.log
 echo "total $(( $(date +%s) - t0 ))s"
