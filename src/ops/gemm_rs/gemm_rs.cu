@@ -322,10 +322,11 @@ mkcclResult_t runAcrossNodes(OpCtx& ctx, const FusedArgs& a, int mode, const Tun
     return runExact(ctx, a, mode, v);
   }
   // gemm_rs.net / gemm_ar.net: split (net_split.h), fused (net_fused.h), sequential, or auto (net_route.h,
-  // netAutoFusedFirst): with one rank per node the split route where it applies, else the fused
-  // kernel beyond one wave of tiles; with several, the fused kernel first (it overlaps the node's
-  // NVLink reduction with the GEMM, which the split route runs after each piece's GEMM), then the
-  // split route; else (and for `sequential`) the sequential route.
+  // netAutoFusedFirst): with one rank per node or over tcp the split route where it applies, else
+  // the fused kernel beyond one wave of tiles; with several ranks per node on an RDMA NIC, the fused
+  // kernel first (it overlaps the node's NVLink reduction with the GEMM, which the split route runs
+  // after each piece's GEMM), then the split route; else (and for `sequential`) the sequential route.
+  // fp8 never takes the fused kernel (16-bit only across nodes).
   bool splitRan = false;
   const bool autoRoute = over.net == Tuning::Reduce::kNetAuto;
   const bool fusedFirst = autoRoute && netAutoFusedFirst(info->localRanks, info->windowOnHost) && fp8 == nullptr;
