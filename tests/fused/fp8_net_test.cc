@@ -29,6 +29,11 @@ namespace {
 bool isBlock(mkcclFp8ScaleKind_t k) { return k == mkcclFp8ScaleBlock; }
 const char* kindName(mkcclFp8ScaleKind_t k) { return isBlock(k) ? "block" : "tensor"; }
 
+template <class T>
+void toDevice(void* dst, const std::vector<T>& v, cudaStream_t s) {
+  cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s);
+}
+
 // One rank's device buffers; freed by release().
 struct Bufs {
   void *A = nullptr, *W = nullptr, *C = nullptr, *G = nullptr, *sA = nullptr, *sW = nullptr, *R = nullptr;
@@ -38,16 +43,20 @@ struct Bufs {
     if (cudaMalloc(&p, bytes) != cudaSuccess) ok = false;
     return p;
   }
+  // This rank's inputs: e4m3 A and W, fp32 scales.
+  void upload(const std::vector<uint8_t>& a, const std::vector<uint8_t>& w, const std::vector<float>& sa,
+              const std::vector<float>& sw, cudaStream_t s) {
+    toDevice(A, a, s);
+    toDevice(W, w, s);
+    toDevice(sA, sa, s);
+    toDevice(sW, sw, s);
+  }
   void release() {
     for (void* p : {A, W, C, G, sA, sW, R}) cudaFree(p);
     A = W = C = G = sA = sW = R = nullptr;
   }
 };
 
-template <class T>
-void toDevice(void* dst, const std::vector<T>& v, cudaStream_t s) {
-  cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s);
-}
 std::vector<uint8_t> bytesOf(const void* p, size_t n) {
   std::vector<uint8_t> v(n);
   cudaMemcpy(v.data(), p, n, cudaMemcpyDeviceToHost);
@@ -97,10 +106,7 @@ void runAg(NetWorld& w, size_t m, size_t N, size_t K, mkcclFp8ScaleKind_t kind, 
     x.R = x.get(M * N * 4);
     if (gathered) x.G = x.get(M * K);
     ASSERT_TRUE(x.ok);
-    toDevice(x.A, a[r], s);
-    toDevice(x.W, wt[r], s);
-    toDevice(x.sA, sA[r], s);
-    toDevice(x.sW, sW[r], s);
+    x.upload(a[r], wt[r], sA[r], sW[r], s);
     poison(x.C, M * N * 2, s);
     if (gathered) poison(x.G, M * K, s);
     ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
@@ -165,10 +171,7 @@ void runReduce(NetWorld& w, bool ar, size_t m, size_t mAr, size_t N, size_t K, m
     x.sW = x.get(nW * 4);
     x.R = x.get(M * N * 4);
     ASSERT_TRUE(x.ok);
-    toDevice(x.A, a[r], s);
-    toDevice(x.W, wt[r], s);
-    toDevice(x.sA, sA[r], s);
-    toDevice(x.sW, sW[r], s);
+    x.upload(a[r], wt[r], sA[r], sW[r], s);
     poison(x.C, rows * N * 2, s);
     const float* dA = static_cast<const float*>(x.sA);
     const float* dW = static_cast<const float*>(x.sW);
